@@ -1,0 +1,19 @@
+"""Hydra: an SPMD compiler for Python.
+
+Write a per-lane function; ``hydra.compile(fn, lanes=N)`` runs N lanes of it in
+lockstep, with masks for divergent control flow.
+"""
+
+from .api import Kernel, compile, spmd
+from .errors import CompileError, HydraError
+from .intrinsics import (atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin,
+                         laneprod, lanesum, nlanes, prefixsum, rotate, shuffle)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "compile", "spmd", "Kernel",
+    "CompileError", "HydraError", "lane", "nlanes", "lanesum", "laneprod", "lanemin",
+    "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
+    "atomic_add",
+]

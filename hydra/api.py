@@ -1,0 +1,219 @@
+"""The public API: ``hydra.compile``, ``Kernel``, ``hydra.spmd``.
+
+``compile`` reads and checks the function at once (unsupported syntax raises
+there).  A call checks its arguments (count, lengths of varying arguments, types),
+specializes on their types (cached, as Numba does), runs the pipeline and hands
+the predicated IR to the backend.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import weakref
+
+import numpy as np
+
+from .backends import default_backend, get_backend
+from .backends.numpy_backend import python_scalar
+from .frontend import build_function, check_subset, parse_function
+from .ir.core import Function
+from .ir.printer import print_function
+from .passes import run_pipeline
+from .types import ArrayType, ScalarType, Type, scalar, typeof_python
+
+COMMON_OPTIONS = ("threads", "fastmath", "boundscheck", "cache")
+STAGES = ("ast", "ssa", "predicated", "numba", "llvm", "asm", "ptx")
+
+
+class Kernel:
+    """A compiled SPMD function.  Call it with the function's arguments to run its lanes."""
+
+    def __init__(self, pyfunc, lanes: int | None = None, varying=(), backend: str | None = None,
+                 **options) -> None:
+        if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, (int, np.integer))
+                                  or lanes < 1):
+            raise ValueError(f"lanes must be an integer >= 1, not {lanes!r}")
+        self.parsed = parse_function(pyfunc)
+        check_subset(self.parsed)
+        self.pyfunc = self.parsed.pyfunc
+        self.__hydra_kernel__ = self.pyfunc
+        functools.update_wrapper(self, self.pyfunc)
+        self.lanes = None if lanes is None else int(lanes)
+        self.param_names = [a.arg for a in self.parsed.node.args.args]
+        self.varying = (varying,) if isinstance(varying, str) else tuple(varying)
+        unknown = [v for v in self.varying if v not in self.param_names]
+        if unknown:
+            raise ValueError(f"varying names {unknown} are not parameters of "
+                             f"{self.pyfunc.__name__}{tuple(self.param_names)}")
+        self.backend_name = backend or default_backend()
+        self.backend = get_backend(self.backend_name)
+        allowed = set(COMMON_OPTIONS)
+        bad = set(options) - allowed
+        if bad:
+            raise TypeError(f"unknown option(s) {sorted(bad)}; the options are {sorted(allowed)}")
+        self.options = options
+        self._cache: dict[tuple, tuple[Function, object]] = {}
+
+    def __repr__(self) -> str:
+        return (f"<hydra.Kernel {self.pyfunc.__name__} lanes={self.lanes} "
+                f"varying={self.varying} backend={self.backend_name!r}>")
+
+    # --- arguments --------------------------------------------------------------------
+
+    def _lanes_for(self, args) -> int:
+        lengths = {}
+        for name, a in zip(self.param_names, args):
+            if name in self.varying:
+                shape = np.shape(a)
+                if not shape:
+                    raise ValueError(f"varying argument '{name}' must be an array with one "
+                                     f"entry per lane, got a scalar")
+                lengths[name] = shape[0]
+        if self.lanes is not None:
+            for name, n in lengths.items():
+                if n != self.lanes:
+                    raise ValueError(f"varying argument '{name}' has length {n}, but the "
+                                     f"kernel runs {self.lanes} lanes")
+            return self.lanes
+        if not lengths:
+            raise ValueError(f"{self.pyfunc.__name__}: give lanes= (no varying argument "
+                             f"tells how many lanes to run)")
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"'{k}' has {v}" for k, v in lengths.items())
+            raise ValueError(f"varying arguments disagree on the number of lanes: {shown}")
+        return next(iter(lengths.values()))
+
+    def _signature(self, args) -> tuple[list, list[Type]]:
+        if len(args) != len(self.param_names):
+            raise TypeError(f"{self.pyfunc.__name__}() takes {len(self.param_names)} "
+                            f"argument(s) ({', '.join(self.param_names)}), {len(args)} given")
+        values, types = [], []
+        for name, a in zip(self.param_names, args):
+            if name in self.varying:
+                if not isinstance(a, np.ndarray):
+                    a = np.asarray(a)
+                try:
+                    dt = scalar(a.dtype)
+                except TypeError:
+                    raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
+                t: Type = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1)
+            else:
+                t = typeof_python(a)
+                if t is None:
+                    raise TypeError(f"argument '{name}' has unsupported type "
+                                    f"{type(a).__name__}"
+                                    + (f" (dtype {a.dtype})" if isinstance(a, np.ndarray) else ""))
+                if isinstance(t, ScalarType):
+                    a = _scalar_argument(name, a, t)
+                elif not isinstance(t, ArrayType):
+                    raise TypeError(f"argument '{name}' has unsupported type {type(a).__name__}")
+            values.append(a)
+            types.append(t)
+        return values, types
+
+    def _check_aliasing(self, fn: Function, values, types) -> None:
+        stored = {op.operands[0].id for op in fn.walk()
+                  if op.opcode == "store" or (op.opcode == "intrinsic"
+                                              and op.attrs["name"] == "atomic_add")}
+        arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
+                  if isinstance(t, ArrayType) and not p.varying]
+        for i, (p, a) in enumerate(arrays):
+            for q, b in arrays[i + 1:]:
+                if (p.id in stored or q.id in stored) and np.shares_memory(a, b):
+                    raise ValueError(f"arguments '{p.name}' and '{q.name}' share memory and the "
+                                     f"kernel writes one of them; pass separate arrays")
+
+    # --- compiling --------------------------------------------------------------------
+
+    def specialize(self, types: list[Type]) -> tuple[Function, object]:
+        """The predicated IR and backend runner for these argument types (cached)."""
+        key = tuple(types)
+        if key not in self._cache:
+            fn = build_function(self.pyfunc, list(types))
+            fn = run_pipeline(fn, set(self.varying))
+            runner = self.backend.compile(fn, self.options)
+            self._cache[key] = (fn, runner)
+        return self._cache[key]
+
+    def __call__(self, *args):
+        values, types = self._signature(args)
+        lanes = self._lanes_for(values)
+        fn, runner = self.specialize(types)
+        self._check_aliasing(fn, values, types)
+        leaves = runner(values, lanes)
+        return _result(fn, leaves, lanes)
+
+    # --- tools ------------------------------------------------------------------------
+
+    def dump_ir(self, stage: str = "predicated", *example_args, types=None,
+                after: str | None = None) -> str:
+        """The IR text at ``stage`` for these example arguments (or ``types=``)."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+        if stage == "ast":
+            return ast.dump(self.parsed.node, indent=2) + "\n"
+        if types is None:
+            _, types = self._signature(example_args)
+        fn = build_function(self.pyfunc, list(types))
+        if stage == "ssa" and after is None:
+            fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
+            return print_function(fn)
+        fn = run_pipeline(fn, set(self.varying), stop_after=after)
+        if stage in ("ssa", "predicated"):
+            return print_function(fn)
+        dump = getattr(self.backend, "dump", None)
+        if dump is None:
+            raise ValueError(f"the {self.backend_name} backend has no stage {stage!r}")
+        return dump(fn, stage, self.options)
+
+
+def _scalar_argument(name: str, a, t: ScalarType):
+    try:
+        return t.dtype.type(a)
+    except OverflowError:
+        raise TypeError(f"argument '{name}' = {a} does not fit in {t.name}") from None
+
+
+def _result(fn: Function, leaves: list, lanes: int):
+    values = []
+    for v, x in zip(fn.body.terminator.operands, leaves):
+        if v.varying:
+            arr = np.asarray(x)
+            values.append(np.broadcast_to(arr, (lanes,)).copy() if arr.ndim == 0 else arr)
+        else:
+            values.append(python_scalar(np.asarray(x), v.type))
+    it = iter(values)
+
+    def build(tree):
+        if tree == "leaf":
+            return next(it)
+        if tree is None:
+            return None
+        return tuple(build(t) for t in tree)
+    return build(fn.notes["result_tree"])
+
+
+def compile(fn=None, *, lanes: int | None = None, varying=(), backend: str | None = None,
+            **options):
+    """Compile ``fn`` to run ``lanes`` lanes in lockstep; without ``fn``, a decorator."""
+    if fn is None:
+        return lambda f: Kernel(f, lanes=lanes, varying=varying, backend=backend, **options)
+    if isinstance(fn, int) and not callable(fn):
+        raise TypeError("hydra.compile(fn, lanes=N): the function comes first; "
+                        "use hydra.compile(lanes=N) as a decorator")
+    return Kernel(fn, lanes=lanes, varying=varying, backend=backend, **options)
+
+
+_spmd_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def spmd(lanes: int, fn, *args, varying=(), backend: str | None = None, **options):
+    """Run ``fn`` on ``lanes`` lanes once (compiling it, cached per function and options)."""
+    key = (lanes, tuple(varying) if not isinstance(varying, str) else (varying,), backend,
+           tuple(sorted(options.items())))
+    per_fn = _spmd_cache.setdefault(fn, {}) if inspect.isfunction(fn) else {}
+    if key not in per_fn:
+        per_fn[key] = Kernel(fn, lanes=lanes, varying=varying, backend=backend, **options)
+    return per_fn[key](*args)

@@ -1,0 +1,320 @@
+"""The reference backend: interprets predicated SSA with NumPy.  It defines the semantics.
+
+A varying value is a NumPy array with one entry per lane (leading axis N); a
+uniform value is a NumPy scalar; a shared array is the caller's own array; a
+per-lane array has a leading axis of N.  Ops that may trap check only the active
+lanes and raise the error of SPEC section 6 naming the first failing lane; the
+other lanes compute with safe operands and their results are never observed.
+It is written to be obviously right, not fast.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from ..errors import RUNTIME_ERRORS, Loc
+from ..intrinsics import INTRINSICS
+from ..ir.core import Function, Op, Region
+from ..types import ArrayType, ScalarType
+
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "lshift": np.left_shift, "rshift": np.right_shift, "bitand": np.bitwise_and,
+    "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
+}
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "eq": np.equal, "ne": np.not_equal}
+_erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+MATH = {
+    "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "expm1": np.expm1, "log1p": np.log1p,
+    "fabs": np.fabs, "exp2": np.exp2, "cbrt": np.cbrt, "atan2": np.arctan2, "hypot": np.hypot,
+    "pow": np.power, "copysign": np.copysign, "fmod": np.fmod, "isnan": np.isnan,
+    "isinf": np.isinf, "isfinite": np.isfinite, "floor": np.floor, "ceil": np.ceil,
+    "trunc": np.trunc, "rint": np.rint,
+    "erf": lambda x: _erf(np.asarray(x, np.float64)).astype(np.float64),
+    "erfc": lambda x: _erfc(np.asarray(x, np.float64)).astype(np.float64),
+}
+
+
+def python_scalar(value, t: ScalarType):
+    """A lane's value as the Python object plain Python would hold: int64, float64 and
+    bool as ``int``/``float``/``bool``, other NumPy types as NumPy scalars."""
+    if t.name in ("int64", "float64", "bool"):
+        return value.item()
+    return t.dtype.type(value)
+
+
+def format_print(parts, values, lane: int, types) -> list[str]:
+    """The strings print() gets for one lane (the print op's ``parts`` template)."""
+    def lane_value(i):
+        v = values[i]
+        v = v[lane] if np.ndim(v) else v
+        return python_scalar(np.asarray(v), types[i])
+
+    def render(part):
+        kind = part[0]
+        if kind == "str":
+            return part[1]
+        if kind == "val":
+            return lane_value(part[1])
+        if kind == "tuple":
+            return tuple(render(p) for p in part[1])
+        out = []
+        for piece in part[1]:
+            if isinstance(piece, str):
+                out.append(piece)
+                continue
+            _, inner, conv, spec = piece
+            v = render(inner)
+            v = repr(v) if conv == "r" else (str(v) if conv == "s" else v)
+            out.append(format(v, spec))
+        return "".join(out)
+    return [render(p) for p in parts]
+
+
+class _Fail(Exception):
+    pass
+
+
+class NumpyKernel:
+    """Runs one predicated function for ``lanes`` lanes."""
+
+    def __init__(self, fn: Function, lanes: int) -> None:
+        self.fn = fn
+        self.lanes = lanes
+
+    def __call__(self, args: list) -> list:
+        env: dict[int, object] = {p.id: a for p, a in zip(self.fn.params, args)}
+        with np.errstate(all="ignore"):
+            return self.region(self.fn.body, env)
+
+    def fail(self, kind: str, message: str, lane, loc: Loc):
+        raise RUNTIME_ERRORS[kind](message, lane, loc)
+
+    def region(self, region: Region, env: dict) -> list:
+        for op in region.ops:
+            if op.opcode in ("yield", "condition"):
+                return [env[v.id] for v in op.operands]
+            results = getattr(self, "op_" + op.opcode, None)
+            if results is None:
+                results = self.elementwise(op, [env[v.id] for v in op.operands])
+            else:
+                results = results(op, env)
+            for r, value in zip(op.results, results):
+                env[r.id] = value
+        raise AssertionError("region without terminator")
+
+    # --- pure ops -----------------------------------------------------------------------
+
+    def elementwise(self, op: Op, args: list) -> list:
+        name = op.opcode
+        t = op.results[0].type
+        dtype = t.dtype if isinstance(t, ScalarType) else None
+        if name in _BINARY:
+            out = _BINARY[name](*args, dtype=dtype)
+        elif name in _COMPARE:
+            out = _COMPARE[name](*args)
+        elif name == "pow":
+            a, b = args
+            if t.kind in "iu":
+                b = np.where(b < 0, 0, b)  # Python would give a float; see docs/guide.md
+            out = np.power(a, b, dtype=dtype)
+        elif name in ("floordiv", "mod"):
+            out = self.divide(op, args, dtype, mask=None)
+        elif name == "min":
+            a, b = args
+            out = np.where(b < a, b, a).astype(dtype)  # Python's min: the first unless b < a
+        elif name == "max":
+            a, b = args
+            out = np.where(b > a, b, a).astype(dtype)
+        elif name == "neg":
+            out = np.negative(args[0], dtype=dtype)
+        elif name == "invert":
+            out = np.invert(args[0])
+        elif name == "not":
+            out = np.logical_not(args[0])
+        elif name == "abs":
+            out = np.abs(args[0])
+        elif name == "cast":
+            out = np.asarray(args[0]).astype(dtype)
+        elif name == "select":
+            c, a, b = args
+            out = np.where(c, a, b).astype(dtype) if isinstance(t, ScalarType) else (a if c else b)
+        elif name == "math":
+            out = MATH[op.attrs["fn"]](*args)
+            out = np.asarray(out).astype(dtype)
+        else:
+            raise NotImplementedError(f"numpy backend: no rule for {name}")
+        return [self.shape(op, out)]
+
+    def shape(self, op: Op, out):
+        """Varying results as arrays of N lanes, uniform ones as scalars."""
+        r = op.results[0]
+        out = np.asarray(out)
+        if r.varying:
+            return np.broadcast_to(out, (self.lanes,)).copy() if out.ndim == 0 else out
+        return out[()] if out.ndim == 0 else out[0]
+
+    def divide(self, op: Op, args, dtype, mask):
+        a, b = args
+        if dtype.kind in "iu":
+            zero = np.asarray(b) == 0
+            if mask is not None:
+                bad = np.nonzero(np.broadcast_to(zero & mask, (self.lanes,)))[0]
+                if bad.size:
+                    word = "division" if op.opcode == "floordiv" else "modulo"
+                    self.fail("zerodiv", f"integer {word} by zero", int(bad[0]), op.loc)
+            b = np.where(zero, 1, b).astype(dtype)
+        fn = np.floor_divide if op.opcode == "floordiv" else np.remainder
+        return fn(a, b, dtype=dtype)
+
+    def op_floordiv(self, op: Op, env) -> list:
+        args = [env[v.id] for v in op.operands]
+        mask = env[op.mask.id] if op.mask is not None else None
+        return [self.shape(op, self.divide(op, args, op.result.type.dtype, mask))]
+
+    op_mod = op_floordiv
+
+    def op_const(self, op: Op, env) -> list:
+        value = op.result.type.dtype.type(op.attrs["value"])
+        return [np.full(self.lanes, value) if op.result.varying else value]
+
+    def op_undef(self, op: Op, env) -> list:
+        t = op.result.type
+        if not isinstance(t, ScalarType):
+            return [None]
+        zero = t.dtype.type(0)
+        return [np.full(self.lanes, zero) if op.result.varying else zero]
+
+    def op_entry_mask(self, op: Op, env) -> list:
+        return [np.ones(self.lanes, dtype=bool)]
+
+    def op_any(self, op: Op, env) -> list:
+        return [np.bool_(np.any(env[op.operands[0].id]))]
+
+    def op_global_array(self, op: Op, env) -> list:
+        return [op.attrs["array"]]
+
+    def op_array_dim(self, op: Op, env) -> list:
+        array = op.operands[0]
+        axis = op.attrs["axis"] + (1 if array.varying else 0)
+        return [np.int64(env[array.id].shape[axis])]
+
+    def op_local_array(self, op: Op, env) -> list:
+        dims = [int(env[v.id]) for v in op.operands]
+        fill = op.attrs["fill"] or 0
+        return [np.full((self.lanes, *dims), fill, dtype=op.attrs["dtype"])]
+
+    # --- memory -------------------------------------------------------------------------
+
+    def _address(self, op: Op, env, n_index: int):
+        """(array, index tuple) for the active lanes, bounds checked; inactive lanes get
+        index 0 so the gather never faults."""
+        array_v = op.operands[0]
+        array = env[array_v.id]
+        mask = env[op.mask.id]
+        idx = [np.broadcast_to(np.asarray(env[v.id], dtype=np.int64), (self.lanes,))
+               for v in op.operands[1:1 + n_index]]
+        dims = array.shape[1:] if array_v.varying else array.shape
+        fixed = []
+        for axis, (i, n) in enumerate(zip(idx, dims)):
+            bad = np.nonzero(mask & ((i < -n) | (i >= n)))[0]
+            if bad.size:
+                lane = int(bad[0])
+                self.fail("index", f"index {int(i[lane])} is out of bounds for axis {axis} "
+                          f"with size {n}", lane, op.loc)
+            i = np.where(i < 0, i + n, i)
+            fixed.append(np.where(mask, i, 0))
+        if array_v.varying:
+            fixed.insert(0, np.arange(self.lanes))
+        return array, tuple(fixed), mask
+
+    def op_load(self, op: Op, env) -> list:
+        array, index, mask = self._address(op, env, op.operands[0].type.ndim)
+        out = array[index]
+        return [out if op.result.varying else out[np.argmax(mask)]]
+
+    def op_store(self, op: Op, env) -> list:
+        ndim = op.operands[0].type.ndim
+        array, index, mask = self._address(op, env, ndim)
+        value = np.broadcast_to(env[op.operands[-1].id], (self.lanes,))
+        if not array.flags.writeable:
+            self.fail("value", f"cannot store into the read-only array "
+                      f"{op.operands[0].name or ''}".rstrip(), None, op.loc)
+        array[tuple(i[mask] for i in index)] = value[mask]
+        return []
+
+    # --- lanes, prints, checks ----------------------------------------------------------
+
+    def op_intrinsic(self, op: Op, env) -> list:
+        entry = INTRINSICS[op.attrs["name"]]
+        mask = env[op.mask.id] if op.mask is not None else np.ones(self.lanes, dtype=bool)
+        args = []
+        for v in op.operands:
+            a = env[v.id]
+            args.append(a if isinstance(v.type, ArrayType) else np.broadcast_to(a, (self.lanes,)))
+
+        def fail(kind, message, lane):
+            self.fail(kind, message, lane, op.loc)
+        out = entry.reference(args, mask, self.lanes, fail)
+        if not op.results:
+            return []
+        dtype = op.result.type.dtype
+        out = np.asarray(out).astype(dtype)
+        return [out if op.result.varying else out[()]]
+
+    def op_print(self, op: Op, env) -> list:
+        mask = env[op.mask.id]
+        values = [env[v.id] for v in op.operands]
+        types = [v.type for v in op.operands]
+        for lane in np.nonzero(mask)[0]:
+            strings = format_print(op.attrs["parts"], values, int(lane), types)
+            print(*strings, sep=op.attrs["sep"], end=op.attrs["end"], file=sys.stdout)
+        return []
+
+    def op_check(self, op: Op, env) -> list:
+        mask = env[op.mask.id]
+        ok = np.broadcast_to(env[op.operands[0].id], (self.lanes,))
+        bad = np.nonzero(mask & ~ok)[0]
+        if bad.size:
+            self.fail(op.attrs["kind"], op.attrs["message"], int(bad[0]), op.loc)
+        return []
+
+    # --- control flow -------------------------------------------------------------------
+
+    def op_if(self, op: Op, env) -> list:
+        taken = op.regions[0] if env[op.operands[0].id] else op.regions[1]
+        return self.region(taken, env)
+
+    def op_while(self, op: Op, env) -> list:
+        before, body = op.regions
+        values = [env[v.id] for v in op.operands]
+        while True:
+            for a, v in zip(before.args, values):
+                env[a.id] = v
+            go, *values = self.region(before, env)
+            if not go:
+                return values
+            for a, v in zip(body.args, values):
+                env[a.id] = v
+            values = self.region(body, env)
+
+
+class NumpyBackend:
+    """The reference backend's entry point (see ``hydra.backends``)."""
+
+    name = "numpy"
+    options: tuple[str, ...] = ()
+
+    @staticmethod
+    def compile(fn: Function, options: dict):
+        def run(args: list, lanes: int) -> list:
+            return NumpyKernel(fn, lanes)(args)
+        return run

@@ -1,0 +1,125 @@
+"""Hydra's error hierarchy.
+
+Every error a user can meet is a ``HydraError``.  Errors found while reading the
+program are ``CompileError``s carrying file, line, column, the source line with a
+caret and a hint.  Errors found while running keep the built-in type a Python user
+would expect (``IndexError``, ``ZeroDivisionError``, ``AssertionError``) so that
+``except IndexError`` still works, and add the lane and the source location.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """A place in the user's source: file, 1-based line, 0-based column."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def source_line(self) -> str:
+        return linecache.getline(self.file, self.line).rstrip("\n")
+
+
+UNKNOWN_LOC = Loc("<unknown>", 0, 0)
+
+
+def _render(message: str, loc: Loc | None, hint: str | None) -> str:
+    parts = [message]
+    if loc is not None and loc.line > 0:
+        parts[0] = f"{loc.file}:{loc.line}:{loc.col + 1}: {message}"
+        text = loc.source_line()
+        if text:
+            parts.append("    " + text)
+            parts.append("    " + " " * loc.col + "^")
+    if hint:
+        parts.append(f"hint: {hint}")
+    return "\n".join(parts)
+
+
+class HydraError(Exception):
+    """Base class of every error hydra raises on its own behalf."""
+
+
+class CompileError(HydraError):
+    """The function uses Python that hydra cannot compile, or its types conflict."""
+
+    def __init__(self, message: str, loc: Loc | None = None, hint: str | None = None):
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+        self.file = loc.file if loc else None
+        self.line = loc.line if loc else None
+        self.col = loc.col if loc else None
+        super().__init__(_render(message, loc, hint))
+
+
+class LaneError(HydraError):
+    """Mixin data for run-time errors raised on behalf of one lane."""
+
+
+def _lane_message(message: str, lane: int | None, loc: Loc | None) -> str:
+    where = f" (lane {lane})" if lane is not None else ""
+    text = f"{message}{where}"
+    if loc is not None and loc.line > 0:
+        text = f"{loc.file}:{loc.line}: {text}"
+        src = loc.source_line()
+        if src:
+            text += "\n    " + src.strip()
+    return text
+
+
+class KernelIndexError(IndexError, HydraError):
+    """An out-of-bounds index inside a kernel."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
+class KernelZeroDivisionError(ZeroDivisionError, HydraError):
+    """Integer ``//`` or ``%`` by zero inside a kernel."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
+class KernelAssertionError(AssertionError, HydraError):
+    """A failing ``assert`` inside a kernel."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
+class KernelValueError(ValueError, HydraError):
+    """A run-time value error inside a kernel (e.g. ``range`` with step 0)."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
+class InactiveLaneError(HydraError):
+    """A cross-lane operation read a value from a lane that is not active."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
+RUNTIME_ERRORS = {
+    "index": KernelIndexError,
+    "zerodiv": KernelZeroDivisionError,
+    "assert": KernelAssertionError,
+    "value": KernelValueError,
+    "inactive": InactiveLaneError,
+}

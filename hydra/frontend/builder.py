@@ -1,0 +1,712 @@
+"""Python AST -> typed structured SSA (the ``ssa`` stage).
+
+Takes a ``ParsedFunction`` that passed ``check_subset`` and the types of the
+call's arguments; gives a ``Function`` in structured SSA with every value typed
+(NumPy 2 promotion, weak Python scalars) and no uniformity marks yet.
+
+SSA is built directly from the AST, in the spirit of Braun et al. 2013 ("Simple
+and Efficient Construction of SSA Form"): the builder keeps, per frame, the
+current value of every variable; an ``if`` translates both arms from copies of
+that map and its results are the variables that differ (the phis); a loop
+carries the variables its body assigns, and its types are found by a fixpoint
+(translate, widen the carried types to what the body yields, translate again).
+Because the source is structured, no dominance frontiers are needed.
+
+``break``, ``continue`` and ``return`` become flag variables (``$brk``,
+``$cont``, ``$ret`` and the return value ``$retval``) that the rest of the
+enclosing body tests and the loop condition includes.  After the uniformity
+pass, a flag set under a varying condition is varying, and linearization turns
+it into exactly the per-lane mask update the SPEC asks for.  Calls to other
+Python functions are inlined; recursion is a ``CompileError``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from ..errors import CompileError, Loc
+from ..ir.core import Function, Op, Region, Value
+from ..types import BOOL, ArrayType, ScalarType, Type, finalize, join
+from .exprs import ExprMixin
+from .source import ParsedFunction, parse_function
+from .subset import STATEMENTS, check_subset
+
+
+class Meta:
+    """A compile-time object a name can stand for: a module, function, type or string."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj) -> None:
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Meta) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+@dataclass(slots=True)
+class Partial:
+    """Where a variable got a value on only some paths (for the error at its use)."""
+
+    defined_at: Loc
+    missing_at: Loc
+
+
+@dataclass(slots=True)
+class Frame:
+    """One function being translated (the kernel, or a function inlined into it)."""
+
+    parsed: ParsedFunction
+    env: dict[str, object]
+    prefix: str
+    loops: list[tuple[str, str]] = field(default_factory=list)  # (brk, cont) names
+    partial: dict[str, Partial] = field(default_factory=dict)
+    has_return: bool = False
+
+    @property
+    def ret(self) -> str:
+        return f"$ret{self.prefix}"
+
+    @property
+    def retval(self) -> str:
+        return f"$retval{self.prefix}"
+
+
+def _assigned_names(stmts: list[ast.stmt]) -> list[str]:
+    """Names a list of statements may assign, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                seen.setdefault(node.id, None)
+    return list(seen)
+
+
+def _contains(stmts, kinds, into_loops: bool) -> bool:
+    """Does any statement contain a node of ``kinds``?  Without ``into_loops``, loops
+    (the statements themselves included) are not looked into: their ``break`` and
+    ``continue`` are their own."""
+    stack = list(stmts)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kinds):
+            return True
+        if not into_loops and isinstance(node, (ast.For, ast.While)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _has_return(stmts) -> bool:
+    return _contains(stmts, ast.Return, into_loops=True)
+
+
+def _loop_exits(stmts) -> tuple[bool, bool]:
+    """(has break, has continue) belonging to this loop (not to loops nested in it)."""
+    return (_contains(stmts, ast.Break, into_loops=False),
+            _contains(stmts, ast.Continue, into_loops=False))
+
+
+def _always_returns(stmts: list[ast.stmt]) -> bool:
+    """Does control never fall off the end of these statements?"""
+    for stmt in stmts:
+        if isinstance(stmt, ast.Return):
+            return True
+        if isinstance(stmt, ast.If) and _always_returns(stmt.body) and _always_returns(stmt.orelse):
+            return True
+        if isinstance(stmt, ast.While):
+            forever = isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
+            if forever and not _contains(stmt.body, ast.Break, into_loops=False):
+                return True
+    return False
+
+
+class Builder(ExprMixin):
+    """Translates one kernel (and the functions it calls) into a ``Function``."""
+
+    def __init__(self, parsed: ParsedFunction) -> None:
+        self.root = parsed
+        self.region = Region()
+        self.entry_ops: list[Op] = []
+        self.globals_cache: dict[int, Value] = {}
+        self.call_stack: list[object] = []
+        self.frame: Frame | None = None
+        self.counter = 0
+
+    # --- emitting ---------------------------------------------------------------------
+
+    def emit_op(self, opcode: str, operands: list[Value], result_types: list[Type], loc: Loc,
+                attrs: dict | None = None, regions: list[Region] | None = None,
+                names: list[str] | None = None) -> Op:
+        results = [Value(t, loc, (names[i] if names else "")) for i, t in enumerate(result_types)]
+        op = Op(opcode, list(operands), results, loc, attrs or {}, regions or [])
+        self.region.ops.append(op)
+        return op
+
+    def emit(self, opcode: str, operands: list[Value], result_type: Type, loc: Loc,
+             attrs: dict | None = None, name: str = "") -> Value:
+        return self.emit_op(opcode, operands, [result_type], loc, attrs,
+                            names=[name] if name else None).result
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return str(self.counter)
+
+    # --- entry ------------------------------------------------------------------------
+
+    def build(self, param_types: list[Type]) -> Function:
+        node = self.root.node
+        names = [a.arg for a in node.args.args]
+        loc = self.root.loc(node)
+        params = [Value(t, loc, n) for n, t in zip(names, param_types)]
+        self.call_stack.append(self.root.pyfunc)
+        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
+            if isinstance(node, ast.Lambda) else node.body
+        leaves, tree = self.translate_function(self.root, dict(zip(names, params)), body, loc)
+        self.region.ops.append(Op("yield", leaves, [], loc))
+        self.region.ops[:0] = self.entry_ops
+        fn = Function(self.root.name, params, names, self.region, loc)
+        fn.notes["result_tree"] = tree
+        _finalize_types(fn)
+        return fn
+
+    def translate_function(self, parsed: ParsedFunction, env: dict, body: list[ast.stmt],
+                           loc: Loc) -> tuple[list[Value], object]:
+        """Translate a function body into the current region; return the leaves of its
+        result and the tree (structure) that rebuilds it: None, 'leaf', or a tuple."""
+        saved = self.frame
+        frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh())
+        frame.has_return = _has_return(body)
+        self.frame = frame
+        try:
+            if frame.has_return:
+                env[frame.ret] = self.const(False, loc)
+            self.stmts(body)
+            if not frame.has_return:
+                return [], None
+            if frame.retval not in frame.env:
+                return [], None
+            value = frame.env[frame.retval]
+            if value is not None and not _always_returns(body):
+                raise CompileError(
+                    f"{parsed.name} returns a value on some paths and falls off its end "
+                    f"(returning None) on others", loc,
+                    hint="add a return statement at the end of the function")
+            leaves, tree = self.flatten(value, frame.retval, loc)
+            return leaves, tree
+        finally:
+            self.frame = saved
+
+    # --- variables --------------------------------------------------------------------
+
+    def lookup(self, name: str, loc: Loc):
+        frame = self.frame
+        if name in frame.env:
+            if name in frame.partial:
+                p = frame.partial[name]
+                raise CompileError(
+                    f"variable '{name}' is defined on only some paths to this use: it is "
+                    f"assigned at line {p.defined_at.line} but not on the path through "
+                    f"line {p.missing_at.line}", loc,
+                    hint=f"give '{name}' a value before line {p.missing_at.line}")
+            return frame.env[name]
+        try:
+            obj = frame.parsed.resolve_free(name)
+        except KeyError:
+            raise CompileError(f"name '{name}' is not defined", loc) from None
+        return self.from_python(obj, name, loc)
+
+    def assign(self, name: str, value, loc: Loc) -> None:
+        if isinstance(value, Value) and not value.name and not name.startswith("$"):
+            value.name = name
+        self.frame.env[name] = value
+        self.frame.partial.pop(name, None)
+
+    def flatten(self, value, name: str, loc: Loc) -> tuple[list[Value], object]:
+        """Leaves of a (possibly nested) tuple value and its shape."""
+        if isinstance(value, tuple):
+            leaves, trees = [], []
+            for v in value:
+                lv, t = self.flatten(v, name, loc)
+                leaves += lv
+                trees.append(t)
+            return leaves, tuple(trees)
+        if isinstance(value, Value):
+            return [value], "leaf"
+        if value is None:
+            return [], None
+        raise CompileError(f"'{name.lstrip('$')}' holds {self.describe(value)}, which cannot "
+                           f"be returned or carried between paths", loc)
+
+    @staticmethod
+    def unflatten(leaves: list[Value], tree):
+        it = iter(leaves)
+
+        def build(t):
+            if t == "leaf":
+                return next(it)
+            if t is None:
+                return None
+            return tuple(build(s) for s in t)
+        return build(tree)
+
+    # --- joins --------------------------------------------------------------------------
+
+    def shape_of(self, name: str, value, loc: Loc):
+        """The join key of a value: a tree of types, or the value itself for arrays and
+        compile-time objects (which must then be the same on every path)."""
+        if isinstance(value, tuple):
+            return tuple(self.shape_of(name, v, loc) for v in value)
+        if isinstance(value, Value):
+            return value if isinstance(value.type, ArrayType) else value.type
+        return value
+
+    def join_shapes(self, name: str, a, b, loc_a: Loc, loc_b: Loc):
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+            return tuple(self.join_shapes(name, x, y, loc_a, loc_b) for x, y in zip(a, b))
+        if isinstance(a, Type) and isinstance(b, Type):
+            t = join(a, b)
+            if t is not None:
+                return t
+        elif a is b or a == b:
+            return a
+        shown = name.lstrip("$") if not name.startswith("$retval") else "the return value"
+        raise CompileError(
+            f"'{shown}' is {self.describe_shape(a)} on one path (line {loc_a.line}) and "
+            f"{self.describe_shape(b)} on another (line {loc_b.line})", loc_b,
+            hint="give the variable one type on every path")
+
+    def describe_shape(self, s) -> str:
+        if isinstance(s, tuple):
+            return f"a tuple of {len(s)}"
+        if isinstance(s, ScalarType):
+            return f"a {s}"
+        if isinstance(s, Value):
+            return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
+        return self.describe(s)
+
+    def leaves_as(self, value, shape, loc: Loc) -> list[Value]:
+        """The leaves of ``value`` converted to the join ``shape`` (emitting casts)."""
+        if isinstance(shape, tuple):
+            out = []
+            for v, s in zip(value, shape):
+                out += self.leaves_as(v, s, loc)
+            return out
+        if isinstance(shape, Type):
+            return [self.coerce(value, shape, loc)]
+        return []  # an array or compile-time object: the same on every path, no phi
+
+    def rebuild(self, shape, results):
+        """Inverse of leaves_as: the joined value from the op's results."""
+        if isinstance(shape, tuple):
+            return tuple(self.rebuild(s, results) for s in shape)
+        if isinstance(shape, Type):
+            return next(results)
+        return shape
+
+    def value_loc(self, value, default: Loc) -> Loc:
+        if isinstance(value, Value):
+            return value.loc
+        if isinstance(value, tuple) and value:
+            return self.value_loc(value[0], default)
+        return default
+
+    # --- structured if ------------------------------------------------------------------
+
+    def build_if(self, cond: Value, then_fn, else_fn, loc: Loc) -> None:
+        """Emit an ``if`` whose arms run ``then_fn``/``else_fn`` against copies of the
+        frame's variables, then join the variables that differ (the phis)."""
+        frame = self.frame
+        before = dict(frame.env)
+        before_partial = dict(frame.partial)
+        arms = []
+        for fn in (then_fn, else_fn):
+            region = Region()
+            outer, self.region = self.region, region
+            frame.env = dict(before)
+            frame.partial = dict(before_partial)
+            fn()
+            arms.append((region, frame.env, frame.partial))
+            self.region = outer
+        (r_then, env_then, p_then), (r_else, env_else, p_else) = arms
+        joined_env, joined_partial = dict(before), {}
+        names = [n for n in dict.fromkeys([*env_then, *env_else])]
+        phis = []  # (name, shape)
+        for name in names:
+            a, b = env_then.get(name), env_else.get(name)
+            if a is b and name in env_then:
+                joined_env[name] = a
+                if name in p_then or name in p_else:
+                    joined_partial[name] = p_then.get(name) or p_else.get(name)
+                continue
+            if name not in env_then or name not in env_else:
+                present = a if name in env_then else b
+                joined_env[name] = present
+                if not name.startswith("$"):
+                    joined_partial[name] = Partial(self.value_loc(present, loc), loc)
+                if not isinstance(present, (Value, tuple)):
+                    continue
+                shape = self.shape_of(name, present, loc)
+                phis.append((name, shape, name in env_then, name in env_else))
+                continue
+            shape = self.join_shapes(name, self.shape_of(name, a, loc), self.shape_of(name, b, loc),
+                                     self.value_loc(a, loc), self.value_loc(b, loc))
+            if name in p_then or name in p_else:
+                joined_partial[name] = p_then.get(name) or p_else.get(name)
+            phis.append((name, shape, True, True))
+        yields = [[], []]
+        for side, (region, env) in enumerate(((r_then, env_then), (r_else, env_else))):
+            outer, self.region = self.region, region
+            for name, shape, in_then, in_else in phis:
+                present = (in_then, in_else)[side]
+                value = env[name] if present else None
+                yields[side] += (self.leaves_as(value, shape, loc) if present
+                                 else self.undef_leaves(shape, loc))
+            region.ops.append(Op("yield", yields[side], [], loc))
+            self.region = outer
+        types = [v.type for v in yields[0]]
+        op = self.emit_op("if", [cond], types, loc, regions=[r_then, r_else])
+        results = iter(op.results)
+        for name, shape, _, _ in phis:
+            value = self.rebuild(shape, results)
+            joined_env[name] = value
+            if isinstance(value, Value) and not name.startswith("$"):
+                value.name = name
+        frame.env = joined_env
+        frame.partial = joined_partial
+
+    def undef_leaves(self, shape, loc: Loc) -> list[Value]:
+        if isinstance(shape, tuple):
+            return [v for s in shape for v in self.undef_leaves(s, loc)]
+        if isinstance(shape, Type):
+            return [self.emit("undef", [], shape, loc)]
+        return []
+
+    # --- statements -------------------------------------------------------------------
+
+    def stmts(self, body: list[ast.stmt]) -> None:
+        for i, stmt in enumerate(body):
+            self.stmt(stmt)
+            if isinstance(stmt, (ast.Return, ast.Break, ast.Continue)):
+                return  # the rest is unreachable
+            rest = body[i + 1:]
+            if rest and self.may_exit(stmt):
+                guard = self.still_running(self.frame.parsed.loc(rest[0]))
+                if guard is not None:
+                    self.build_if(guard, lambda: self.stmts(rest), lambda: None,
+                                  self.frame.parsed.loc(rest[0]))
+                    return
+
+    def may_exit(self, stmt: ast.stmt) -> bool:
+        if _contains([stmt], ast.Return, into_loops=True):
+            return True
+        if self.frame.loops:
+            return _contains([stmt], (ast.Break, ast.Continue), into_loops=False)
+        return False
+
+    def still_running(self, loc: Loc) -> Value | None:
+        """not ($ret or $brk or $cont): the lanes that go on with the next statement."""
+        frame = self.frame
+        flags = [frame.ret] if frame.has_return else []
+        if frame.loops:
+            flags += [f for f in frame.loops[-1] if f]
+        live = [frame.env[f] for f in flags if f in frame.env]
+        if not live:
+            return None
+        stop = live[0]
+        for f in live[1:]:
+            stop = self.emit("bitor", [stop, f], BOOL, loc)
+        return self.emit("not", [stop], BOOL, loc)
+
+    def stmt(self, node: ast.stmt) -> None:
+        handler = STATEMENTS.get(type(node))
+        if handler is None:  # check_subset makes this unreachable for user code
+            raise CompileError(f"{type(node).__name__} is not supported", self.frame.parsed.loc(node))
+        getattr(self, handler)(node)
+
+    def loc(self, node: ast.AST) -> Loc:
+        return self.frame.parsed.loc(node)
+
+    def stmt_pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring or a bare string: no effect
+        self.expr(node.value)
+
+    def stmt_assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.store_target(target, value)
+
+    def stmt_annassign(self, node: ast.AnnAssign) -> None:
+        if node.value is None:
+            return
+        value = self.expr(node.value)
+        wanted = self.annotation_type(node.annotation)
+        if wanted is not None and isinstance(value, Value):
+            value = self.coerce(value, wanted, self.loc(node))
+        self.store_target(node.target, value)
+
+    def stmt_augassign(self, node: ast.AugAssign) -> None:
+        loc = self.loc(node)
+        if isinstance(node.target, ast.Name):
+            current = self.lookup(node.target.id, loc)
+            value = self.binop(node.op, current, self.expr(node.value), loc)
+            self.assign(node.target.id, value, loc)
+        elif isinstance(node.target, ast.Subscript):
+            array, indices = self.subscript_parts(node.target)
+            current = self.load(array, indices, loc)
+            value = self.binop(node.op, current, self.expr(node.value), loc)
+            self.store(array, indices, value, loc)
+        else:
+            raise CompileError("this augmented assignment target is not supported", loc)
+
+    def store_target(self, target: ast.expr, value) -> None:
+        loc = self.loc(target)
+        if isinstance(target, ast.Name):
+            self.assign(target.id, value, loc)
+        elif isinstance(target, ast.Tuple):
+            if not isinstance(value, tuple):
+                raise CompileError(f"cannot unpack {self.describe(value)}", loc)
+            if len(value) != len(target.elts):
+                raise CompileError(f"cannot unpack a tuple of {len(value)} into "
+                                   f"{len(target.elts)} names", loc)
+            for t, v in zip(target.elts, value):
+                self.store_target(t, v)
+        elif isinstance(target, ast.Subscript):
+            array, indices = self.subscript_parts(target)
+            self.store(array, indices, value, loc)
+        else:
+            raise CompileError("this assignment target is not supported", loc)
+
+    def stmt_if(self, node: ast.If) -> None:
+        cond = self.truthy(self.expr(node.test), self.loc(node.test))
+        self.build_if(cond, lambda: self.stmts(node.body), lambda: self.stmts(node.orelse),
+                      self.loc(node))
+
+    def stmt_assert(self, node: ast.Assert) -> None:
+        loc = self.loc(node)
+        cond = self.truthy(self.expr(node.test), loc)
+        if node.msg is not None:
+            if not (isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str)):
+                raise CompileError("an assert message must be a string literal", self.loc(node.msg))
+            message = node.msg.value
+        else:
+            message = "assertion failed: " + ast.unparse(node.test)
+        self.emit_op("check", [cond], [], loc, {"kind": "assert", "message": message})
+
+    def stmt_return(self, node: ast.Return) -> None:
+        loc = self.loc(node)
+        frame = self.frame
+        value = self.expr(node.value) if node.value is not None else None
+        if isinstance(value, Meta) and value.obj is None:
+            value = None
+        if value is not None and not isinstance(value, (Value, tuple)):
+            raise CompileError(f"cannot return {self.describe(value)}", loc)
+        previous = frame.env.get(frame.retval, "absent")
+        if previous != "absent" and frame.retval not in frame.partial:
+            if (previous is None) != (value is None):
+                raise CompileError(f"{frame.parsed.name} returns None on one path and a value "
+                                   f"on another", loc)
+        frame.env[frame.retval] = value
+        frame.partial.pop(frame.retval, None)
+        frame.env[frame.ret] = self.const(True, loc)
+
+    def stmt_break(self, node: ast.Break) -> None:
+        self.frame.env[self.frame.loops[-1][0]] = self.const(True, self.loc(node))
+
+    def stmt_continue(self, node: ast.Continue) -> None:
+        self.frame.env[self.frame.loops[-1][1]] = self.const(True, self.loc(node))
+
+    # --- loops --------------------------------------------------------------------------
+
+    def stmt_while(self, node: ast.While) -> None:
+        loc = self.loc(node)
+        self.build_loop(node.body, loc, cond_fn=lambda: self.truthy(self.expr(node.test), loc),
+                        before_body=None)
+
+    def stmt_for(self, node: ast.For) -> None:
+        loc = self.loc(node)
+        start, stop, step = self.range_args(node.iter)
+        counter = f"$i{self.frame.prefix}.{self.fresh()}"
+        self.frame.env[counter] = start
+        step_const = self.constant_value(step)
+        if step_const == 0:
+            raise CompileError("range() arg 3 must not be zero", self.loc(node.iter))
+        if step_const is None:
+            nonzero = self.emit("ne", [step, self.coerce(self.const(0, loc), step.type, loc)],
+                                BOOL, loc)
+            self.emit_op("check", [nonzero], [], loc,
+                         {"kind": "value", "message": "range() arg 3 must not be zero"})
+
+        def cond() -> Value:
+            i = self.frame.env[counter]
+            if step_const is not None:
+                return self.emit("lt" if step_const > 0 else "gt", [i, stop], BOOL, loc)
+            zero = self.coerce(self.const(0, loc), step.type, loc)
+            up = self.emit("gt", [step, zero], BOOL, loc)
+            below = self.emit("lt", [i, stop], BOOL, loc)
+            above = self.emit("gt", [i, stop], BOOL, loc)
+            return self.emit("select", [up, below, above], BOOL, loc)
+
+        def before_body() -> None:
+            i = self.frame.env[counter]
+            self.store_target(node.target, i)
+            self.frame.env[counter] = self.emit("add", [i, step], i.type, loc)
+
+        self.build_loop(node.body, loc, cond, before_body, extra_carried=[counter],
+                        assigns=_assigned_names([node]))
+        del self.frame.env[counter]
+
+    def range_args(self, it: ast.expr) -> tuple[Value, Value, Value]:
+        loc = self.loc(it)
+        ok = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords
+        if ok:
+            try:
+                ok = self.lookup(it.func.id, loc) == Meta(range)
+            except CompileError:
+                ok = False
+        if not ok:
+            raise CompileError("for loops iterate over range(...) only", loc,
+                               hint="write for i in range(len(a)) and index a[i]")
+        args = [self.expr(a) for a in it.args]
+        if not 1 <= len(args) <= 3 or not all(isinstance(a, Value) for a in args):
+            raise CompileError("range() takes 1 to 3 integer arguments", loc)
+        for a in args:
+            if not isinstance(a.type, ScalarType) or a.type.kind not in "iub":
+                raise CompileError(f"range() arguments must be integers, not {a.type}", loc)
+        if len(args) == 1:
+            args = [self.const(0, loc), args[0]]
+        if len(args) == 2:
+            args.append(self.const(1, loc))
+        t = args[0].type
+        for a in args[1:]:
+            t = join(t, a.type) or t
+        if t.kind == "b":
+            t = join(t, self.const(0, loc).type)
+        return tuple(self.coerce(a, t, loc) for a in args)  # type: ignore[return-value]
+
+    def build_loop(self, body: list[ast.stmt], loc: Loc, cond_fn, before_body,
+                   extra_carried: list[str] = (), assigns: list[str] | None = None) -> None:
+        """Emit a ``while`` op: carried variables found syntactically, their types by a
+        fixpoint over retranslations of the loop."""
+        frame = self.frame
+        has_break, has_continue = _loop_exits(body)
+        tag = frame.prefix + "." + self.fresh()
+        brk, cont = (f"$brk{tag}" if has_break else ""), (f"$cont{tag}" if has_continue else "")
+        if brk:
+            frame.env[brk] = self.const(False, loc)
+        names = list(assigns if assigns is not None else _assigned_names(body))
+        if _has_return(body):
+            names += [frame.ret, frame.retval]
+        names += [brk] if brk else []
+        names += list(extra_carried)
+        entry_env, entry_partial = dict(frame.env), dict(frame.partial)
+        shapes: dict[str, object] = {}
+        for n in names:
+            if n in entry_env and isinstance(entry_env[n], (Value, tuple)):
+                shapes[n] = self.shape_of(n, entry_env[n], loc)
+        for _attempt in range(20):
+            frame.env, frame.partial = dict(entry_env), dict(entry_partial)
+            carried = list(shapes)
+            init = []
+            for n in carried:
+                if n in entry_env:
+                    init += self.leaves_as(entry_env[n], shapes[n], loc)
+                else:
+                    init += self.undef_leaves(shapes[n], loc)
+            types = [v.type for v in init]
+            before = Region([Value(t, loc) for t in types])
+            self.bind(carried, shapes, before.args, entry_env, loc)
+            outer, self.region = self.region, before
+            stop = [frame.env[f] for f in (frame.ret if frame.ret in shapes else None,
+                                           brk or None) if f]
+            c = self.and_not_stopped(cond_fn, stop, loc) if stop else cond_fn()
+            before.ops.append(Op("condition", [c, *before.args], [], loc))
+            body_region = Region([Value(t, loc) for t in types])
+            self.region = body_region
+            self.bind(carried, shapes, body_region.args, entry_env, loc)
+            frame.loops.append((brk, cont))
+            if cont:
+                frame.env[cont] = self.const(False, loc)
+            if before_body is not None:
+                before_body()
+            self.stmts(body)
+            frame.loops.pop()
+            widened = dict(shapes)
+            for n in names:
+                if n not in frame.env or not isinstance(frame.env[n], (Value, tuple)):
+                    continue
+                s = self.shape_of(n, frame.env[n], loc)
+                widened[n] = s if n not in widened else self.join_shapes(
+                    n, widened[n], s, self.value_loc(entry_env.get(n), loc),
+                    self.value_loc(frame.env[n], loc))
+            if widened != shapes:
+                shapes = widened
+                self.region = outer
+                continue
+            yields = []
+            for n in carried:
+                yields += self.leaves_as(frame.env[n], shapes[n], loc)
+            body_region.ops.append(Op("yield", yields, [], loc))
+            self.region = outer
+            op = self.emit_op("while", init, types, loc, regions=[before, body_region])
+            frame.env, frame.partial = dict(entry_env), dict(entry_partial)
+            results = iter(op.results)
+            for n in carried:
+                value = self.rebuild(shapes[n], results)
+                frame.env[n] = value
+                if isinstance(value, Value) and not n.startswith("$"):
+                    value.name = n
+                if n not in entry_env and not n.startswith("$"):
+                    frame.partial[n] = Partial(self.value_loc(value, loc), loc)
+            if brk:
+                del frame.env[brk]
+            return
+        raise CompileError("the types of the loop's variables do not settle", loc)
+
+    def bind(self, carried, shapes, args, entry_env, loc) -> None:
+        it = iter(args)
+        for n in carried:
+            value = self.rebuild(shapes[n], it)
+            self.frame.env[n] = value
+            if isinstance(value, Value) and not n.startswith("$"):
+                value.name = n
+            if n not in entry_env and not n.startswith("$"):
+                self.frame.partial[n] = Partial(loc, loc)
+
+    def and_not_stopped(self, cond_fn, stop: list[Value], loc: Loc) -> Value:
+        """not (break or return) and cond, with cond evaluated only where it is needed:
+        a lane that broke out must not evaluate (and maybe trap in) the condition."""
+        stopped = stop[0]
+        for s in stop[1:]:
+            stopped = self.emit("bitor", [stopped, s], BOOL, loc)
+        go = self.emit("not", [stopped], BOOL, loc)
+        return self.if_value(go, cond_fn, lambda: self.const(False, loc), loc)
+
+
+def _finalize_types(fn: Function) -> None:
+    """Weak types left over become their Python defaults (int64, float64)."""
+    def fix(v: Value) -> None:
+        v.type = finalize(v.type)
+    for p in fn.params:
+        fix(p)
+    for op in fn.walk():
+        for r in op.results:
+            fix(r)
+        for region in op.regions:
+            for a in region.args:
+                fix(a)
+
+
+def build_function(pyfunc, param_types: list[Type]) -> Function:
+    """The ``ssa`` stage of ``pyfunc`` for arguments of ``param_types``."""
+    parsed = parse_function(pyfunc)
+    check_subset(parsed)
+    return Builder(parsed).build(param_types)

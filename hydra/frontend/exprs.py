@@ -1,0 +1,643 @@
+"""Expressions and calls for the builder: typing by NumPy 2 rules, weak literals,
+per-lane short-circuit ``and``/``or``/``if-else``, loads and stores, the builtins,
+``math``/``numpy`` functions, lane intrinsics and inlined calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import types as pytypes
+
+import numpy as np
+
+from .. import intrinsics
+from ..errors import CompileError, Loc
+from ..ir.core import Region, Value
+from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType, Type,
+                     promote, scalar, typeof_python)
+from .source import parse_function
+from .subset import EXPRESSIONS, check_subset
+
+_BINOPS = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+    ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
+    ast.RShift: "rshift", ast.BitAnd: "bitand", ast.BitOr: "bitor", ast.BitXor: "bitxor",
+}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+           "pow": "**", "lshift": "<<", "rshift": ">>", "bitand": "&", "bitor": "|",
+           "bitxor": "^"}
+
+#: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
+MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
+    **{f: (f, 1, "float") for f in (
+        "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
+        "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
+        "fabs", "exp2", "cbrt")},
+    "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
+    "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
+    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"), "isfinite": ("isfinite", 1, "bool"),
+    "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
+}
+_NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+                  "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
+                  "abs": "abs", "absolute": "abs", "minimum": "min", "maximum": "max",
+                  "fmin": "min", "fmax": "max"}
+_MATH_TO_INT = ("floor", "ceil", "trunc")  # math.floor returns an int in Python
+_NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
+    "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64")}
+
+
+class ExprMixin:
+    """Expression translation; mixed into ``Builder``."""
+
+    # --- dispatch -------------------------------------------------------------------
+
+    def expr(self, node: ast.expr):
+        handler = EXPRESSIONS.get(type(node))
+        if handler is None:
+            raise CompileError(f"{type(node).__name__} is not supported", self.loc(node))
+        return getattr(self, handler)(node)
+
+    def value(self, node: ast.expr) -> Value:
+        """An expression that must be a number or bool."""
+        v = self.expr(node)
+        if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
+            raise CompileError(f"expected a number here, not {self.describe(v)}", self.loc(node))
+        return v
+
+    def describe(self, v) -> str:
+        from .builder import Meta
+        if isinstance(v, Value):
+            return f"an array ({v.type})" if isinstance(v.type, ArrayType) else f"a {v.type}"
+        if isinstance(v, tuple):
+            return f"a tuple of {len(v)}"
+        if v is None:
+            return "None"
+        if isinstance(v, Meta):
+            obj = v.obj
+            if isinstance(obj, str):
+                return "a string"
+            if isinstance(obj, pytypes.ModuleType):
+                return f"the module {obj.__name__}"
+            return f"{getattr(obj, '__name__', type(obj).__name__)}"
+        return type(v).__name__
+
+    # --- constants and conversions -----------------------------------------------------
+
+    def const(self, value, loc: Loc, type_: Type | None = None) -> Value:
+        t = type_ or typeof_python(value)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            if not -2**63 <= int(value) < 2**64:
+                raise CompileError(f"the integer {value} does not fit in 64 bits", loc)
+        return self.emit("const", [], t, loc, {"value": _python_scalar(value, t)})
+
+    def constant_value(self, v):
+        """The Python value of a constant, or None."""
+        if isinstance(v, Value):
+            for op in self._defining_ops(v):
+                return op.attrs["value"]
+        return None
+
+    def _defining_ops(self, v: Value):
+        # Constants are looked up in the region being built (where they were just made).
+        for op in reversed(self.region.ops):
+            if op.results and op.results[0] is v:
+                if op.opcode == "const":
+                    yield op
+                return
+
+    def coerce(self, v: Value, t: Type, loc: Loc) -> Value:
+        if not isinstance(v, Value):
+            raise CompileError(f"expected a number, not {self.describe(v)}", loc)
+        if v.type == t:
+            return v
+        if isinstance(v.type, ArrayType) or not isinstance(t, ScalarType):
+            raise CompileError(f"cannot convert {v.type} to {t}", loc)
+        c = self.constant_value(v)
+        if c is not None:
+            return self.const(c, loc, t)
+        return self.emit("cast", [v], t, loc)
+
+    def truthy(self, v, loc: Loc) -> Value:
+        if isinstance(v, tuple):
+            return self.const(len(v) > 0, loc)
+        if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
+            raise CompileError(f"{self.describe(v)} cannot be used as a condition", loc)
+        if v.type.kind == "b":
+            return v
+        zero = self.const(0, loc, v.type)
+        return self.emit("ne", [v, zero], BOOL, loc)
+
+    def annotation_type(self, node: ast.expr) -> ScalarType | None:
+        try:
+            obj = self.expr(node)
+        except CompileError:
+            return None
+        return self.scalar_type_of(getattr(obj, "obj", None))
+
+    def scalar_type_of(self, obj) -> ScalarType | None:
+        if obj is float:
+            return FLOAT64
+        if obj is int:
+            return INT64
+        if obj is bool:
+            return BOOL
+        if obj in _NUMPY_SCALAR_TYPES:
+            return scalar(obj)
+        if isinstance(obj, (str, np.dtype)):
+            try:
+                return scalar(obj)
+            except TypeError:
+                return None
+        return None
+
+    def from_python(self, obj, name: str, loc: Loc):
+        """A free name's value: numbers become constants, arrays captured arrays."""
+        from .builder import Meta
+        if isinstance(obj, (bool, int, float, np.generic)):
+            return self.const(obj, loc)
+        if isinstance(obj, np.ndarray):
+            key = id(obj)
+            if key not in self.globals_cache:
+                t = typeof_python(obj)
+                if t is None:
+                    raise CompileError(f"the array '{name}' has unsupported dtype {obj.dtype}", loc)
+                v = self.emit("global_array", [], t, loc, {"array": obj, "name": name}, name=name)
+                # Captured arrays are made once, at the top, where every region sees them.
+                self.entry_ops.append(self.region.ops.pop())
+                self.globals_cache[key] = v
+            return self.globals_cache[key]
+        if isinstance(obj, tuple):
+            return tuple(self.from_python(o, name, loc) for o in obj)
+        return Meta(obj)
+
+    # --- simple expressions ----------------------------------------------------------
+
+    def expr_constant(self, node: ast.Constant):
+        from .builder import Meta
+        if isinstance(node.value, (bool, int, float)):
+            return self.const(node.value, self.loc(node))
+        if node.value is None or isinstance(node.value, str):
+            return Meta(node.value)
+        raise CompileError(f"constants of type {type(node.value).__name__} are not supported",
+                           self.loc(node))
+
+    def expr_name(self, node: ast.Name):
+        return self.lookup(node.id, self.loc(node))
+
+    def expr_tuple(self, node: ast.Tuple):
+        return tuple(self.expr(e) for e in node.elts)
+
+    def expr_joinedstr(self, node):
+        raise CompileError("strings are only supported as arguments of print()", self.loc(node))
+
+    def expr_attribute(self, node: ast.Attribute):
+        from .builder import Meta
+        loc = self.loc(node)
+        base = self.expr(node.value)
+        if isinstance(base, Value) and isinstance(base.type, ArrayType):
+            return self.array_attribute(base, node.attr, loc)
+        if isinstance(base, Meta) and isinstance(base.obj, pytypes.ModuleType):
+            try:
+                obj = getattr(base.obj, node.attr)
+            except AttributeError:
+                raise CompileError(f"module {base.obj.__name__} has no attribute "
+                                   f"'{node.attr}'", loc) from None
+            return self.from_python(obj, node.attr, loc)
+        raise CompileError(f"attribute '{node.attr}' of {self.describe(base)} is not supported",
+                           loc)
+
+    def array_attribute(self, array: Value, attr: str, loc: Loc):
+        dims = tuple(self.emit("array_dim", [array], WEAK_INT, loc, {"axis": k})
+                     for k in range(array.type.ndim))
+        if attr == "shape":
+            return dims
+        if attr == "ndim":
+            return self.const(array.type.ndim, loc)
+        if attr == "size":
+            size = dims[0]
+            for d in dims[1:]:
+                size = self.emit("mul", [size, d], WEAK_INT, loc)
+            return size
+        raise CompileError(f"array attribute '{attr}' is not supported (shape, ndim and size are)",
+                           loc)
+
+    # --- arithmetic ------------------------------------------------------------------
+
+    def expr_binop(self, node: ast.BinOp):
+        return self.binop(node.op, self.expr(node.left), self.expr(node.right), self.loc(node))
+
+    def binop(self, op: ast.operator, a, b, loc: Loc) -> Value:
+        name = _BINOPS.get(type(op))
+        if name is None:
+            raise CompileError(f"operator {type(op).__name__} is not supported", loc)
+        if isinstance(a, tuple) and isinstance(b, tuple) and name == "add":
+            return a + b
+        return self.arith(name, a, b, loc)
+
+    def arith(self, name: str, a, b, loc: Loc) -> Value:
+        for v in (a, b):
+            if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
+                raise CompileError(f"unsupported operand for {_SYMBOL.get(name, name)}: "
+                                   f"{self.describe(v)}", loc)
+        t = promote(a.type, b.type)
+        if name == "truediv" and t.kind in "biu":
+            t = WEAK_FLOAT if t.weak else FLOAT64
+        elif t.kind == "b" and name in ("add", "sub", "mul", "floordiv", "mod", "pow", "lshift",
+                                         "rshift", "min", "max"):
+            t = WEAK_INT if name not in ("min", "max") else BOOL
+        if t.kind == "f" and name in ("lshift", "rshift", "bitand", "bitor", "bitxor"):
+            raise CompileError(f"unsupported operand types for {_SYMBOL[name]}: {a.type} and "
+                               f"{b.type}", loc)
+        return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
+
+    def expr_unaryop(self, node: ast.UnaryOp):
+        loc = self.loc(node)
+        v = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            return self.emit("not", [self.truthy(v, loc)], BOOL, loc)
+        v = self.value(node.operand) if not isinstance(v, Value) else v
+        if isinstance(node.op, ast.UAdd):
+            return v
+        t = v.type
+        if t.kind == "b":
+            t = WEAK_INT
+            v = self.coerce(v, t, loc)
+        if isinstance(node.op, ast.USub):
+            c = self.constant_value(v)
+            if c is not None:
+                return self.const(-c, loc, t)
+            return self.emit("neg", [v], t, loc)
+        if t.kind == "f":
+            raise CompileError("bad operand type for unary ~: float", loc)
+        return self.emit("invert", [v], t, loc)
+
+    def expr_compare(self, node: ast.Compare):
+        loc = self.loc(node)
+        left = self.expr(node.left)
+        return self.compare_chain(left, list(zip(node.ops, node.comparators)), loc)
+
+    def compare_chain(self, left, rest, loc: Loc) -> Value:
+        op, right_node = rest[0]
+        right = self.expr(right_node)
+        if type(op) not in _CMPOPS:
+            raise CompileError(f"comparison {type(op).__name__} is not supported", loc)
+        result = self.compare(_CMPOPS[type(op)], left, right, loc)
+        if len(rest) == 1:
+            return result
+        # a < b < c is a < b and b < c, with b evaluated once and c only where a < b.
+        return self.if_value(result, lambda: self.compare_chain(right, rest[1:], loc),
+                             lambda: self.const(False, loc), loc)
+
+    def compare(self, name: str, a, b, loc: Loc) -> Value:
+        for v in (a, b):
+            if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
+                raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
+                                   loc)
+        t = promote(a.type, b.type)
+        return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], BOOL, loc)
+
+    # --- per-lane short circuit ---------------------------------------------------------
+
+    def if_value(self, cond: Value, then_fn, else_fn, loc: Loc):
+        """An ``if`` op that yields the value of then_fn() or else_fn(); each arm runs
+        only on the lanes that take it."""
+        arms, values = [], []
+        for fn in (then_fn, else_fn):
+            region, outer = Region(), self.region
+            self.region = region
+            values.append(fn())
+            self.region = outer
+            arms.append(region)
+        shape = self.join_shapes("the expression", self.shape_of("", values[0], loc),
+                                 self.shape_of("", values[1], loc), loc, loc)
+        yields = []
+        for region, v in zip(arms, values):
+            outer, self.region = self.region, region
+            leaves = self.leaves_as(v, shape, loc)
+            from ..ir.core import Op
+            region.ops.append(Op("yield", leaves, [], loc))
+            yields.append(leaves)
+            self.region = outer
+        op = self.emit_op("if", [cond], [v.type for v in yields[0]], loc, regions=arms)
+        return self.rebuild(shape, iter(op.results))
+
+    def expr_boolop(self, node: ast.BoolOp):
+        loc = self.loc(node)
+        return self.boolop(isinstance(node.op, ast.And), node.values, loc)
+
+    def boolop(self, is_and: bool, nodes: list[ast.expr], loc: Loc):
+        first = self.expr(nodes[0])
+        if len(nodes) == 1:
+            return first
+        cond = self.truthy(first, loc)
+        rest = lambda: self.boolop(is_and, nodes[1:], loc)  # noqa: E731
+        keep = lambda: first  # noqa: E731
+        return self.if_value(cond, rest, keep, loc) if is_and else self.if_value(cond, keep, rest, loc)
+
+    def expr_ifexp(self, node: ast.IfExp):
+        loc = self.loc(node)
+        cond = self.truthy(self.expr(node.test), loc)
+        return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse), loc)
+
+    # --- arrays ----------------------------------------------------------------------
+
+    def subscript_parts(self, node: ast.Subscript) -> tuple[Value, list[Value]]:
+        loc = self.loc(node)
+        base = self.expr(node.value)
+        if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
+            raise CompileError(f"cannot assign to an item of {self.describe(base)}", loc)
+        return base, self.indices(base, node.slice, loc)
+
+    def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
+        if isinstance(index, ast.Slice):
+            raise CompileError("slices are not supported; index one element at a time", loc)
+        raw = self.expr(index)
+        items = list(raw) if isinstance(raw, tuple) else [raw]
+        if len(items) != array.type.ndim:
+            raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
+                               f"{len(items)} index(es) were given; index every dimension", loc)
+        out = []
+        for v in items:
+            if not isinstance(v, Value) or not isinstance(v.type, ScalarType) \
+                    or v.type.kind not in "iub":
+                raise CompileError(f"array indices must be integers, not {self.describe(v)}", loc)
+            out.append(self.coerce(v, INT64, loc))
+        return out
+
+    def expr_subscript(self, node: ast.Subscript):
+        loc = self.loc(node)
+        base = self.expr(node.value)
+        if isinstance(base, tuple):
+            index = self.constant_value(self.expr(node.slice)) \
+                if not isinstance(node.slice, ast.Slice) else None
+            if not isinstance(index, int):
+                raise CompileError("tuples can only be indexed by an integer constant", loc)
+            if not -len(base) <= index < len(base):
+                raise CompileError(f"tuple index {index} out of range for a tuple of {len(base)}",
+                                   loc)
+            return base[index]
+        if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
+            raise CompileError(f"{self.describe(base)} cannot be indexed", loc)
+        return self.load(base, self.indices(base, node.slice, loc), loc)
+
+    def load(self, array: Value, indices: list[Value], loc: Loc) -> Value:
+        return self.emit("load", [array, *indices], array.type.dtype, loc)
+
+    def store(self, array: Value, indices: list[Value], value, loc: Loc) -> None:
+        if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
+            raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
+        value = self.coerce(value, array.type.dtype, loc)
+        self.emit_op("store", [array, *indices, value], [], loc)
+
+    # --- calls -----------------------------------------------------------------------
+
+    def expr_call(self, node: ast.Call):
+        from .builder import Meta
+        loc = self.loc(node)
+        callee = self.expr(node.func)
+        if not isinstance(callee, Meta):
+            raise CompileError(f"{self.describe(callee)} is not callable", loc)
+        fn = callee.obj
+        if fn is print:
+            return self.call_print(node, loc)
+        if any(k.arg is None for k in node.keywords):
+            raise CompileError("**kwargs in calls are not supported", loc)
+        args = [self.expr(a) for a in node.args]
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        name = getattr(fn, "__hydra_intrinsic__", None)
+        if name is not None:
+            return self.call_intrinsic(name, args, kwargs, loc)
+        if getattr(fn, "__hydra_kernel__", None) is not None:
+            fn = fn.__hydra_kernel__
+        if fn in (abs, min, max, int, float, bool, len, range, round):
+            return self.call_builtin(fn, args, kwargs, loc)
+        module = getattr(fn, "__module__", None) or ""
+        fname = getattr(fn, "__name__", "")
+        if fn in _NUMPY_SCALAR_TYPES:
+            return self.call_cast(scalar(fn), args, kwargs, loc)
+        if module == "math" or isinstance(fn, np.ufunc) or module.startswith("numpy"):
+            return self.call_math(fn, fname, args, kwargs, loc)
+        if isinstance(fn, pytypes.FunctionType):
+            return self.call_inline(fn, args, kwargs, loc)
+        raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
+
+    def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
+        entry = intrinsics.INTRINSICS[name]
+        if kwargs or len(args) != entry.nargs:
+            raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)
+        for a in args:
+            if not isinstance(a, Value):
+                raise CompileError(f"{name}() takes numbers, not {self.describe(a)}", loc)
+        problem = intrinsics.check_argument_types(name, [a.type for a in args])
+        if problem:
+            raise CompileError(problem, loc)
+        if name == "atomic_add":
+            array, index, v = args
+            if array.type.ndim != 1:
+                raise CompileError("atomic_add needs a 1-d array", loc)
+            index = self.coerce(index, INT64, loc)
+            v = self.coerce(v, array.type.dtype, loc)
+            self.emit_op("intrinsic", [array, index, v], [], loc, {"name": name})
+            return None
+        if name in ("broadcast", "shuffle", "rotate"):
+            args = [args[0], self.coerce(args[1], INT64, loc)]
+        result = entry.result([a.type for a in args])
+        return self.emit("intrinsic", args, result, loc, {"name": name})
+
+    def call_builtin(self, fn, args, kwargs, loc: Loc):
+        if kwargs:
+            raise CompileError(f"{fn.__name__}() keyword arguments are not supported", loc)
+        if fn is range:
+            raise CompileError("range() is only supported as the iterable of a for loop", loc)
+        if fn is len:
+            if len(args) != 1:
+                raise CompileError("len() takes one argument", loc)
+            (a,) = args
+            if isinstance(a, tuple):
+                return self.const(len(a), loc)
+            if isinstance(a, Value) and isinstance(a.type, ArrayType):
+                return self.emit("array_dim", [a], WEAK_INT, loc, {"axis": 0})
+            raise CompileError(f"len() of {self.describe(a)} is not supported", loc)
+        if fn in (min, max):
+            if len(args) == 1 and isinstance(args[0], tuple):
+                args = list(args[0])
+            if len(args) < 2:
+                raise CompileError(f"{fn.__name__}() needs at least two numbers", loc)
+            result = args[0]
+            for b in args[1:]:
+                result = self.arith(fn.__name__, result, b, loc)
+            return result
+        if len(args) != 1:
+            raise CompileError(f"{fn.__name__}() takes one argument here", loc)
+        (a,) = args
+        if not isinstance(a, Value) or not isinstance(a.type, ScalarType):
+            raise CompileError(f"{fn.__name__}() of {self.describe(a)} is not supported", loc)
+        if fn is abs:
+            t = WEAK_INT if a.type.kind == "b" else a.type
+            return self.emit("abs", [self.coerce(a, t, loc)], t, loc)
+        if fn is bool:
+            return self.truthy(a, loc)
+        if fn is int:
+            return self.coerce(a, WEAK_INT, loc) if a.type.kind != "f" else \
+                self.emit("cast", [a], WEAK_INT, loc)
+        if fn is float:
+            return self.coerce(a, WEAK_FLOAT, loc)
+        if fn is round:
+            if a.type.kind != "f":
+                return a
+            return self.emit("cast", [self.emit("math", [a], a.type, loc, {"fn": "rint"})],
+                             WEAK_INT, loc)
+        raise CompileError(f"{fn.__name__}() is not supported", loc)
+
+    def call_cast(self, t: ScalarType, args, kwargs, loc: Loc) -> Value:
+        if kwargs or len(args) != 1 or not isinstance(args[0], Value):
+            raise CompileError(f"{t.name}() takes one number", loc)
+        a = args[0]
+        if t.kind == "b":
+            return self.truthy(a, loc)
+        return self.coerce(a, t, loc)
+
+    def call_math(self, fn, fname: str, args, kwargs, loc: Loc):
+        from_numpy = fn.__module__ != "math" if hasattr(fn, "__module__") else True
+        if fname in ("zeros", "empty", "ones", "full") and from_numpy:
+            return self.call_local_array(fname, args, kwargs, loc)
+        name = _NUMPY_ALIASES.get(fname, fname)
+        if name in ("abs", "min", "max"):
+            return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
+        if name not in MATH_FUNCTIONS or kwargs:
+            raise CompileError(f"{getattr(fn, '__module__', 'numpy')}.{fname} is not supported in "
+                               f"kernels", loc)
+        ir_name, arity, kind = MATH_FUNCTIONS[name]
+        if len(args) != arity or not all(isinstance(a, Value) and isinstance(a.type, ScalarType)
+                                         for a in args):
+            raise CompileError(f"{fname}() takes {arity} number(s)", loc)
+        t = args[0].type
+        for a in args[1:]:
+            t = promote(t, a.type)
+        if t.kind != "f":
+            t = WEAK_FLOAT if t.weak else FLOAT64
+        operands = [self.coerce(a, t, loc) for a in args]
+        result_type = BOOL if kind == "bool" else t
+        result = self.emit("math", operands, result_type, loc, {"fn": ir_name})
+        if not from_numpy and name in _MATH_TO_INT:
+            result = self.emit("cast", [result], WEAK_INT, loc)
+        return result
+
+    def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:
+        from .builder import Meta
+        if not args:
+            raise CompileError(f"np.{fname}() needs a shape", loc)
+        shape = args[0] if isinstance(args[0], tuple) else (args[0],)
+        dtype_arg = kwargs.pop("dtype", args[2] if fname == "full" and len(args) > 2 else
+                               (args[1] if len(args) > 1 and fname != "full" else None))
+        fill = {"zeros": 0, "ones": 1, "empty": 0}.get(fname)
+        if fname == "full":
+            if len(args) < 2:
+                raise CompileError("np.full() needs a shape and a fill value", loc)
+            fill = self.constant_value(args[1])
+            if fill is None:
+                raise CompileError("np.full() in a kernel needs a constant fill value", loc)
+        if kwargs:
+            raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
+        dtype = FLOAT64 if dtype_arg is None else self.scalar_type_of(
+            dtype_arg.obj if isinstance(dtype_arg, Meta) else None)
+        if dtype is None:
+            raise CompileError(f"np.{fname}(): the dtype must be a NumPy scalar type", loc)
+        dims = []
+        for d in shape:
+            if not isinstance(d, Value) or d.type.kind not in "iu":
+                raise CompileError(f"np.{fname}(): the shape must be integers", loc)
+            dims.append(self.coerce(d, INT64, loc))
+        return self.emit("local_array", dims, ArrayType(dtype, len(dims)), loc,
+                         {"dtype": dtype.name, "fill": fill})
+
+    def call_print(self, node: ast.Call, loc: Loc) -> None:
+        from .builder import Meta
+        operands: list[Value] = []
+        options = {"sep": " ", "end": "\n"}
+        for k in node.keywords:
+            v = self.expr(k.value)
+            if k.arg not in options or not (isinstance(v, Meta) and isinstance(v.obj, str)):
+                raise CompileError("print() supports only sep= and end= with string constants",
+                                   loc)
+            options[k.arg] = v.obj
+        template = [self.print_piece(a, operands, loc) for a in node.args]
+        self.emit_op("print", operands, [], loc, {"parts": template, **options})
+        return None
+
+    def print_piece(self, node: ast.expr, operands: list[Value], loc: Loc):
+        from .builder import Meta
+        if isinstance(node, ast.JoinedStr):
+            pieces = []
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    pieces.append(part.value)
+                else:
+                    spec = ""
+                    if part.format_spec is not None:
+                        if not all(isinstance(p, ast.Constant) for p in part.format_spec.values):
+                            raise CompileError("nested f-string formats are not supported", loc)
+                        spec = "".join(p.value for p in part.format_spec.values)
+                    conv = chr(part.conversion) if part.conversion > 0 else ""
+                    pieces.append(("fmt", self.print_piece(part.value, operands, loc), conv, spec))
+            return ("fstr", pieces)
+        value = self.expr(node)
+        return self.print_value(value, operands, loc)
+
+    def print_value(self, value, operands: list[Value], loc: Loc):
+        from .builder import Meta
+        if isinstance(value, Meta) and (isinstance(value.obj, str) or value.obj is None):
+            return ("str", value.obj)
+        if isinstance(value, tuple):
+            return ("tuple", [self.print_value(v, operands, loc) for v in value])
+        if isinstance(value, Value) and isinstance(value.type, ScalarType):
+            operands.append(value)
+            return ("val", len(operands) - 1)
+        raise CompileError(f"cannot print {self.describe(value)}", loc)
+
+    def call_inline(self, fn, args, kwargs, loc: Loc):
+        if fn in self.call_stack:
+            raise CompileError(f"recursive call to {fn.__name__} is not supported", loc,
+                               hint="rewrite the recursion as a loop")
+        parsed = parse_function(fn)
+        check_subset(parsed)
+        node = parsed.node
+        names = [a.arg for a in node.args.args]
+        if kwargs:
+            for k in kwargs:
+                if k not in names:
+                    raise CompileError(f"{fn.__name__}() got an unexpected keyword argument "
+                                       f"'{k}'", loc)
+        if len(args) + len(kwargs) != len(names):
+            raise CompileError(f"{fn.__name__}() takes {len(names)} argument(s), "
+                               f"{len(args) + len(kwargs)} given", loc)
+        env = dict(zip(names, args))
+        env.update(kwargs)
+        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
+            if isinstance(node, ast.Lambda) else node.body
+        self.call_stack.append(fn)
+        try:
+            leaves, tree = self.translate_function(parsed, env, body, loc)
+        finally:
+            self.call_stack.pop()
+        return self.unflatten(leaves, tree)
+
+
+def _python_scalar(value, t: Type):
+    """A constant's value as a Python scalar of type ``t`` (integers wrap, as NumPy's do)."""
+    if not isinstance(t, ScalarType):
+        return value
+    if t.kind == "b":
+        return bool(value)
+    if t.kind in "iu":
+        if isinstance(value, (float, np.floating)):
+            value = int(value) if math.isfinite(value) else 0
+        v = int(value) & ((1 << t.bits) - 1)
+        if t.kind == "i" and v >= 1 << (t.bits - 1):
+            v -= 1 << t.bits
+        return v
+    return float(np.asarray(value, dtype=t.dtype))

@@ -1,0 +1,112 @@
+"""The one IR printer, used by dump-ir, the notebook magics, golden tests and errors.
+
+Each value prints as ``%name: u type`` or ``%name: v type`` (uniform / varying;
+``?`` before the uniformity pass).  Names come from the Python variables where
+there is one (``%x.2`` is the third version of ``x``), masks are ``%m...``; the
+numbering is per function, so the text is stable from run to run.  Every op ends
+in ``; file:line`` of the source it came from, and ops that are sync points say
+why.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .core import Function, Op, Region, Value
+
+
+class _Names:
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.used: dict[str, int] = {}
+        self.counter = 0
+
+    def __call__(self, v: Value) -> str:
+        if v.id not in self.names:
+            if v.name:
+                n = self.used.get(v.name, 0)
+                self.used[v.name] = n + 1
+                self.names[v.id] = f"%{v.name}" if n == 0 else f"%{v.name}.{n}"
+            else:
+                self.names[v.id] = f"%{self.counter}"
+                self.counter += 1
+        return self.names[v.id]
+
+
+def _mark(v: Value) -> str:
+    return "?" if v.varying is None else ("v" if v.varying else "u")
+
+
+def _attr(key: str, value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{key}=<array {value.dtype} {value.shape}>"
+    if isinstance(value, float):
+        return f"{key}={value!r}"
+    return f"{key}={value!r}"
+
+
+class Printer:
+    def __init__(self, show_loc: bool = True) -> None:
+        self.names = _Names()
+        self.show_loc = show_loc
+        self.lines: list[str] = []
+
+    def decl(self, v: Value) -> str:
+        return f"{self.names(v)}: {_mark(v)} {v.type}"
+
+    def function(self, fn: Function) -> str:
+        params = ", ".join(self.decl(p) for p in fn.params)
+        ret = f" -> {fn.result_type}" if fn.result_type is not None else ""
+        self.lines.append(f"func {fn.name}({params}){ret} {{")
+        self.region_body(fn.body, 1)
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+    def region_body(self, region: Region, depth: int) -> None:
+        for op in region.ops:
+            self.op(op, depth)
+
+    def op(self, op: Op, depth: int) -> None:
+        pad = "  " * depth
+        lhs = ", ".join(self.decl(r) for r in op.results)
+        lhs = f"{lhs} = " if lhs else ""
+        args = ", ".join(self.names(v) for v in op.operands)
+        attrs = [
+            _attr(k, v) for k, v in op.attrs.items()
+            if k not in ("sync", "array") and not k.startswith("_")
+        ]
+        text = f"{pad}{lhs}{op.opcode}"
+        if attrs:
+            text += "[" + ", ".join(attrs) + "]"
+        if args:
+            text += f" {args}"
+        if op.mask is not None:
+            text += f" if {self.names(op.mask)}"
+        if op.attrs.get("sync"):
+            text += f"  !sync({op.attrs['sync']})"
+        if self.show_loc and op.loc.line > 0:
+            text += f"  ; {os.path.basename(op.loc.file)}:{op.loc.line}"
+        if op.regions:
+            text += " {"
+        self.lines.append(text)
+        if op.opcode == "if":
+            self._sub(op.regions[0], "then", depth)
+            self._sub(op.regions[1], "else", depth)
+            self.lines.append(pad + "}")
+        elif op.opcode == "while":
+            self._sub(op.regions[0], "before", depth)
+            self._sub(op.regions[1], "do", depth)
+            self.lines.append(pad + "}")
+
+    def _sub(self, region: Region, label: str, depth: int) -> None:
+        pad = "  " * (depth + 1)
+        args = ", ".join(self.decl(a) for a in region.args)
+        self.lines.append(f"{pad}{label}({args}):" if args else f"{pad}{label}:")
+        self.region_body(region, depth + 2)
+
+
+def print_function(fn: Function, show_loc: bool = True) -> str:
+    """The text of a function, the same for every tool."""
+    return Printer(show_loc).function(fn)

@@ -1,0 +1,47 @@
+"""The passes and the one pipeline list that the compiler, dump-ir, the notebook magics
+and the tests all use.
+
+Each pass is a module with one public function ``Function -> Function``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir.core import Function
+from ..ir.verifier import verify
+from .linearize import linearize
+from .simplify import simplify
+from .syncpoints import find_sync_points
+from .uniformity import analyze_uniformity
+
+#: (name, function, is the result predicated?) in order.  ``uniformity`` takes the
+#: varying parameter names as well; the others take only the function.
+PIPELINE: list[tuple[str, Callable, bool]] = [
+    ("uniformity", analyze_uniformity, False),
+    ("linearize", linearize, True),
+    ("simplify", simplify, True),
+    ("syncpoints", find_sync_points, True),
+]
+PASS_NAMES = [name for name, _, _ in PIPELINE]
+
+
+def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None = None,
+                 check: bool = False) -> Function:
+    """Run the passes in order (up to and including ``stop_after``), verifying the IR
+    after each one when ``check`` is set."""
+    if stop_after is not None and stop_after not in PASS_NAMES:
+        raise ValueError(f"unknown pass {stop_after!r}; the passes are {', '.join(PASS_NAMES)}")
+    if check:
+        verify(fn)
+    for name, run, predicated in PIPELINE:
+        fn = run(fn, varying_params) if name == "uniformity" else run(fn)
+        if check:
+            verify(fn, predicated=predicated)
+        if name == stop_after:
+            break
+    return fn
+
+
+__all__ = ["PIPELINE", "PASS_NAMES", "run_pipeline", "analyze_uniformity", "linearize",
+           "simplify", "find_sync_points"]

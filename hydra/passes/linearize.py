@@ -1,0 +1,197 @@
+"""Linearization: structured SSA with varying branches -> predicated SSA.
+
+Takes: a function marked by ``analyze_uniformity``.
+Guarantees (checked by ``verify(fn, predicated=True)``): no ``if`` or ``while``
+depends on a varying value; every op with a side effect or that may trap carries
+the mask of the lanes that execute it; the function's results are unchanged for
+every lane.
+
+Follows partial linearization (Karrenberg & Hack, CGO 2011; Moll & Hack, PLDI
+2018), which on structured IR is a local rewrite per op:
+
+- a **uniform** ``if`` or ``while`` stays a branch / loop: all active lanes take it
+  together, under the mask they came with;
+- a **varying** ``if c`` becomes both arms in sequence, the then-arm under
+  ``m & c`` and the else-arm under ``m & ~c``, each behind an ``any(mask)`` guard
+  (a uniform ``if``) so an arm that no lane takes costs nothing, with a
+  ``select`` per result at the join;
+- a **varying** ``while`` becomes a loop that repeats while *any* lane is active.
+  Its loop mask is carried (``m' = m & c`` where the condition is evaluated); a
+  lane's live-out values are captured when it leaves (``L = select(m & ~c, x, L)``),
+  so carried values need no select in the body and uniform ones stay scalars.
+
+``break``/``continue``/``return`` arrive as flag variables (see the frontend), so
+after this pass they are exactly mask updates.  Arms that hold only a handful of
+pure ops get no ``any`` guard: the guard would cost more than the ops.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError, Loc
+from ..intrinsics import INTRINSICS
+from ..ir.core import OPCODES, Function, Op, Region, Value
+from ..types import BOOL, ArrayType
+
+_SMALL_ARM = 8
+
+
+def linearize(fn: Function) -> Function:
+    lin = _Linearizer({v.id for op in fn.walk() for v in op.inputs()})
+    entry = Op("entry_mask", [], [Value(BOOL, fn.loc, "m", varying=True)], fn.loc)
+    fn.body.ops = [entry] + lin.region_ops(fn.body, entry.result)
+    return fn
+
+
+def _needs_mask(op: Op) -> bool:
+    info = OPCODES[op.opcode]
+    if op.opcode in ("floordiv", "mod"):
+        return op.results[0].type.kind != "f"
+    if op.opcode == "intrinsic":
+        return INTRINSICS[op.attrs["name"]].cross_lane
+    return info.effect or info.traps
+
+
+def _worth_guarding(region: Region) -> bool:
+    count = 0
+    for op in region.walk():
+        if op.opcode in ("yield", "const", "undef"):
+            continue
+        if _needs_mask(op) or op.regions:
+            return True
+        count += 1
+    return count > _SMALL_ARM
+
+
+class _Linearizer:
+    def __init__(self, used: set[int]) -> None:
+        self.used = used  # ids of the values some op reads
+        self.subst: dict[int, Value] = {}
+        self.out: list[Op] = []
+
+    def v(self, value: Value) -> Value:
+        return self.subst.get(value.id, value)
+
+    def new(self, opcode: str, operands: list[Value], type_, loc: Loc, varying: bool,
+            name: str = "", **attrs) -> Value:
+        result = Value(type_, loc, name, varying=varying)
+        self.out.append(Op(opcode, operands, [result], loc, dict(attrs)))
+        return result
+
+    def region_ops(self, region: Region, mask: Value) -> list[Op]:
+        """The linearized ops of ``region`` executed under ``mask``."""
+        saved, self.out = self.out, []
+        for op in region.ops:
+            op.operands = [self.v(x) for x in op.operands]
+            if op.opcode == "if" and op.operands[0].varying:
+                self.varying_if(op, mask)
+            elif op.opcode == "while" and op.regions[0].terminator.operands[0].varying:
+                self.varying_while(op, mask)
+            else:
+                if _needs_mask(op):
+                    op.mask = mask
+                for r in op.regions:
+                    r.ops = self.region_ops(r, mask)
+                self.out.append(op)
+        ops, self.out = self.out, saved
+        return ops
+
+    # --- if ---------------------------------------------------------------------------
+
+    def varying_if(self, op: Op, mask: Value) -> None:
+        loc = op.loc
+        cond = op.operands[0]
+        not_cond = self.new("not", [cond], BOOL, loc, True)
+        arm_results = []
+        for region, arm_cond, label in ((op.regions[0], cond, "then"),
+                                        (op.regions[1], not_cond, "else")):
+            arm_mask = self.new("bitand", [mask, arm_cond], BOOL, loc, True, f"m.{label}")
+            arm_results.append(self.arm(region, arm_mask, loc))
+        then_vals, else_vals = arm_results
+        for r, a, b in zip(op.results, then_vals, else_vals):
+            if a is b:
+                self.subst[r.id] = a
+                continue
+            if isinstance(r.type, ArrayType):
+                raise CompileError(
+                    f"'{r.name or 'this variable'}' holds a different array on different lanes "
+                    f"after this if", loc, hint="choose between arrays with a uniform condition")
+            sel = Value(r.type, r.loc, r.name, varying=True)
+            self.out.append(Op("select", [cond, a, b], [sel], loc))
+            self.subst[r.id] = sel
+
+    def arm(self, region: Region, arm_mask: Value, loc: Loc) -> list[Value]:
+        """Run an arm under its mask; return the values it yields (or undefs where an
+        any-guard skipped it)."""
+        if len(region.ops) == 1:  # only the yield
+            return [self.v(x) for x in region.terminator.operands]
+        if not _worth_guarding(region):
+            inner = self.region_ops(region, arm_mask)
+            term = inner.pop()
+            self.out += inner
+            return term.operands
+        inner = Region([], self.region_ops(region, arm_mask))
+        yielded = inner.terminator.operands
+        skipped = Region([], [])
+        undefs = []
+        for y in yielded:
+            u = Value(y.type, loc, varying=y.varying)
+            skipped.ops.append(Op("undef", [], [u], loc))
+            undefs.append(u)
+        skipped.ops.append(Op("yield", undefs, [], loc))
+        guard = self.new("any", [arm_mask], BOOL, loc, False)
+        results = [Value(y.type, y.loc, y.name, varying=y.varying or False) for y in yielded]
+        self.out.append(Op("if", [guard], results, loc, {"guard": True}, [inner, skipped]))
+        return results
+
+    # --- while ------------------------------------------------------------------------
+
+    def varying_while(self, op: Op, mask: Value) -> None:
+        loc = op.loc
+        before, body = op.regions
+        live = [i for i, r in enumerate(op.results) if r.id in self.used]
+        live_init = []
+        for i in live:
+            u = Value(op.results[i].type, loc, varying=True)
+            self.out.append(Op("undef", [], [u], loc))
+            live_init.append(u)
+
+        def fresh_args(region: Region) -> tuple[Value, list[Value]]:
+            m = Value(BOOL, loc, "m.loop", varying=True)
+            lives = [Value(op.results[i].type, loc, op.results[i].name, varying=True)
+                     for i in live]
+            region.args = [m, *region.args, *lives]
+            return m, lives
+
+        m_before, lives_before = fresh_args(before)
+        ops = self.region_ops(before, m_before)
+        cond_op = ops.pop()
+        saved, self.out = self.out, ops
+        c = cond_op.operands[0]
+        passed = cond_op.operands[1:]
+        not_c = self.new("not", [c], BOOL, loc, True)
+        exiting = self.new("bitand", [m_before, not_c], BOOL, loc, True, "m.exit")
+        new_lives = []
+        for k, i in enumerate(live):
+            sel = self.new("select", [exiting, passed[i], lives_before[k]], op.results[i].type,
+                           loc, True, op.results[i].name)
+            new_lives.append(sel)
+        m_next = self.new("bitand", [m_before, c], BOOL, loc, True, "m.loop")
+        go = self.new("any", [m_next], BOOL, loc, False)
+        self.out.append(Op("condition", [go, m_next, *passed, *new_lives], [], loc))
+        before.ops, self.out = self.out, saved
+
+        m_body, lives_body = fresh_args(body)
+        body.ops = self.region_ops(body, m_body)
+        term = body.ops[-1]
+        term.operands = [m_body, *term.operands, *lives_body]
+
+        final_mask = Value(BOOL, loc, "m.done", varying=True)
+        carried = [Value(r.type, r.loc, r.name, varying=r.varying) for r in op.results]
+        final_lives = [Value(op.results[i].type, loc, op.results[i].name, varying=True)
+                       for i in live]
+        for k, i in enumerate(live):
+            self.subst[op.results[i].id] = final_lives[k]
+        op.operands = [mask, *op.operands, *live_init]
+        op.results = [final_mask, *carried, *final_lives]
+        op.attrs["varying"] = True
+        self.out.append(op)

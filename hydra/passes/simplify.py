@@ -1,0 +1,208 @@
+"""Simplify: local clean-ups that keep every lane's results.
+
+Takes: any stage (typically predicated SSA).  Guarantees: the same observable
+behaviour with fewer ops:
+
+- a ``cast`` to its operand's own type and a ``select`` of one value twice are
+  replaced by that value;
+- an ``if`` on a constant condition is replaced by the arm it takes;
+- dead code elimination: pure ops whose results nobody reads are removed; an
+  ``if`` result nobody reads is dropped from both arms; a loop-carried value
+  that is read by nothing but its own update chain is dropped from the loop.
+
+Ops with side effects, traps (they may raise) or masks are kept.
+"""
+
+from __future__ import annotations
+
+from ..ir.core import OPCODES, Function, Op, Region, Value
+
+
+def simplify(fn: Function) -> Function:
+    while True:
+        subst: dict[int, Value] = {}
+        changed = _fold_region(fn.body, subst)
+        _apply(fn.body, subst)
+        changed |= _dce(fn)
+        if not changed:
+            return fn
+
+
+def _const_of(op_by_result: dict[int, Op], v: Value):
+    op = op_by_result.get(v.id)
+    return op.attrs["value"] if op is not None and op.opcode == "const" else None
+
+
+def _fold_region(region: Region, subst: dict[int, Value], consts=None) -> bool:
+    consts = dict(consts or {})
+    changed = False
+    new_ops: list[Op] = []
+    for op in region.ops:
+        op.operands = [subst.get(v.id, v) for v in op.operands]
+        if op.mask is not None:
+            op.mask = subst.get(op.mask.id, op.mask)
+        if op.opcode == "const":
+            consts[op.result.id] = op.attrs["value"]
+        if op.opcode == "cast" and op.operands[0].type == op.result.type:
+            subst[op.result.id] = op.operands[0]
+            changed = True
+            continue
+        if op.opcode == "select" and op.operands[1] is op.operands[2]:
+            subst[op.result.id] = op.operands[1]
+            changed = True
+            continue
+        if op.opcode == "if" and op.operands[0].id in consts:
+            taken = op.regions[0] if consts[op.operands[0].id] else op.regions[1]
+            for inner in taken.ops[:-1]:
+                for r in inner.regions:
+                    _fold_region(r, subst, consts)
+                inner.operands = [subst.get(v.id, v) for v in inner.operands]
+                if inner.mask is not None:
+                    inner.mask = subst.get(inner.mask.id, inner.mask)
+                new_ops.append(inner)
+                if inner.opcode == "const":
+                    consts[inner.result.id] = inner.attrs["value"]
+            for r, y in zip(op.results, taken.terminator.operands):
+                subst[r.id] = subst.get(y.id, y)
+            changed = True
+            continue
+        for r in op.regions:
+            changed |= _fold_region(r, subst, consts)
+        new_ops.append(op)
+    region.ops = new_ops
+    return changed
+
+
+def _apply(region: Region, subst: dict[int, Value]) -> None:
+    if not subst:
+        return
+    for op in region.walk():
+        op.operands = [_resolve(subst, v) for v in op.operands]
+        if op.mask is not None:
+            op.mask = _resolve(subst, op.mask)
+
+
+def _resolve(subst: dict[int, Value], v: Value) -> Value:
+    while v.id in subst:
+        v = subst[v.id]
+    return v
+
+
+def _is_removable(op: Op) -> bool:
+    info = OPCODES[op.opcode]
+    if info.effect or info.terminator or op.mask is not None:
+        return False
+    if info.traps and not (op.opcode in ("floordiv", "mod") and op.result.type.kind == "f"):
+        return False
+    if op.opcode == "intrinsic" and not op.results:
+        return False
+    return True
+
+
+def _dce(fn: Function) -> bool:
+    changed = False
+    while True:
+        used: set[int] = {v.id for op in fn.walk() for v in op.inputs()}
+        step = _dce_region(fn.body, used)
+        changed |= step
+        if not step:
+            return changed
+
+
+def _dce_region(region: Region, used: set[int]) -> bool:
+    changed = False
+    kept = []
+    for op in region.ops:
+        if op.opcode == "if":
+            changed |= _prune_if(op, used)
+        elif op.opcode == "while":
+            changed |= _prune_while(op, used)
+        for r in op.regions:
+            changed |= _dce_region(r, used)
+        if op.opcode in ("if", "while"):
+            if not op.results and not any(_has_effects(r) for r in op.regions):
+                changed = True
+                continue
+        elif _is_removable(op) and not any(r.id in used for r in op.results):
+            changed = True
+            continue
+        kept.append(op)
+    region.ops = kept
+    return changed
+
+
+def _has_effects(region: Region) -> bool:
+    return any(not _is_removable(op) and not OPCODES[op.opcode].terminator
+               or op.opcode in ("if", "while") and any(_has_effects(r) for r in op.regions)
+               for op in region.ops)
+
+
+def _prune_if(op: Op, used: set[int]) -> bool:
+    keep = [i for i, r in enumerate(op.results) if r.id in used]
+    if len(keep) == len(op.results):
+        return False
+    op.results = [op.results[i] for i in keep]
+    for region in op.regions:
+        term = region.terminator
+        term.operands = [term.operands[i] for i in keep]
+    return True
+
+
+def _prune_while(op: Op, used: set[int]) -> bool:
+    """Drop carried value i if nothing reads its result, its before-argument (other than
+    passing it to the body) or its body-argument (other than computing its own update)."""
+    before, body = op.regions
+    cond = before.terminator
+    n = len(op.results)
+    drop = []
+    for i in range(n):
+        if op.results[i].id in used:
+            continue
+        arg_b, arg_d = before.args[i], body.args[i]
+        uses_b = _count_uses(before, arg_b)
+        if uses_b != (1 if cond.operands[i + 1] is arg_b else 0) or \
+                any(v is arg_b for v in cond.operands[:1]):
+            continue
+        if cond.operands[i + 1] is not arg_b:
+            continue
+        if _feeds_only_itself(body, arg_d, i):
+            drop.append(i)
+    if not drop:
+        return False
+    keep = [i for i in range(n) if i not in drop]
+    op.operands = [op.operands[i] for i in keep]
+    op.results = [op.results[i] for i in keep]
+    before.args = [before.args[i] for i in keep]
+    body.args = [body.args[i] for i in keep]
+    cond.operands = [cond.operands[0]] + [cond.operands[i + 1] for i in keep]
+    body.terminator.operands = [body.terminator.operands[i] for i in keep]
+    return True
+
+
+def _count_uses(region: Region, v: Value) -> int:
+    return sum(1 for op in region.walk() for x in op.inputs() if x is v)
+
+
+def _feeds_only_itself(body: Region, arg: Value, i: int) -> bool:
+    """Is ``arg`` read only by ops whose results flow only into yield slot ``i``?"""
+    # The slice of ops that depend on arg; each of their results may only be used by
+    # ops in the slice or by the yield at position i.
+    tainted = {arg.id}
+    ops = list(body.walk())
+    term = body.terminator
+    for op in ops:
+        if op is term or not any(x.id in tainted for x in op.inputs()):
+            continue
+        if OPCODES[op.opcode].terminator or not _is_removable(op) or op.regions:
+            return False
+        tainted.update(r.id for r in op.results)
+    for op in ops:
+        if op is term:
+            continue
+        if any(x.id in tainted for x in op.inputs()):
+            if not all(r.id in tainted for r in op.results):
+                return False
+    for k, x in enumerate(term.operands):
+        if x.id in tainted and k != i:
+            return False
+    return True

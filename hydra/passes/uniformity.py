@@ -1,0 +1,106 @@
+"""Uniformity (divergence) analysis: mark every value uniform or varying.
+
+Takes: structured SSA from the frontend, the names of the varying parameters.
+Guarantees: every value (op results, region arguments, parameters) has
+``varying`` set to True or False, the least fixpoint of these rules:
+
+- a varying parameter, ``lane()``, a per-lane array and what is loaded from a
+  varying array or at a varying index are varying; constants, captured arrays,
+  array shapes and the results of cross-lane reductions are uniform;
+- a pure op is varying if an operand is (intrinsics follow their table rule);
+- the results of an ``if`` are varying if its condition is, or a yielded value is
+  (*sync dependence*: lanes that took different arms hold different values);
+- a loop-carried value is varying if its initial or its yielded value is; the
+  results of a ``while`` whose condition is varying are all varying, even those
+  that are uniform inside the loop (*temporal divergence*: lanes leave at
+  different iterations, so they see different final values).
+
+The rules follow the divergence analysis of Karrenberg & Hack (CGO 2011), and
+LLVM's UniformityAnalysis for temporal divergence; on structured IR they reduce
+to this fixpoint.  Also rejects, as ``CompileError``, the few things that must be
+uniform but are not: the size of ``np.zeros`` and the lane of ``broadcast``.
+"""
+
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..intrinsics import INTRINSICS
+from ..ir.core import Function, Op, Region, Value
+
+_ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
+_ALWAYS_VARYING = {"local_array", "entry_mask"}
+
+
+def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
+    for p, name in zip(fn.params, fn.param_names):
+        p.varying = name in varying_params
+    for op in fn.walk():
+        for v in op.results:
+            v.varying = False
+        for region in op.regions:
+            for a in region.args:
+                a.varying = False
+    changed = True
+    while changed:
+        changed = _region(fn.body)
+    _check_uniform_operands(fn)
+    return fn
+
+
+def _mark(v: Value, varying: bool) -> bool:
+    if varying and not v.varying:
+        v.varying = True
+        return True
+    return False
+
+
+def _region(region: Region) -> bool:
+    changed = False
+    for op in region.ops:
+        changed |= _op(op)
+    return changed
+
+
+def _op(op: Op) -> bool:
+    changed = False
+    for region in op.regions:
+        changed |= _region(region)
+    inputs = any(v.varying for v in op.operands)
+    if op.opcode == "if":
+        cond = op.operands[0].varying
+        for i, r in enumerate(op.results):
+            yielded = any(reg.terminator.operands[i].varying for reg in op.regions)
+            changed |= _mark(r, cond or yielded)
+    elif op.opcode == "while":
+        before, body = op.regions
+        cond_op = before.terminator
+        cond = cond_op.operands[0].varying
+        for i, r in enumerate(op.results):
+            carried = op.operands[i].varying or body.terminator.operands[i].varying
+            changed |= _mark(before.args[i], carried)
+            passed = cond_op.operands[i + 1].varying
+            changed |= _mark(body.args[i], passed)
+            changed |= _mark(r, passed or cond)
+    elif op.opcode == "intrinsic":
+        entry = INTRINSICS[op.attrs["name"]]
+        if op.results:
+            changed |= _mark(op.result, entry.varying([v.varying for v in op.operands]))
+    elif op.opcode in _ALWAYS_UNIFORM:
+        pass
+    elif op.opcode in _ALWAYS_VARYING:
+        for r in op.results:
+            changed |= _mark(r, True)
+    else:
+        for r in op.results:
+            changed |= _mark(r, inputs)
+    return changed
+
+
+def _check_uniform_operands(fn: Function) -> None:
+    for op in fn.walk():
+        if op.opcode == "local_array" and any(v.varying for v in op.operands):
+            raise CompileError("the size of a per-lane array must be the same on every lane",
+                               op.loc, hint="use the largest size every lane needs")
+        if op.opcode == "intrinsic" and op.attrs["name"] == "broadcast" and op.operands[1].varying:
+            raise CompileError("broadcast(x, k) needs the same k on every lane", op.loc,
+                               hint="use shuffle(x, idx) to read a different lane per lane")

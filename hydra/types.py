@@ -1,0 +1,170 @@
+"""Hydra's value types and NumPy 2 promotion with weak Python scalars.
+
+Scalars are NumPy dtypes.  A *weak* scalar (a Python ``int``/``float`` literal,
+module constant or argument) takes the type of the NumPy value it meets, as in
+NumPy 2 (NEP 50): ``float32 * 2.0`` is ``float32``, ``int32 + 1`` is ``int32``.
+Weak types left at the end of inference are their Python defaults (int64, float64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Type:
+    """Base of all hydra types."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarType(Type):
+    name: str  # a NumPy dtype name: "bool", "int32", "float64", ...
+    weak: bool = False
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    @property
+    def kind(self) -> str:
+        """'b' bool, 'i' signed, 'u' unsigned, 'f' float."""
+        return self.dtype.kind
+
+    @property
+    def bits(self) -> int:
+        return 1 if self.name == "bool" else self.dtype.itemsize * 8
+
+    def strong(self) -> ScalarType:
+        return ScalarType(self.name) if self.weak else self
+
+    def __str__(self) -> str:
+        return f"weak {self.name}" if self.weak else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayType(Type):
+    dtype: ScalarType
+    ndim: int
+
+    def __str__(self) -> str:
+        return f"array[{self.dtype.name}, {self.ndim}d]"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType(Type):
+    elems: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.elems)) + ("," if len(self.elems) == 1 else "") + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class NoneType(Type):
+    def __str__(self) -> str:
+        return "none"
+
+
+BOOL = ScalarType("bool")
+INT64 = ScalarType("int64")
+INT32 = ScalarType("int32")
+UINT32 = ScalarType("uint32")
+FLOAT32 = ScalarType("float32")
+FLOAT64 = ScalarType("float64")
+WEAK_INT = ScalarType("int64", weak=True)
+WEAK_FLOAT = ScalarType("float64", weak=True)
+NONE = NoneType()
+
+SCALAR_NAMES = (
+    "bool", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64", "float32", "float64",
+)
+
+
+def scalar(name_or_dtype) -> ScalarType:
+    name = np.dtype(name_or_dtype).name
+    if name not in SCALAR_NAMES:
+        raise TypeError(f"unsupported scalar type {name}")
+    return ScalarType(name)
+
+
+def promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    """NumPy 2 promotion of two scalar types, weak scalars yielding to strong ones."""
+    if a.weak and b.weak:
+        if a.kind == "f" or b.kind == "f":
+            return WEAK_FLOAT
+        if a.kind == "b" and b.kind == "b":
+            return BOOL
+        return WEAK_INT
+    if a.weak or b.weak:
+        weak, strong = (a, b) if a.weak else (b, a)
+        if weak.kind == "f" and strong.kind in "biu":
+            return FLOAT64
+        if weak.kind == "i" and strong.kind == "b":
+            return INT64
+        return strong
+    return ScalarType(np.promote_types(a.dtype, b.dtype).name)
+
+
+def join(a: Type, b: Type) -> Type | None:
+    """The type of a variable that holds an ``a`` on one path and a ``b`` on another.
+
+    Returns None where no such type exists (a tuple on one path, a number on the other).
+    """
+    if a == b:
+        return a
+    if isinstance(a, ScalarType) and isinstance(b, ScalarType):
+        if a.kind == "b" and b.kind != "b" or b.kind == "b" and a.kind != "b":
+            return None
+        return promote(a, b)
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elems) == len(b.elems):
+        elems = [join(x, y) for x, y in zip(a.elems, b.elems)]
+        return None if any(e is None for e in elems) else TupleType(tuple(elems))
+    return None
+
+
+def finalize(t: Type) -> Type:
+    """Weak types become their Python defaults."""
+    if isinstance(t, ScalarType):
+        return t.strong()
+    if isinstance(t, TupleType):
+        return TupleType(tuple(finalize(e) for e in t.elems))
+    return t
+
+
+def is_int(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.kind in "iu"
+
+
+def is_float(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.kind == "f"
+
+
+def is_bool(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.kind == "b"
+
+
+def typeof_python(value) -> Type | None:
+    """The hydra type of a Python/NumPy value, or None if unsupported."""
+    if isinstance(value, (bool, np.bool_)):
+        return BOOL
+    if isinstance(value, int):
+        return WEAK_INT
+    if isinstance(value, float):
+        return WEAK_FLOAT
+    if isinstance(value, np.generic):
+        try:
+            return scalar(value.dtype)
+        except TypeError:
+            return None
+    if isinstance(value, np.ndarray):
+        try:
+            return ArrayType(scalar(value.dtype), value.ndim)
+        except TypeError:
+            return None
+    if isinstance(value, tuple):
+        elems = [typeof_python(v) for v in value]
+        return None if any(e is None for e in elems) else TupleType(tuple(elems))
+    return None
