@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import os
 import weakref
 
 import numpy as np
@@ -23,6 +24,8 @@ from .ir.printer import print_function
 from .passes import run_pipeline
 from .types import ArrayType, ScalarType, Type, scalar, typeof_python
 
+#: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
+CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
 COMMON_OPTIONS = ("threads", "fastmath", "boundscheck", "cache")
 STAGES = ("ast", "ssa", "predicated", "numba", "llvm", "asm", "ptx")
 
@@ -131,9 +134,12 @@ class Kernel:
         """The predicated IR and backend runner for these argument types (cached)."""
         key = tuple(types)
         if key not in self._cache:
+            def structured() -> Function:
+                ir = build_function(self.pyfunc, list(types))
+                return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
             fn = build_function(self.pyfunc, list(types))
-            fn = run_pipeline(fn, set(self.varying))
-            runner = self.backend.compile(fn, self.options)
+            fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
+            runner = self.backend.compile(fn, self.options, structured)
             self._cache[key] = (fn, runner)
         return self._cache[key]
 

@@ -1,7 +1,11 @@
 """Backends: each turns predicated SSA into something that runs N lanes.
 
-A backend is a class with ``compile(fn, options) -> runner`` where
-``runner(args, lanes)`` returns the leaves of the function's result.  ``numpy`` is
+A backend is a class with ``compile(fn, options, structured) -> runner`` where ``fn``
+is the predicated SSA, ``structured()`` builds a fresh copy of the IR without
+linearization (varying branches kept, sync points marked) for backends whose
+hardware handles divergence, and ``runner(args, lanes)`` returns the leaves of the
+function's result (``fn.body.terminator.operands``).  An optional
+``dump(fn, stage, options) -> str`` gives the backend's dump-ir stages.  ``numpy`` is
 the reference and defines the semantics; the others must agree with it.
 """
 

@@ -314,7 +314,7 @@ class NumpyBackend:
     options: tuple[str, ...] = ()
 
     @staticmethod
-    def compile(fn: Function, options: dict):
+    def compile(fn: Function, options: dict, structured=None):
         def run(args: list, lanes: int) -> list:
             return NumpyKernel(fn, lanes)(args)
         return run

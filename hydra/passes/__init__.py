@@ -27,14 +27,19 @@ PASS_NAMES = [name for name, _, _ in PIPELINE]
 
 
 def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None = None,
-                 check: bool = False) -> Function:
+                 check: bool = False, linearized: bool = True) -> Function:
     """Run the passes in order (up to and including ``stop_after``), verifying the IR
-    after each one when ``check`` is set."""
+    after each one when ``check`` is set.  ``linearized=False`` skips linearization:
+    the structured form with varying branches, sync points marked, for backends
+    whose hardware handles divergence (one GPU thread per lane)."""
     if stop_after is not None and stop_after not in PASS_NAMES:
         raise ValueError(f"unknown pass {stop_after!r}; the passes are {', '.join(PASS_NAMES)}")
     if check:
         verify(fn)
     for name, run, predicated in PIPELINE:
+        if name == "linearize" and not linearized:
+            continue
+        predicated = predicated and linearized
         fn = run(fn, varying_params) if name == "uniformity" else run(fn)
         if check:
             verify(fn, predicated=predicated)
