@@ -1,0 +1,150 @@
+"""``python -m hydra dump-ir FILE::FUNC --lanes N --stage S [--sig TYPES] [--after PASS]``.
+
+Prints the IR of a kernel at one stage, with the same printer every tool uses.
+Argument types come from ``--sig`` (``"float32, float32[:], int64"``; ``[:]`` is a
+1-d array, ``[:, :]`` 2-d) or the function's annotations.  ``--varying`` names the
+varying parameters, unless FUNC is already a ``hydra.compile``d kernel.  Mistakes
+(no such file, function or type) are one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+from .api import STAGES, Kernel
+from .errors import CompileError, HydraError
+from .passes import PASS_NAMES
+from .types import ArrayType, Type, scalar
+
+
+class UsageError(Exception):
+    """A mistake on the command line: reported in one line."""
+
+
+def parse_type(text: str) -> Type:
+    """``float32`` -> scalar, ``float32[:]`` / ``float32[:, :]`` -> array."""
+    text = text.strip()
+    ndim = 0
+    if text.endswith("]") and "[" in text:
+        base, dims = text[:-1].split("[", 1)
+        ndim = len([d for d in dims.split(",") if d.strip() == ":"])
+        if ndim == 0 or ndim != len(dims.split(",")):
+            raise UsageError(f"cannot read the type {text!r}: write arrays as float32[:] "
+                             f"or float32[:, :]")
+        text = base.strip()
+    aliases = {"float": "float64", "int": "int64", "bool": "bool"}
+    try:
+        t = scalar(aliases.get(text, text))
+    except TypeError:
+        raise UsageError(f"unknown type {text!r}") from None
+    return ArrayType(t, ndim) if ndim else t
+
+
+def parse_sig(sig: str) -> list[Type]:
+    parts, depth, cur = [], 0, ""
+    for ch in sig:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return [parse_type(p) for p in parts]
+
+
+def _annotation_types(fn) -> list[Type]:
+    import inspect
+    params = list(inspect.signature(fn).parameters.values())
+    types = []
+    for p in params:
+        ann = p.annotation
+        if ann is inspect.Parameter.empty:
+            raise UsageError(f"parameter '{p.name}' of {fn.__name__} has no annotation; "
+                             f"give the types with --sig")
+        if isinstance(ann, str):
+            types.append(parse_type(ann))
+        elif ann in (float, int, bool):
+            types.append(parse_type(ann.__name__))
+        else:
+            try:
+                types.append(scalar(np.dtype(ann)))
+            except TypeError:
+                raise UsageError(f"cannot read the annotation of '{p.name}': {ann!r}") from None
+    return types
+
+
+def load_kernel(target: str, lanes: int, varying: list[str], backend: str | None) -> Kernel:
+    if "::" not in target:
+        raise UsageError(f"expected FILE::FUNC, got {target!r}")
+    path, name = target.rsplit("::", 1)
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    spec = importlib.util.spec_from_file_location("_hydra_dump_target", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module failed to import
+        raise UsageError(f"{path} failed to import: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.pop(0)
+    obj = getattr(module, name, None)
+    if obj is None:
+        raise UsageError(f"{path} has no function {name!r}")
+    if isinstance(obj, Kernel):
+        if varying:
+            obj.varying = tuple(varying)
+        return obj
+    if not callable(obj):
+        raise UsageError(f"{name!r} in {path} is not a function")
+    return Kernel(obj, lanes=lanes, varying=tuple(varying), backend=backend)
+
+
+def dump_ir(args) -> str:
+    kernel = load_kernel(args.target, args.lanes, args.varying, args.backend)
+    types = parse_sig(args.sig) if args.sig else (
+        None if args.stage == "ast" else _annotation_types(kernel.pyfunc))
+    if types is not None and len(types) != len(kernel.param_names):
+        raise UsageError(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
+                         f"{len(kernel.param_names)} parameter(s)")
+    return kernel.dump_ir(args.stage, types=types, after=args.after)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hydra", description="hydra tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump-ir", help="print a kernel's IR at one stage")
+    d.add_argument("target", help="FILE::FUNC")
+    d.add_argument("--lanes", type=int, default=8)
+    d.add_argument("--stage", choices=STAGES, default="predicated")
+    d.add_argument("--after", choices=PASS_NAMES, default=None,
+                   help="stop after this pass (ssa/predicated stages)")
+    d.add_argument("--sig", default=None, help='argument types, e.g. "float32, float32[:], int64"')
+    d.add_argument("--varying", default="", help="comma-separated varying parameters")
+    d.add_argument("--backend", default=None, help="backend for llvm/asm/ptx/numba stages")
+    args = parser.parse_args(argv)
+    args.varying = [v.strip() for v in args.varying.split(",") if v.strip()]
+    try:
+        sys.stdout.write(dump_ir(args))
+    except (UsageError, ValueError, TypeError) as exc:
+        print(f"hydra dump-ir: error: {exc}", file=sys.stderr)
+        return 2
+    except CompileError as exc:
+        print(f"hydra dump-ir: {exc}", file=sys.stderr)
+        return 1
+    except HydraError as exc:
+        print(f"hydra dump-ir: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
