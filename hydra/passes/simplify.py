@@ -4,7 +4,12 @@ Takes: any stage (typically predicated SSA).  Guarantees: the same observable
 behaviour with fewer ops:
 
 - a ``cast`` to its operand's own type and a ``select`` of one value twice are
-  replaced by that value;
+  replaced by that value; ``not``, ``bitand``, ``bitor`` and ``select`` with constant
+  boolean operands are folded (the frontend's break/return flags start as
+  constants, so this removes most of their tests);
+- common subexpression elimination: a pure op equal to one that dominates it
+  (same opcode, operands and attributes, in its region or an enclosing one) is
+  replaced by that one;
 - an ``if`` on a constant condition is replaced by the arm it takes;
 - dead code elimination: pure ops whose results nobody reads are removed; an
   ``if`` result nobody reads is dropped from both arms; a loop-carried value
@@ -33,16 +38,49 @@ def _const_of(op_by_result: dict[int, Op], v: Value):
     return op.attrs["value"] if op is not None and op.opcode == "const" else None
 
 
-def _fold_region(region: Region, subst: dict[int, Value], consts=None) -> bool:
+def _cse_key(op: Op):
+    """A key equal for ops that compute the same value, or None if not a candidate."""
+    if op.regions or op.mask is not None or len(op.results) != 1 or not _is_removable(op):
+        return None
+    if op.opcode in ("undef", "local_array", "entry_mask"):
+        return None  # each of these is a distinct value (or distinct memory)
+    attrs = []
+    for k, v in sorted(op.attrs.items()):
+        try:
+            hash(v)
+        except TypeError:
+            v = id(v)
+        attrs.append((k, v))
+    return (op.opcode, op.result.type, op.result.varying, tuple(v.id for v in op.operands),
+            tuple(attrs))
+
+
+def _fold_bool(op: Op, consts: dict):
+    """The value a boolean op reduces to given constant operands: a Value, a Python
+    bool (a new constant), or None."""
+    ops = op.operands
+    known = [consts.get(v.id) for v in ops]
+    if op.opcode == "not" and known[0] is not None:
+        return not known[0]
+    if op.opcode in ("bitand", "bitor") and op.result.type.kind == "b":
+        absorbing = op.opcode == "bitor"  # x | True is True, x & False is False
+        for i in (0, 1):
+            if known[i] is not None:
+                return absorbing if bool(known[i]) == absorbing else ops[1 - i]
+    if op.opcode == "select" and known[0] is not None:
+        return ops[1] if known[0] else ops[2]
+    return None
+
+
+def _fold_region(region: Region, subst: dict[int, Value], consts=None, seen=None) -> bool:
     consts = dict(consts or {})
+    seen = dict(seen or {})
     changed = False
     new_ops: list[Op] = []
     for op in region.ops:
-        op.operands = [subst.get(v.id, v) for v in op.operands]
+        op.operands = [_resolve(subst, v) for v in op.operands]
         if op.mask is not None:
-            op.mask = subst.get(op.mask.id, op.mask)
-        if op.opcode == "const":
-            consts[op.result.id] = op.attrs["value"]
+            op.mask = _resolve(subst, op.mask)
         if op.opcode == "cast" and op.operands[0].type == op.result.type:
             subst[op.result.id] = op.operands[0]
             changed = True
@@ -51,23 +89,42 @@ def _fold_region(region: Region, subst: dict[int, Value], consts=None) -> bool:
             subst[op.result.id] = op.operands[1]
             changed = True
             continue
+        folded = _fold_bool(op, consts) if op.opcode in ("not", "bitand", "bitor", "select") \
+            else None
+        if isinstance(folded, Value) and folded.type == op.result.type and \
+                (op.result.varying or not folded.varying):
+            subst[op.result.id] = folded
+            changed = True
+            continue
+        if isinstance(folded, bool):
+            op.opcode, op.operands, op.attrs = "const", [], {"value": folded}
+            changed = True
+        if op.opcode == "const":
+            consts[op.result.id] = op.attrs["value"]
+        key = _cse_key(op)
+        if key is not None:
+            if key in seen:
+                subst[op.result.id] = seen[key]
+                changed = True
+                continue
+            seen[key] = op.result
         if op.opcode == "if" and op.operands[0].id in consts:
             taken = op.regions[0] if consts[op.operands[0].id] else op.regions[1]
             for inner in taken.ops[:-1]:
                 for r in inner.regions:
-                    _fold_region(r, subst, consts)
-                inner.operands = [subst.get(v.id, v) for v in inner.operands]
+                    _fold_region(r, subst, consts, seen)
+                inner.operands = [_resolve(subst, v) for v in inner.operands]
                 if inner.mask is not None:
-                    inner.mask = subst.get(inner.mask.id, inner.mask)
+                    inner.mask = _resolve(subst, inner.mask)
                 new_ops.append(inner)
                 if inner.opcode == "const":
                     consts[inner.result.id] = inner.attrs["value"]
             for r, y in zip(op.results, taken.terminator.operands):
-                subst[r.id] = subst.get(y.id, y)
+                subst[r.id] = _resolve(subst, y)
             changed = True
             continue
         for r in op.regions:
-            changed |= _fold_region(r, subst, consts)
+            changed |= _fold_region(r, subst, consts, seen)
         new_ops.append(op)
     region.ops = new_ops
     return changed
