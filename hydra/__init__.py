@@ -17,3 +17,9 @@ __all__ = [
     "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
     "atomic_add",
 ]
+
+
+def load_ipython_extension(shell) -> None:
+    """``%load_ext hydra``: the ``%%spmd`` and ``%hydra_ir`` magics."""
+    from .ipython import load_ipython_extension as load
+    load(shell)

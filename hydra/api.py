@@ -35,8 +35,8 @@ class Kernel:
 
     def __init__(self, pyfunc, lanes: int | None = None, varying=(), backend: str | None = None,
                  **options) -> None:
-        if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, (int, np.integer))
-                                  or lanes < 1):
+        if lanes is not None and (isinstance(lanes, bool)
+                                  or not isinstance(lanes, (int, np.integer)) or lanes < 1):
             raise ValueError(f"lanes must be an integer >= 1, not {lanes!r}")
         self.parsed = parse_function(pyfunc)
         check_subset(self.parsed)

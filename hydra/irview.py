@@ -1,0 +1,137 @@
+"""Pictures of the IR for people: highlighted HTML text and an SVG of the predicated CFG.
+
+Both read the text of the one printer (``hydra.ir.print_function``) or walk the IR
+itself; neither invents its own notation.  The SVG draws the structured control
+flow as nested boxes: a uniform ``if`` as a branch box with its two arms, a
+varying loop as a box labelled "repeat while any lane is active", masks in blue,
+uniform/varying marks, and sync points in red with their reason.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from .ir.core import Function, Op, Region
+from .ir.printer import Printer
+
+_TOKEN = re.compile(
+    r"(?P<sync>!sync\([^)]*\))|(?P<loc>;\s\S+:\d+)|(?P<mask>%m[\w.]*)|(?P<value>%[\w.]+)"
+    r"|(?P<mark>: [uv?] )|(?P<kw>\b(?:func|before|do|then|else|yield|condition|if|while)\b)")
+
+_CSS = """<style>
+.hydra-ir { font-family: monospace; font-size: 12px; line-height: 1.35; white-space: pre; }
+.hydra-ir .mask { color: #1f5fbf; font-weight: bold; }
+.hydra-ir .value { color: #444; }
+.hydra-ir .u { color: #2a7a2a; } .hydra-ir .v { color: #b35900; font-weight: bold; }
+.hydra-ir .kw { color: #7a2a9a; font-weight: bold; }
+.hydra-ir .sync { color: #fff; background: #c0392b; padding: 0 2px; }
+.hydra-ir .loc { color: #999; }
+</style>"""
+
+
+def highlight_html(text: str) -> str:
+    """The printer's text as HTML: masks, u/v marks, keywords and sync points coloured."""
+    out = []
+    pos = 0
+    for m in _TOKEN.finditer(text):
+        out.append(html.escape(text[pos:m.start()]))
+        kind = m.lastgroup
+        token = html.escape(m.group())
+        if kind == "mark":
+            mark = m.group().strip(": ").strip()
+            token = f': <span class="{mark}">{mark}</span> '
+            out.append(token)
+        else:
+            out.append(f'<span class="{kind}">{token}</span>')
+        pos = m.end()
+    out.append(html.escape(text[pos:]))
+    return _CSS + '<div class="hydra-ir">' + "".join(out) + "</div>"
+
+
+# --- the CFG picture -------------------------------------------------------------------
+
+_ROW, _INDENT, _CHAR = 16, 18, 6.6
+
+
+class _Layout:
+    def __init__(self, fn: Function) -> None:
+        self.printer = Printer(show_loc=False)
+        self.rows: list[tuple[int, str, str]] = []  # (depth, text, css class)
+        self.boxes: list[tuple[int, int, int, str, str]] = []  # (depth, first, last, label, class)
+        self.fn = fn
+
+    def region(self, region: Region, depth: int) -> None:
+        for op in region.ops:
+            self.op(op, depth)
+
+    def line(self, op: Op) -> str:
+        self.printer.lines = []
+        self.printer.op(Op(op.opcode, op.operands, op.results, op.loc, op.attrs, [], op.mask), 0)
+        return self.printer.lines[0].strip()
+
+    def op(self, op: Op, depth: int) -> None:
+        if op.opcode in ("const", "undef"):
+            return  # constants clutter the picture; the text view has them
+        text = self.line(op)
+        css = "sync" if op.attrs.get("sync") else ("mask" if _is_mask(op) else "op")
+        if op.opcode == "if":
+            first = len(self.rows)
+            guard = op.attrs.get("guard")
+            label = "skip unless any lane is on" if guard else "uniform branch"
+            self.rows.append((depth, text, "head"))
+            for region, arm in zip(op.regions, ("then", "else")):
+                if len(region.ops) <= 1:
+                    continue
+                self.rows.append((depth + 1, arm + ":", "arm"))
+                self.region(region, depth + 2)
+            self.boxes.append((depth, first, len(self.rows) - 1, label, "ifbox"))
+        elif op.opcode == "while":
+            first = len(self.rows)
+            varying = op.attrs.get("varying")
+            label = "repeat while any lane is active" if varying else "uniform loop"
+            self.rows.append((depth, text, "head"))
+            for region, arm in zip(op.regions, ("before", "do")):
+                self.rows.append((depth + 1, arm + ":", "arm"))
+                self.region(region, depth + 2)
+            self.boxes.append((depth, first, len(self.rows) - 1, label,
+                               "anyloop" if varying else "loop"))
+        else:
+            self.rows.append((depth, text, css))
+
+
+def _is_mask(op: Op) -> bool:
+    """Masks are the values linearization names m, m.then, m.loop, ..."""
+    return bool(op.results) and (op.results[0].name == "m" or op.results[0].name.startswith("m."))
+
+
+def cfg_svg(fn: Function) -> str:
+    """An SVG picture of the function's (predicated) control flow."""
+    lay = _Layout(fn)
+    lay.rows.append((0, f"func {fn.name}", "head"))
+    lay.region(fn.body, 1)
+    width = int(max(d * _INDENT + len(t) * _CHAR for d, t, _ in lay.rows)) + 60
+    height = len(lay.rows) * _ROW + 20
+    colors = {"ifbox": ("#eef4ff", "#7a9cd6"), "loop": ("#f2f2f2", "#999"),
+              "anyloop": ("#fff4e6", "#e08a1e")}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="monospace" font-size="11">']
+    for depth, first, last, label, kind in sorted(lay.boxes, key=lambda b: b[0]):
+        fill, stroke = colors[kind]
+        x = 6 + depth * _INDENT
+        y = 8 + first * _ROW
+        h = (last - first + 1) * _ROW + 4
+        parts.append(f'<rect x="{x}" y="{y}" width="{width - x - 8}" height="{h}" rx="5" '
+                     f'fill="{fill}" stroke="{stroke}"/>')
+        parts.append(f'<text x="{width - 12}" y="{y + 12}" text-anchor="end" fill="{stroke}" '
+                     f'font-style="italic">{html.escape(label)}</text>')
+    styles = {"sync": "#c0392b", "mask": "#1f5fbf", "head": "#7a2a9a", "arm": "#7a2a9a",
+              "op": "#222"}
+    for i, (depth, text, css) in enumerate(lay.rows):
+        x = 12 + depth * _INDENT
+        y = 20 + i * _ROW
+        weight = ' font-weight="bold"' if css in ("sync", "head", "arm") else ""
+        parts.append(f'<text x="{x}" y="{y}" fill="{styles[css]}"{weight}>'
+                     f'{html.escape(text)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
