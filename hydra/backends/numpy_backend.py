@@ -35,12 +35,24 @@ MATH = {
     "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "expm1": np.expm1, "log1p": np.log1p,
     "fabs": np.fabs, "exp2": np.exp2, "cbrt": np.cbrt, "atan2": np.arctan2, "hypot": np.hypot,
-    "pow": np.power, "copysign": np.copysign, "fmod": np.fmod, "isnan": np.isnan,
+    "pow": lambda a, b: _power(a, b, None), "copysign": np.copysign, "fmod": np.fmod, "isnan": np.isnan,
     "isinf": np.isinf, "isfinite": np.isfinite, "floor": np.floor, "ceil": np.ceil,
     "trunc": np.trunc, "rint": np.rint,
     "erf": lambda x: _erf(np.asarray(x, np.float64)).astype(np.float64),
     "erfc": lambda x: _erfc(np.asarray(x, np.float64)).astype(np.float64),
 }
+
+
+def _power(a, b, dtype):
+    """``a ** b`` as C's pow computes it for every lane.  NumPy turns a scalar exponent
+    of 0.5, 2, -1 ... into sqrt, square, reciprocal (a different rounding than pow), so
+    the exponent always goes in as a full array: a uniform exponent then gives the same
+    bits as a varying one, and as Python's ``**``."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    shape = np.broadcast_shapes(a.shape, b.shape, (1,))
+    # a real copy: NumPy also takes the shortcut for a stride-0 (broadcast) exponent
+    return np.power(a, np.broadcast_to(b, shape).copy(), dtype=dtype)
 
 
 def python_scalar(value, t: ScalarType):
@@ -125,7 +137,7 @@ class NumpyKernel:
             a, b = args
             if t.kind in "iu":
                 b = np.where(b < 0, 0, b)  # Python would give a float; see docs/guide.md
-            out = np.power(a, b, dtype=dtype)
+            out = _power(a, b, dtype)
         elif name in ("floordiv", "mod"):
             out = self.divide(op, args, dtype, mask=None)
         elif name == "min":
