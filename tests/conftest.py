@@ -96,7 +96,8 @@ def run_oracle(fn, args, lanes: int, varying):
     params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
     out = []
     for i in range(lanes):
-        with as_lane(fn, i, lanes):
+        # NumPy scalars warn where they wrap; hydra wraps silently, as arrays do
+        with as_lane(fn, i, lanes), np.errstate(all="ignore"):
             out.append(fn(*lane_args(args, varying, params, i)))
     return out
 

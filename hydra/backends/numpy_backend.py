@@ -35,9 +35,9 @@ MATH = {
     "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "expm1": np.expm1, "log1p": np.log1p,
     "fabs": np.fabs, "exp2": np.exp2, "cbrt": np.cbrt, "atan2": np.arctan2, "hypot": np.hypot,
-    "pow": lambda a, b: _power(a, b, None), "copysign": np.copysign, "fmod": np.fmod, "isnan": np.isnan,
-    "isinf": np.isinf, "isfinite": np.isfinite, "floor": np.floor, "ceil": np.ceil,
-    "trunc": np.trunc, "rint": np.rint,
+    "pow": lambda a, b: _power(a, b, None), "copysign": np.copysign, "fmod": np.fmod,
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "floor": np.floor,
+    "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
     "erf": lambda x: _erf(np.asarray(x, np.float64)).astype(np.float64),
     "erfc": lambda x: _erfc(np.asarray(x, np.float64)).astype(np.float64),
 }
