@@ -57,6 +57,7 @@ _ROW, _INDENT, _CHAR = 16, 18, 6.6
 class _Layout:
     def __init__(self, fn: Function) -> None:
         self.printer = Printer(show_loc=False)
+        self.printer.function(fn)  # name every value in text order, so both views agree
         self.rows: list[tuple[int, str, str]] = []  # (depth, text, css class)
         self.boxes: list[tuple[int, int, int, str, str]] = []  # (depth, first, last, label, class)
         self.fn = fn
@@ -66,9 +67,7 @@ class _Layout:
             self.op(op, depth)
 
     def line(self, op: Op) -> str:
-        self.printer.lines = []
-        self.printer.op(Op(op.opcode, op.operands, op.results, op.loc, op.attrs, [], op.mask), 0)
-        return self.printer.lines[0].strip()
+        return self.printer.header(op)
 
     def op(self, op: Op, depth: int) -> None:
         if op.opcode in ("const", "undef"):
@@ -123,8 +122,8 @@ def cfg_svg(fn: Function) -> str:
         h = (last - first + 1) * _ROW + 4
         parts.append(f'<rect x="{x}" y="{y}" width="{width - x - 8}" height="{h}" rx="5" '
                      f'fill="{fill}" stroke="{stroke}"/>')
-        parts.append(f'<text x="{width - 12}" y="{y + 12}" text-anchor="end" fill="{stroke}" '
-                     f'font-style="italic">{html.escape(label)}</text>')
+        parts.append(f'<text x="{width - 12}" y="{y + h - 5}" text-anchor="end" '
+                     f'fill="{stroke}" font-style="italic">{html.escape(label)}</text>')
     styles = {"sync": "#c0392b", "mask": "#1f5fbf", "head": "#7a2a9a", "arm": "#7a2a9a",
               "op": "#222"}
     for i, (depth, text, css) in enumerate(lay.rows):

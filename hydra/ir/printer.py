@@ -68,8 +68,8 @@ class Printer:
         for op in region.ops:
             self.op(op, depth)
 
-    def op(self, op: Op, depth: int) -> None:
-        pad = "  " * depth
+    def header(self, op: Op) -> str:
+        """The op's own line: results, opcode, attributes, operands, mask, sync, loc."""
         lhs = ", ".join(self.decl(r) for r in op.results)
         lhs = f"{lhs} = " if lhs else ""
         args = ", ".join(self.names(v) for v in op.operands)
@@ -77,7 +77,7 @@ class Printer:
             _attr(k, v) for k, v in op.attrs.items()
             if k not in ("sync", "array") and not k.startswith("_")
         ]
-        text = f"{pad}{lhs}{op.opcode}"
+        text = f"{lhs}{op.opcode}"
         if attrs:
             text += "[" + ", ".join(attrs) + "]"
         if args:
@@ -88,6 +88,11 @@ class Printer:
             text += f"  !sync({op.attrs['sync']})"
         if self.show_loc and op.loc.line > 0:
             text += f"  ; {os.path.basename(op.loc.file)}:{op.loc.line}"
+        return text
+
+    def op(self, op: Op, depth: int) -> None:
+        pad = "  " * depth
+        text = pad + self.header(op)
         if op.regions:
             text += " {"
         self.lines.append(text)
