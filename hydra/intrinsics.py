@@ -110,14 +110,14 @@ def _ref_prefixsum(args, mask, lanes, fail):
 
 
 def _ref_atomic_add(args, mask, lanes, fail):
-    a, i, v = args  # a: the shared array itself (uniform), i and v per lane
-    arr = a[0]
+    arr, i, v = args  # arr: the shared array itself (uniform), i and v per lane
     idx = i.astype(np.int64)[mask]
     n = arr.shape[0]
     bad = np.nonzero(mask & ((i < -n) | (i >= n)))[0]
     if bad.size:
         ln = int(bad[0])
-        fail("index", f"atomic_add index {int(i[ln])} is out of bounds for axis 0 with size {n}", ln)
+        fail("index", f"atomic_add index {int(i[ln])} is out of bounds for axis 0 "
+             f"with size {n}", ln)
     np.add.at(arr, idx, v[mask].astype(arr.dtype))
     return None
 
