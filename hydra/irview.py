@@ -16,7 +16,7 @@ from .ir.core import Function, Op, Region
 from .ir.printer import Printer
 
 _TOKEN = re.compile(
-    r"(?P<sync>!sync\([^)]*\))|(?P<loc>;\s\S+:\d+)|(?P<mask>%m[\w.]*)|(?P<value>%[\w.]+)"
+    r"(?P<sync>!sync\([^)]*\))|(?P<loc>;\s\S+:\d+)|(?P<mask>%m(?:\.\w+)*(?![\w.]))|(?P<value>%[\w.]+)"
     r"|(?P<mark>: [uv?] )|(?P<kw>\b(?:func|before|do|then|else|yield|condition|if|while)\b)")
 
 _CSS = """<style>

@@ -1,0 +1,71 @@
+"""Every example runs (small sizes) and prints what it promises."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_example(name, *args):
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args],
+                         capture_output=True, text=True, cwd=ROOT / "examples", timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_hello():
+    out = run_example("hello.py").splitlines()
+    assert out[:4] == ["Hello, World!"] * 4
+    assert out[4:12] == [f"Hello from lane {i}" for i in range(1, 5)] + [
+        f"Goodbye from lane {i}" for i in range(1, 5)]
+    assert out[12] == "lanesum((lane() + 1) * 2) over 4 lanes = 20"
+    assert out[13:] == ["Hello from lane 2", "Hello from lane 4"]
+
+
+def test_mandelbrot_png(tmp_path):
+    png = tmp_path / "m.png"
+    out = run_example("mandelbrot.py", "--width", "64", "--height", "24", "--png", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "@" in out and "64x24 pixels" in out
+
+
+def test_black_scholes():
+    out = run_example("black_scholes.py", "--options", "20000")
+    assert "max |hydra - plain Python|" in out
+    err = float(out.split("= ")[1].split()[0])
+    assert err < 1e-9
+
+
+def test_collatz():
+    out = run_example("collatz.py", "--count", "3000")
+    assert "plain Python agrees: True" in out and "starts at 2919 (216 steps)" in out
+
+
+def test_mc_pi():
+    out = run_example("mc_pi.py", "--samples", "400000", "--lanes", "256")
+    estimate = float(out.split("pi ~ ")[1].split()[0])
+    assert abs(estimate - 3.14159) < 0.02
+
+
+@pytest.mark.parametrize("size", [24])
+def test_aobench_png(tmp_path, size):
+    png = tmp_path / "ao.png"
+    out = run_example("aobench.py", "--size", str(size), "--png", str(png))
+    assert png.exists() and "mean brightness" in out
+
+
+def test_aobench_matches_plain_python():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import aobench
+    finally:
+        sys.path.pop(0)
+    import numpy as np
+    size = 16
+    image = aobench.render(size)
+    for pixel in (0, 100, 136, 200, 255):
+        expected = aobench.shade(np.int64(pixel), size, size)
+        assert image.flat[pixel] == expected

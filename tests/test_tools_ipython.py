@@ -1,0 +1,70 @@
+"""The IPython extension, driven through IPython's InteractiveShell."""
+
+import numpy as np
+import pytest
+
+IPython = pytest.importorskip("IPython")
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def shell():
+    sh = InteractiveShell.instance()
+    assert sh.run_cell("%load_ext hydra").success
+    assert sh.run_cell("import numpy as np\nimport hydra\n"
+                       "from hydra import lane, lanesum, nlanes").success
+    return sh
+
+
+def run(shell, cell):
+    result = shell.run_cell(cell)
+    if result.error_in_exec is not None:
+        raise result.error_in_exec
+    if result.error_before_exec is not None:
+        raise result.error_before_exec
+    return result.result
+
+
+def test_spmd_prints_in_lockstep_and_returns_per_lane(shell, capsys):
+    shell.user_ns["scale"] = 3
+    out = run(shell, "%%spmd 4\nprint('a', lane())\nprint('b', lane())\nlane() * scale")
+    assert capsys.readouterr().out.splitlines()[:8] == [
+        "a 0", "a 1", "a 2", "a 3", "b 0", "b 1", "b 2", "b 3"]
+    np.testing.assert_array_equal(out, [0, 3, 6, 9])
+
+
+def test_spmd_uniform_result_is_one_value(shell):
+    assert run(shell, "%%spmd 5\nlanesum(lane())") == 10
+
+
+def test_spmd_varying_notebook_input(shell):
+    shell.user_ns["xs"] = np.array([1.0, 2.0, 3.0])
+    out = run(shell, "%%spmd 3 --varying xs\ny = xs * 2\nif y > 3:\n    y = -y\ny")
+    np.testing.assert_array_equal(out, [2.0, -4.0, -6.0])
+
+
+def test_spmd_compile_error_names_the_problem(shell):
+    import hydra
+    with pytest.raises(hydra.CompileError, match="try/except is not supported"):
+        run(shell, "%%spmd 2\ntry:\n    x = 1\nexcept Exception:\n    x = 2\nx")
+
+
+def test_hydra_ir_shows_html_and_svg(shell, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    run(shell, "def halve(x):\n    while x > 1:\n        x = x / 2\n    return x\n"
+               "k = hydra.compile(halve, varying=('x',), backend='numpy')\n_ = k(np.arange(4.0))")
+    run(shell, "%hydra_ir k")
+    html, svg = shown
+    assert "hydra-ir" in html.data and '<span class="mask">%m</span>' in html.data
+    assert svg.data.startswith("<svg") and "entry_mask" in svg.data
+    assert "repeat while any lane is active" in svg.data
+    shown.clear()
+    run(shell, "%hydra_ir --stage ssa k np.arange(3.0)")
+    assert "entry_mask" not in shown[0].data
+
+
+def test_hydra_ir_needs_types(shell):
+    run(shell, "fresh = hydra.compile(lambda x: x, varying=('x',), backend='numpy')")
+    with pytest.raises(ValueError, match="give example arguments"):
+        run(shell, "%hydra_ir fresh")
