@@ -1,0 +1,101 @@
+"""The programs of the golden dump-ir tests, one per situation (see ``SITUATIONS``).
+
+Kept in their own file so that the printed locations (``programs.py:LINE``) only move
+when this file changes; ``regen.py`` rewrites the expected texts."""
+
+import numpy as np
+
+from hydra import lane, lanesum, nlanes
+from hydra.types import FLOAT64, INT64, ArrayType
+
+
+def varying_if(x):
+    if x > 0:
+        y = x * 2
+    else:
+        y = -x
+    return y
+
+
+def uniform_if_stays_branch(x, n):
+    y = x
+    if n > 3:
+        y = x + n
+    return y
+
+
+def varying_while_liveout(n):
+    i = 0
+    s = 0
+    while i < n:
+        s += i
+        i += 1
+    return s, i
+
+
+def break_continue(x):
+    s = 0
+    for i in range(10):
+        if i == x:
+            continue
+        if s > x * 3:
+            break
+        s += i
+    return s
+
+
+def early_return(x):
+    if x < 0:
+        return -1
+    y = x * 3
+    if y > 10:
+        return 10
+    return y
+
+
+def short_circuit(a, i):
+    return i < len(a) and a[i] > 0
+
+
+def temporal_divergence(n):
+    k = 0
+    i = 0
+    while i < n:
+        k = 5  # uniform inside the loop, varying after it: lanes leave at different times
+        i += 1
+    return k
+
+
+def sync_point_cross_lane(x):
+    total = lanesum(x)
+    if x > 0:
+        print("lane", lane(), total)
+    return x - total
+
+
+def sync_point_shared_store(a):
+    a[lane()] = lane() * 2
+    return a[(lane() + 1) % nlanes()]
+
+
+def lane_private_store_no_sync(out, x):
+    out[lane()] = x * 2.0
+    tmp = np.zeros(3)
+    tmp[1] = x
+    return tmp[1]
+
+
+#: situation -> (function, argument types, varying parameter names)
+SITUATIONS = {
+    "varying_if": (varying_if, [INT64], {"x"}),
+    "uniform_if_stays_branch": (uniform_if_stays_branch, [INT64, INT64], {"x"}),
+    "varying_while_liveout": (varying_while_liveout, [INT64], {"n"}),
+    "break_continue": (break_continue, [INT64], {"x"}),
+    "early_return": (early_return, [INT64], {"x"}),
+    "short_circuit": (short_circuit, [ArrayType(INT64, 1), INT64], {"i"}),
+    "temporal_divergence": (temporal_divergence, [INT64], {"n"}),
+    "sync_point_cross_lane": (sync_point_cross_lane, [INT64], {"x"}),
+    "sync_point_shared_store": (sync_point_shared_store, [ArrayType(INT64, 1)], set()),
+    "lane_private_store_no_sync": (lane_private_store_no_sync, [ArrayType(FLOAT64, 1), FLOAT64],
+                                   {"x"}),
+}

@@ -1,0 +1,74 @@
+"""Golden dump-ir tests: the IR after each pass, for each situation of
+``golden/programs.py``, must match ``golden/<situation>.ir`` (rewrite them with
+``python tests/golden/regen.py`` and review the diff).  A few structural facts
+per situation are checked as well, so that a regenerated file that went wrong does not
+pass unnoticed."""
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "golden"))
+
+from programs import SITUATIONS  # noqa: E402
+from regen import dump, path_of  # noqa: E402
+
+from hydra.frontend import build_function  # noqa: E402
+from hydra.passes import PASS_NAMES, run_pipeline  # noqa: E402
+
+
+def expected(situation: str, pass_name: str) -> str:
+    text = path_of(situation).read_text()
+    head = f"=== after {pass_name} ===\n"
+    assert head in text, f"{path_of(situation)} has no section {head.strip()}"
+    body = text.split(head, 1)[1]
+    return body.split("\n=== after ", 1)[0].rstrip("\n") + "\n"
+
+
+@pytest.mark.parametrize("pass_name", PASS_NAMES)
+@pytest.mark.parametrize("situation", sorted(SITUATIONS))
+def test_golden(situation, pass_name):
+    assert dump(situation, pass_name) == expected(situation, pass_name), (
+        f"IR of {situation} after {pass_name} changed; if on purpose, run "
+        f"python tests/golden/regen.py and review the diff")
+
+
+def final_ir(situation):
+    fn, types, varying = SITUATIONS[situation]
+    return run_pipeline(build_function(fn, list(types)), set(varying), check=True)
+
+
+def ops(fn, opcode):
+    return [op for op in fn.walk() if op.opcode == opcode]
+
+
+def test_predicated_ir_branches_only_on_uniform_values():
+    for situation in SITUATIONS:
+        fn = final_ir(situation)
+        for op in ops(fn, "if"):
+            assert not op.operands[0].varying, f"{situation}: if on a varying value"
+
+
+def test_uniform_if_stays_a_branch_and_varying_if_does_not():
+    assert ops(final_ir("uniform_if_stays_branch"), "if")
+    fn = final_ir("varying_if")
+    assert all(op.attrs.get("guard") for op in ops(fn, "if"))
+    assert ops(fn, "select")
+
+
+def test_temporal_divergence_makes_the_live_out_varying():
+    fn = final_ir("temporal_divergence")
+    (loop,) = ops(fn, "while")
+    assert loop.attrs.get("varying")
+    assert fn.body.terminator.operands[0].varying
+
+
+def test_sync_points():
+    cross = final_ir("sync_point_cross_lane")
+    reasons = [op.attrs.get("sync") for op in cross.walk() if op.attrs.get("sync")]
+    assert len(reasons) == 2  # lanesum and print
+    shared = final_ir("sync_point_shared_store")
+    assert all(op.attrs.get("sync") for op in ops(shared, "load") + ops(shared, "store"))
+    private = final_ir("lane_private_store_no_sync")
+    assert not any(op.attrs.get("sync") for op in private.walk())
