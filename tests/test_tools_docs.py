@@ -1,0 +1,20 @@
+"""The guide's generated parts are current."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_intrinsics_table_in_guide_is_current():
+    out = subprocess.run([sys.executable, str(ROOT / "docs" / "regen.py"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, "docs/guide.md is stale: run python docs/regen.py"
+
+
+def test_guide_lists_every_intrinsic():
+    from hydra.intrinsics import INTRINSICS
+    text = (ROOT / "docs" / "guide.md").read_text()
+    for name in INTRINSICS:
+        assert f"`{name}(" in text
