@@ -9,9 +9,13 @@ the predicated IR to the backend.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import inspect
 import os
+import sys
+import threading
+import time
 import weakref
 
 import numpy as np
@@ -134,14 +138,19 @@ class Kernel:
         """The predicated IR and backend runner for these argument types (cached)."""
         key = tuple(types)
         if key not in self._cache:
-            def structured() -> Function:
-                ir = build_function(self.pyfunc, list(types))
-                return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
-            fn = build_function(self.pyfunc, list(types))
-            fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
-            runner = self.backend.compile(fn, self.options, structured)
-            self._cache[key] = (fn, runner)
+            with _progress(f"compiling {self.pyfunc.__name__}"
+                           f"({', '.join(map(str, types))}) for {self.backend_name}"):
+                self._cache[key] = self._specialize(types)
         return self._cache[key]
+
+    def _specialize(self, types: list[Type]) -> tuple[Function, object]:
+        def structured() -> Function:
+            ir = build_function(self.pyfunc, list(types))
+            return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
+        fn = build_function(self.pyfunc, list(types))
+        fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
+        runner = self.backend.compile(fn, self.options, structured)
+        return fn, runner
 
     def __call__(self, *args):
         values, types = self._signature(args)
@@ -173,6 +182,27 @@ class Kernel:
         if dump is None:
             raise ValueError(f"the {self.backend_name} backend has no stage {stage!r}")
         return dump(fn, stage, self.options)
+
+
+@contextlib.contextmanager
+def _progress(what: str, after: float = 2.0):
+    """Tell the user (on stderr) about work that takes more than ``after`` seconds.
+    ``HYDRA_QUIET=1`` silences it."""
+    if os.environ.get("HYDRA_QUIET", "") not in ("", "0"):
+        yield
+        return
+    start = time.perf_counter()
+    timer = threading.Timer(after, lambda: print(f"hydra: {what} ...", file=sys.stderr,
+                                                 flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        elapsed = time.perf_counter() - start
+        if elapsed >= after:
+            print(f"hydra: {what}: done in {elapsed:.1f} s", file=sys.stderr, flush=True)
 
 
 def _scalar_argument(name: str, a, t: ScalarType):
