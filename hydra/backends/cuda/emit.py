@@ -1,0 +1,355 @@
+"""Per-lane scalar Python source for one IR op, for a ``numba.cuda.jit`` kernel.
+
+Takes: ops of the structured or the predicated IR, one at a time, and a ``Frame``
+saying how each array is laid out.  Guarantees: the emitted statements compute
+exactly what ``hydra/backends/numpy_backend.py`` computes for one lane, both when
+numba compiles them for a GPU and when the CUDA simulator runs them as Python with
+NumPy scalars.  That is why every result is wrapped in its NumPy type (``np.int32(a
++ b)``): numba widens small integers and the wrap brings them back; NumPy scalars
+already wrap; shifts and float->int casts are guarded where the two would differ
+(LLVM leaves out-of-range shifts undefined; the simulator cannot cast NaN).
+
+Runtime errors go through an error buffer ``err[lane, 0:3]``: the failing lane
+writes a 1-based *site* number and up to two payload values (an index and a size)
+and returns, so a failing kernel never hangs.  ``ErrorSites`` remembers each
+site's kind, message and source location, and the host turns the first failure
+(lowest site, then lowest lane) into the numpy backend's exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import RUNTIME_ERRORS, Loc
+from ...intrinsics import INTRINSICS
+from ...ir.core import Op, Value
+from ...types import ArrayType, ScalarType
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
+          "bitxor": "^", "floordiv": "//", "mod": "%"}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+#: math functions as NumPy calls (NumPy's semantics on both targets: numba supports
+#: these on scalars in device code; math.* would raise on domain errors in the simulator)
+MATH = {
+    "sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "log2": "np.log2",
+    "log10": "np.log10", "sin": "np.sin", "cos": "np.cos", "tan": "np.tan",
+    "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh",
+    "cosh": "np.cosh", "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh",
+    "atanh": "np.arctanh", "expm1": "np.expm1", "log1p": "np.log1p", "fabs": "np.fabs",
+    "exp2": "np.exp2", "cbrt": "np.cbrt", "atan2": "np.arctan2", "hypot": "np.hypot",
+    "pow": "np.power", "copysign": "np.copysign", "fmod": "np.fmod", "isnan": "np.isnan",
+    "isinf": "np.isinf", "isfinite": "np.isfinite", "floor": "np.floor", "ceil": "np.ceil",
+    "trunc": "np.trunc", "rint": "np.rint", "erf": "math.erf", "erfc": "math.erfc",
+}
+
+#: device helpers every kernel module defines (plain Python: numba compiles them as
+#: device functions, the simulator runs them as they are)
+HELPERS = '''
+@cuda.jit(device=True)
+def _ipow(a, b, one):
+    # integer power by squaring; wraps like NumPy; a negative exponent gives a ** 0
+    r = one
+    base = a
+    e = b
+    while e > 0:
+        if e & 1:
+            r = r * base
+        base = base * base
+        e = e >> 1
+    return r
+'''
+
+
+def np_type(t: ScalarType) -> str:
+    return "bool" if t.name == "bool" else f"np.{t.name}"
+
+
+def literal(value, t: ScalarType) -> str:
+    """Source of a constant of type ``t``."""
+    if t.name == "bool":
+        return "True" if value else "False"
+    if t.kind == "f":
+        v = float(value)
+        if v != v:
+            text = "math.nan"
+        elif v in (float("inf"), float("-inf")):
+            text = "math.inf" if v > 0 else "-math.inf"
+        else:
+            text = repr(v)
+        return f"np.{t.name}({text})"
+    return f"np.{t.name}({int(value)})"
+
+
+@dataclass
+class ErrorSites:
+    """The error sites of one kernel module, numbered from 1 in program order."""
+
+    sites: list[tuple[str, str, Loc]] = field(default_factory=list)
+
+    def add(self, kind: str, message: str, loc: Loc) -> int:
+        self.sites.append((kind, message, loc))
+        return len(self.sites)
+
+    def raise_first(self, err: np.ndarray) -> None:
+        """Raise the numpy backend's exception for the first failure in ``err``."""
+        failed = np.nonzero(err[:, 0])[0]
+        if failed.size == 0:
+            return
+        lane = int(min(failed, key=lambda i: (err[i, 0], i)))
+        kind, message, loc = self.sites[int(err[lane, 0]) - 1]
+        message = message.format(int(err[lane, 1]), int(err[lane, 2]))
+        raise RUNTIME_ERRORS[kind](message, None if kind == "value" else lane, loc)
+
+
+@dataclass
+class Frame:
+    """How the values of one kernel are spelled.
+
+    ``prefixed``: ids of arrays whose leading axis is the lane axis (varying
+    arguments, per-lane arrays in device buffers); they are indexed ``a[lane, ...]``.
+    ``readonly``: ids of arrays that must not be stored into.
+    """
+
+    sites: ErrorSites
+    boundscheck: bool = True
+    prefixed: set[int] = field(default_factory=set)
+    readonly: set[int] = field(default_factory=set)
+
+
+def name(v: Value) -> str:
+    return f"v{v.id}"
+
+
+class OpEmitter:
+    """Emits the statements of one op (no regions) as lines at the current indent."""
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame = frame
+        self.lines: list[str] = []
+        self.depth = 1
+        self.temps = 0
+        #: values of const ops (sizes of per-lane arrays must be constants)
+        self.constants: dict[int, object] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fail(self, kind: str, message: str, loc: Loc, *payload: str) -> None:
+        """Record a failure of this lane and leave the kernel."""
+        site = self.frame.sites.add(kind, message, loc)
+        self.line(f"err[lane, 0] = {site}")
+        for k, p in enumerate(payload[:2]):
+            self.line(f"err[lane, {k + 1}] = {p}")
+        self.line("return")
+
+    # --- one op ------------------------------------------------------------------------
+
+    def emit(self, op: Op) -> None:
+        if op.opcode == "const":
+            self.constants[op.result.id] = op.attrs["value"]
+        special = getattr(self, "op_" + op.opcode, None)
+        if special is not None:
+            special(op)
+            return
+        self.line(f"{name(op.result)} = {self.expr(op)}")
+
+    def expr(self, op: Op) -> str:
+        """The expression of a pure scalar op."""
+        o = [name(v) for v in op.operands]
+        t = op.results[0].type
+        n = op.opcode
+        if n in _COMPARE:
+            return f"bool({o[0]} {_COMPARE[n]} {o[1]})"
+        if n in _INFIX and n not in ("floordiv", "mod"):
+            return f"{np_type(t)}({o[0]} {_INFIX[n]} {o[1]})"
+        if n == "pow":
+            if t.kind in "iu":
+                return f"{np_type(t)}(_ipow({o[0]}, {o[1]}, {np_type(t)}(1)))"
+            return f"{np_type(t)}({o[0]} ** {o[1]})"
+        if n in ("lshift", "rshift"):
+            return self.shift(n, o, t)
+        if n == "min":
+            return f"{np_type(t)}({o[1]} if {o[1]} < {o[0]} else {o[0]})"
+        if n == "max":
+            return f"{np_type(t)}({o[1]} if {o[1]} > {o[0]} else {o[0]})"
+        if n == "neg":
+            return f"{np_type(t)}(-{o[0]})"
+        if n in ("not", "invert") and t.name == "bool":
+            return f"not {o[0]}"
+        if n == "invert":
+            return f"{np_type(t)}(~{o[0]})"
+        if n == "abs":
+            return f"{np_type(t)}(abs({o[0]}))"
+        if n == "const":
+            return literal(op.attrs["value"], t)
+        if n == "undef":
+            return literal(0, t) if isinstance(t, ScalarType) else "None"
+        if n == "cast":
+            return self.cast(o[0], op.operands[0].type, t)
+        if n == "select":
+            inner = f"{o[1]} if {o[0]} else {o[2]}"
+            return f"{np_type(t)}({inner})" if isinstance(t, ScalarType) else f"({inner})"
+        if n == "math":
+            call = f"{MATH[op.attrs['fn']]}({', '.join(o)})"
+            return f"{np_type(t)}({call})"
+        if n == "tuple":
+            return "(" + "".join(x + ", " for x in o) + ")"
+        if n == "tuple_get":
+            return f"{o[0]}[{op.attrs['index']}]"
+        if n == "entry_mask":
+            return "True"
+        if n == "array_dim":
+            axis = op.attrs["axis"] + (1 if op.operands[0].id in self.frame.prefixed else 0)
+            return f"np.int64({o[0]}.shape[{axis}])"
+        if n == "intrinsic":
+            return INTRINSICS[op.attrs["name"]].lowerings["cuda"](op)
+        raise NotImplementedError(f"cuda backend: no rule for {n}")
+
+    @staticmethod
+    def shift(n: str, o: list[str], t: ScalarType) -> str:
+        a, b = o
+        T = np_type(t)
+        # NumPy: a shift by >= the width (or a negative count) gives 0 (or -1 for a
+        # negative a shifted right); LLVM leaves it undefined, so guard it
+        if n == "lshift":
+            return f"({T}({a} << {b}) if 0 <= {b} < {t.bits} else {T}(0))"
+        outside = f"({T}(-1) if {a} < 0 else {T}(0))" if t.kind == "i" else f"{T}(0)"
+        return f"({T}({a} >> {b}) if 0 <= {b} < {t.bits} else {outside})"
+
+    @staticmethod
+    def cast(x: str, src, t: ScalarType) -> str:
+        if t.name == "bool":
+            return f"bool({x} != 0)"
+        if src.kind == "f" and t.kind in "iu":
+            # NumPy on x86 gives the minimum for NaN; the simulator cannot cast NaN
+            low = int(np.iinfo(t.dtype).min)
+            return f"({np_type(t)}({x}) if {x} == {x} else {np_type(t)}({low}))"
+        return f"{np_type(t)}({x})"
+
+    # --- ops with statements -----------------------------------------------------------
+
+    def masked(self, op: Op) -> bool:
+        """Open ``if mask:`` for a masked op; True if it did."""
+        if op.mask is None:
+            return False
+        self.line(f"if {name(op.mask)}:")
+        self.depth += 1
+        return True
+
+    def divide(self, op: Op) -> None:
+        t = op.result.type
+        a, b = (name(v) for v in op.operands)
+        r = name(op.result)
+        if t.kind not in "iu":
+            self.line(f"{r} = {np_type(t)}({a} {_INFIX[op.opcode]} {b})")
+            return
+        word = "division" if op.opcode == "floordiv" else "modulo"
+        self.line(f"if {b} == 0:")
+        self.depth += 1
+        if op.mask is not None:
+            self.line(f"if {name(op.mask)}:")
+            self.depth += 1
+            self.fail("zerodiv", f"integer {word} by zero", op.loc)
+            self.depth -= 1
+        else:
+            self.fail("zerodiv", f"integer {word} by zero", op.loc)
+        self.line(f"{r} = {np_type(t)}(0)")
+        self.depth -= 1
+        self.line("else:")
+        self.line(f"    {r} = {np_type(t)}({a} {_INFIX[op.opcode]} {b})")
+
+    op_floordiv = divide
+    op_mod = divide
+
+    def index(self, op: Op, count: int) -> str:
+        """Bounds-check and wrap the indices of a load/store; the subscript text."""
+        array = op.operands[0]
+        a = name(array)
+        lead = 1 if array.id in self.frame.prefixed else 0
+        subs = ["lane"] if lead else []
+        for axis, v in enumerate(op.operands[1:1 + count]):
+            i = name(v)
+            n = f"{a}.shape[{axis + lead}]"
+            self.temps += 1
+            j = f"i{self.temps}"
+            self.line(f"{j} = np.int64({i})")
+            if self.frame.boundscheck:
+                self.line(f"if {j} < -{n} or {j} >= {n}:")
+                self.depth += 1
+                self.fail("index", f"index {{0}} is out of bounds for axis {axis} with size "
+                          f"{{1}}", op.loc, j, n)
+                self.depth -= 1
+            self.line(f"if {j} < 0:")
+            self.line(f"    {j} += {n}")
+            subs.append(j)
+        return ", ".join(subs)
+
+    def op_load(self, op: Op) -> None:
+        t = op.result.type
+        ndim = op.operands[0].type.ndim
+        opened = self.masked(op)
+        sub = self.index(op, ndim)
+        self.line(f"{name(op.result)} = {np_type(t)}({name(op.operands[0])}[{sub}])")
+        if opened:
+            self.depth -= 1
+            self.line("else:")
+            self.line(f"    {name(op.result)} = {literal(0, t)}")
+
+    def op_store(self, op: Op) -> None:
+        array = op.operands[0]
+        opened = self.masked(op)
+        if array.id in self.frame.readonly:
+            self.fail("value", f"cannot store into the read-only array {array.name or ''}"
+                      .rstrip(), op.loc)
+        else:
+            sub = self.index(op, array.type.ndim)
+            self.line(f"{name(array)}[{sub}] = {name(op.operands[-1])}")
+        if opened:
+            self.depth -= 1
+
+    def op_check(self, op: Op) -> None:
+        opened = self.masked(op)
+        self.line(f"if not {name(op.operands[0])}:")
+        self.depth += 1
+        self.fail(op.attrs["kind"], op.attrs["message"].replace("{", "{{").replace("}", "}}"),
+                  op.loc)
+        self.depth -= 1
+        if opened:
+            self.depth -= 1
+
+    def op_local_array(self, op: Op) -> None:
+        """A per-lane array of constant shape in the thread's local memory."""
+        dims = [self.constant_dim(v) for v in op.operands]
+        dtype = op.attrs["dtype"]
+        r = name(op.result)
+        self.line(f"{r} = cuda.local.array(({''.join(f'{d}, ' for d in dims)}), np.{dtype})")
+        fill = literal(op.attrs["fill"] or 0, ScalarType(str(np.dtype(dtype))))
+        flat = int(np.prod(dims))
+        idx = f"k{op.result.id}"
+        self.line(f"for {idx} in range({flat}):")
+        self.line(f"    {r}[{self.unravel(idx, dims)}] = {fill}")
+
+    @staticmethod
+    def unravel(flat: str, dims: list[int]) -> str:
+        parts = []
+        stride = int(np.prod(dims))
+        for d in dims:
+            stride //= d
+            parts.append(f"({flat} // {stride}) % {d}")
+        return ", ".join(parts)
+
+    def constant_dim(self, v: Value) -> int:
+        value = self.constants.get(v.id)
+        if value is None:
+            raise NotImplementedError("local array of a size that is not a constant")
+        return int(value)
+
+
+def is_scalar(v: Value) -> bool:
+    return isinstance(v.type, ScalarType)
+
+
+def is_array(v: Value) -> bool:
+    return isinstance(v.type, ArrayType)

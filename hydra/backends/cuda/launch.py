@@ -1,0 +1,84 @@
+"""Host side of a kernel launch: build the kernel, move arrays, pick grid sizes.
+
+Takes: generated kernel source and the caller's arguments.  Guarantees: host
+arrays are copied to the device and, when the kernel writes them, back into the
+caller's own array (in place, also on failure: stores before an error land, as
+in the numpy backend); device arrays (numba device arrays and anything with
+``__cuda_array_interface__``) are used as they are, without copies; the grid
+covers any N with whole blocks (the kernel guards ``lane < N``).
+"""
+
+from __future__ import annotations
+
+import linecache
+import warnings
+
+import numpy as np
+from numba import cuda
+
+BLOCK = 128
+
+
+def build(source: str, entry: str, label: str):
+    """Compile generated source; the ``cuda.jit`` kernel named ``entry``."""
+    filename = f"<hydra-cuda {label} {abs(hash(source)):x}>"
+    # tracebacks and inspect can then show the generated lines
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict = {}
+    exec(compile(source, filename, "exec"), namespace)
+    return cuda.jit(namespace[entry])
+
+
+def is_device_array(a) -> bool:
+    """A numba device array (real or simulated) or a foreign CUDA array."""
+    if isinstance(a, np.ndarray):
+        return False
+    return hasattr(a, "copy_to_host") or hasattr(a, "__cuda_array_interface__")
+
+
+def as_device(a):
+    """A device array numba can pass to a kernel, without a copy."""
+    return a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a)
+
+
+class Transfers:
+    """Arrays moved to the device for one launch, and the copies back."""
+
+    def __init__(self) -> None:
+        self.back: list[tuple[object, np.ndarray]] = []
+
+    def array(self, a, written: bool):
+        """The device array to pass for ``a``."""
+        if is_device_array(a):
+            return as_device(a)
+        host = np.asarray(a)
+        d = cuda.to_device(np.ascontiguousarray(host))
+        if written:
+            self.back.append((d, host))
+        return d
+
+    def finish(self) -> None:
+        """Copy written arrays back into the caller's arrays."""
+        for d, host in self.back:
+            host[...] = d.copy_to_host()
+        self.back.clear()
+
+
+def scalar_arg(value, dtype: np.dtype):
+    """A uniform scalar as the NumPy scalar the kernel expects."""
+    return np.asarray(value).astype(dtype)[()]
+
+
+def launch(kernel, lanes: int, args: list) -> None:
+    """Run ``kernel(lanes, *args)`` on enough whole blocks for ``lanes`` threads."""
+    block = min(BLOCK, -(-lanes // 32) * 32)
+    grid = -(-lanes // block)
+    # NumPy scalars warn where they wrap (the simulator runs the kernel as Python);
+    # hydra wraps silently, as NumPy arrays do
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        kernel[grid, block](np.int64(lanes), *args)
+
+
+def error_buffer(lanes: int):
+    return cuda.to_device(np.zeros((lanes, 3), dtype=np.int64))

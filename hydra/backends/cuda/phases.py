@@ -1,0 +1,190 @@
+"""Kernels with sync points: the predicated IR driven from the host, phase by phase.
+
+Takes: the predicated SSA (every ``if``/``while`` uniform) of any function.
+Guarantees: the same results, prints, errors and in-place writes as the numpy
+backend.  Each region is cut into *phases*: maximal runs of lane-local ops with a
+varying result (arithmetic, casts, selects, math, lane-private loads and stores,
+checks) become one generated kernel, one thread per lane; everything else runs on
+the host between phases, in program order, which keeps the lockstep order:
+uniform values and control flow (the host drives every ``if``/``while``), the
+``any`` of a mask, per-lane array allocation, prints (lane order per statement),
+the loads and stores that are sync points, and the cross-lane intrinsics (their
+``cuda`` lowerings, on the phase's values copied back from the device).  A sync
+point inside a varying loop is therefore simply a host-driven loop that launches
+the loop body's phases each iteration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...intrinsics import INTRINSICS
+from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
+from ...types import ArrayType, ScalarType
+from ..numpy_backend import NumpyKernel
+from . import launch
+from .emit import HELPERS, ErrorSites, Frame, OpEmitter, name, np_type
+from .lowerings import LANE_LOCAL
+from .structured import PRELUDE
+
+_KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store", "check",
+                                        "intrinsic"}
+
+
+def in_kernel(op: Op) -> bool:
+    """Does this op run inside a phase kernel (rather than on the host)?"""
+    if op.opcode not in _KERNEL_OPS or "sync" in op.attrs:
+        return False
+    if op.opcode == "intrinsic" and op.attrs["name"] not in LANE_LOCAL:
+        return False
+    if op.opcode in ("store", "check"):
+        return True
+    return all(r.varying and isinstance(r.type, ScalarType) for r in op.results)
+
+
+@dataclass
+class Phase:
+    """One generated kernel: a run of lane-local ops of one region."""
+
+    ops: list[Op]
+    inputs: list
+    outputs: list
+    source: str
+    sites: ErrorSites
+    written: set
+    label: str
+    kernel: object = None
+
+
+def _uses(fn: Function) -> dict[int, list[Op]]:
+    uses: dict[int, list[Op]] = {}
+    for op in fn.walk():
+        for v in op.inputs():
+            uses.setdefault(v.id, []).append(op)
+    return uses
+
+
+def _phase(ops: list[Op], uses, label: str, boundscheck: bool) -> Phase:
+    members = {id(op) for op in ops}
+    defined = {r.id for op in ops for r in op.results}
+    inputs, seen = [], set()
+    for op in ops:
+        for v in op.inputs():
+            if v.id not in defined and v.id not in seen:
+                seen.add(v.id)
+                inputs.append(v)
+    outputs = [r for op in ops for r in op.results
+               if any(id(u) not in members for u in uses.get(r.id, []))]
+    frame = Frame(ErrorSites(), boundscheck=boundscheck)
+    em = OpEmitter(frame)
+    head = []
+    for v in inputs:
+        if isinstance(v.type, ArrayType):
+            if v.varying:
+                frame.prefixed.add(v.id)
+            head.append(f"{name(v)} = in_{name(v)}")
+        elif v.varying:
+            head.append(f"{name(v)} = {np_type(v.type)}(in_{name(v)}[lane])")
+        else:
+            head.append(f"{name(v)} = {np_type(v.type)}(in_{name(v)})")
+    for op in ops:
+        em.emit(op)
+    params = [f"in_{name(v)}" for v in inputs] + [f"out_{name(v)}" for v in outputs]
+    lines = [f"def {label}(N, {', '.join(params + ['err'])}):",
+             "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
+    lines += ["    " + h for h in head] + em.lines
+    lines += [f"    out_{name(v)}[lane] = {name(v)}" for v in outputs]
+    source = PRELUDE + HELPERS + "\n\n" + "\n".join(lines) + "\n"
+    written = {op.operands[0].id for op in ops if op.opcode == "store"}
+    return Phase(ops, inputs, outputs, source, frame.sites, written, label)
+
+
+def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[Phase]]:
+    """For every region (by id): its items in order, each an ``Op`` run on the host
+    or a ``Phase``; and every phase in the order they were cut."""
+    uses = _uses(fn)
+    plans: dict[int, list] = {}
+    phases: list[Phase] = []
+
+    def cut(region: Region) -> None:
+        items: list = []
+        run: list[Op] = []
+        for op in region.ops:
+            for inner in op.regions:
+                cut(inner)
+            if in_kernel(op):
+                run.append(op)
+                continue
+            if run:
+                label = f"phase{len(phases) + 1}_{fn.name}"
+                phases.append(_phase(run, uses, label, boundscheck))
+                items.append(phases[-1])
+                run = []
+            items.append(op)
+        plans[id(region)] = items
+    cut(fn.body)
+    return plans, phases
+
+
+class PhaseKernel(NumpyKernel):
+    """Runs one predicated function: host ops as the numpy backend does, phases as
+    CUDA kernels."""
+
+    def __init__(self, fn: Function, lanes: int, plans: dict[int, list]) -> None:
+        super().__init__(fn, lanes)
+        self.plans = plans
+
+    def region(self, region: Region, env: dict) -> list:
+        for item in self.plans[id(region)]:
+            if isinstance(item, Phase):
+                self.run_phase(item, env)
+                continue
+            if item.opcode in ("yield", "condition"):
+                return [env[v.id] for v in item.operands]
+            rule = getattr(self, "op_" + item.opcode, None)
+            values = [env[v.id] for v in item.operands]
+            results = self.elementwise(item, values) if rule is None else rule(item, env)
+            for r, value in zip(item.results, results):
+                env[r.id] = value
+        raise AssertionError("region without terminator")
+
+    def run_phase(self, phase: Phase, env: dict) -> None:
+        if phase.kernel is None:
+            phase.kernel = launch.build(phase.source, phase.label, "phase")
+        moves = launch.Transfers()
+        args = []
+        for v in phase.inputs:
+            x = env[v.id]
+            if isinstance(v.type, ArrayType):
+                args.append(moves.array(x, v.id in phase.written))
+            elif v.varying:
+                host = np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,))
+                args.append(launch.cuda.to_device(np.ascontiguousarray(host)))
+            else:
+                args.append(launch.scalar_arg(x, v.type.dtype))
+        outs = [launch.cuda.device_array(self.lanes, dtype=v.type.dtype) for v in phase.outputs]
+        err = launch.error_buffer(self.lanes)
+        launch.launch(phase.kernel, self.lanes, args + outs + [err])
+        moves.finish()
+        phase.sites.raise_first(err.copy_to_host())
+        for v, d in zip(phase.outputs, outs):
+            env[v.id] = d.copy_to_host()
+
+    def op_intrinsic(self, op: Op, env) -> list:
+        """Cross-lane intrinsics through their ``cuda`` lowering, on the host."""
+        name_ = op.attrs["name"]
+        if name_ in LANE_LOCAL:
+            return super().op_intrinsic(op, env)
+        mask = env[op.mask.id] if op.mask is not None else np.ones(self.lanes, dtype=bool)
+        args = [env[v.id] if isinstance(v.type, ArrayType)
+                else np.broadcast_to(env[v.id], (self.lanes,)) for v in op.operands]
+
+        def fail(kind, message, lane):
+            self.fail(kind, message, lane, op.loc)
+        out = INTRINSICS[name_].lowerings["cuda"](args, mask, self.lanes, fail)
+        if not op.results:
+            return []
+        out = np.asarray(out).astype(op.result.type.dtype)
+        return [out if op.result.varying else out[()]]

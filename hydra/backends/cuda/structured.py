@@ -1,0 +1,132 @@
+"""One CUDA kernel for a lane-local function: the structured IR as per-lane Python.
+
+Takes: the structured IR (``structured()``: varying branches kept) of a function
+with no sync point, whose per-lane arrays have constant shapes and whose results
+are scalars (``fits`` says so).  Guarantees: ``generate`` returns a ``KernelSource``
+whose ``kernel(N, *params, *globals, *outs, err)`` runs lane ``cuda.grid(1)`` for
+every lane < N: ``if``/``while`` become Python ``if``/``while`` (the hardware handles
+divergence), varying parameters are read at ``[lane]``, uniform ones are used as
+they are, per-lane arrays live in ``cuda.local.array``, and each result leaf is
+written to its output array (varying: ``out[lane]``; uniform: ``out[0]`` by lane 0,
+every lane having computed the same value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir.core import Function, Op, Region
+from ...types import ArrayType, ScalarType
+from .emit import HELPERS, ErrorSites, Frame, OpEmitter, name, np_type
+
+PRELUDE = "import math\nimport numpy as np\nfrom numba import cuda\n"
+
+
+@dataclass
+class KernelSource:
+    """Generated source of one kernel and what the host needs to launch it."""
+
+    source: str
+    entry: str
+    #: names of the kernel's parameters after N, in order
+    params: list[str]
+    sites: ErrorSites
+    #: ids of captured arrays passed as extra arguments, in order, with the arrays
+    globals: list = field(default_factory=list)
+
+
+def fits(fn: Function) -> str | None:
+    """Why ``fn`` cannot run as one kernel, or None if it can."""
+    constants = {op.result.id for op in fn.walk() if op.opcode == "const"}
+    for op in fn.walk():
+        if "sync" in op.attrs:
+            return f"sync point: {op.attrs['sync']}"
+        if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
+            return "a per-lane array whose size is not a constant"
+    for v in fn.body.terminator.operands:
+        if not isinstance(v.type, ScalarType):
+            return f"a result of type {v.type}"
+    return None
+
+
+class StructuredEmitter(OpEmitter):
+    """Adds structured ``if`` and ``while`` to the op emitter."""
+
+    def region(self, region: Region) -> list[str]:
+        """Emit the ops of ``region``; the names its terminator hands on."""
+        for op in region.ops[:-1]:
+            self.emit(op)
+        return [name(v) for v in region.terminator.operands]
+
+    def assign(self, targets, sources) -> None:
+        for t, s in zip(targets, sources):
+            self.line(f"{name(t)} = {s}")
+
+    def op_if(self, op: Op) -> None:
+        then, other = op.regions
+        self.line(f"if {name(op.operands[0])}:")
+        self.depth += 1
+        self.assign(op.results, self.region(then))
+        self.line("pass")
+        self.depth -= 1
+        self.line("else:")
+        self.depth += 1
+        self.assign(op.results, self.region(other))
+        self.line("pass")
+        self.depth -= 1
+
+    def op_while(self, op: Op) -> None:
+        before, body = op.regions
+        # the results start as the initial values: numba then sees them defined on
+        # every path out of the loop
+        self.assign(op.results, [name(v) for v in op.operands])
+        self.assign(before.args, [name(v) for v in op.operands])
+        self.line("while True:")
+        self.depth += 1
+        go, *carried = self.region(before)
+        self.line(f"if not {go}:")
+        self.depth += 1
+        self.assign(op.results, carried)
+        self.line("break")
+        self.depth -= 1
+        self.assign(body.args, carried)
+        self.assign(before.args, self.region(body))
+        self.depth -= 1
+
+
+def generate(fn: Function, boundscheck: bool = True) -> KernelSource:
+    """The kernel source of a function that ``fits``."""
+    frame = Frame(ErrorSites(), boundscheck=boundscheck)
+    em = StructuredEmitter(frame)
+    params = []
+    head = []
+    for p in fn.params:
+        arg = f"p_{p.name or p.id}"
+        params.append(arg)
+        if isinstance(p.type, ArrayType):
+            if p.varying:
+                frame.prefixed.add(p.id)
+            head.append(f"{name(p)} = {arg}")
+        elif p.varying:
+            head.append(f"{name(p)} = {np_type(p.type)}({arg}[lane])")
+        else:
+            head.append(f"{name(p)} = {np_type(p.type)}({arg})")
+    captured = [op for op in fn.walk() if op.opcode == "global_array"]
+    for op in captured:
+        params.append(name(op.result))
+        if not op.attrs["array"].flags.writeable:
+            frame.readonly.add(op.result.id)
+    em.op_global_array = lambda op: None  # captured arrays arrive as parameters
+    leaves = em.region(fn.body)
+    outs = [f"out{k}" for k in range(len(leaves))]
+    tail = []
+    for out, leaf, v in zip(outs, leaves, fn.body.terminator.operands):
+        tail.append(f"{out}[lane] = {leaf}" if v.varying else
+                    f"if lane == 0:\n        {out}[0] = {leaf}")
+    params += outs
+    lines = [f"def kernel_{fn.name}(N, {', '.join(params + ['err'])}):",
+             "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
+    lines += ["    " + h for h in head] + em.lines + ["    " + t for t in tail]
+    source = PRELUDE + HELPERS + "\n\n" + "\n".join(lines) + "\n"
+    return KernelSource(source, f"kernel_{fn.name}", params, frame.sites,
+                        [op.attrs["array"] for op in captured])
