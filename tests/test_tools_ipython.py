@@ -68,3 +68,11 @@ def test_hydra_ir_needs_types(shell):
     run(shell, "fresh = hydra.compile(lambda x: x, varying=('x',), backend='numpy')")
     with pytest.raises(ValueError, match="give example arguments"):
         run(shell, "%hydra_ir fresh")
+
+
+def test_kernel_from_a_function_defined_in_a_cell(shell):
+    run(shell, "def cell_fn(x):\n    if x % 2:\n        return x * 3\n    return x // 2\n")
+    out = run(shell, "hydra.compile(cell_fn, varying=('x',))(np.arange(6))")
+    np.testing.assert_array_equal(out, [0, 3, 1, 9, 2, 15])
+    out = run(shell, "hydra.spmd(3, lambda: lane() * 10 + nlanes())")
+    np.testing.assert_array_equal(out, [3, 13, 23])
