@@ -28,32 +28,11 @@ from dataclasses import dataclass, field
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, Type, finalize, join
+from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
+from .loops import LoopMixin
 from .source import ParsedFunction, parse_function
 from .subset import STATEMENTS, check_subset
-
-
-class Meta:
-    """A compile-time object a name can stand for: a module, function, type or string."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj) -> None:
-        self.obj = obj
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Meta) and other.obj is self.obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-
-@dataclass(slots=True)
-class Partial:
-    """Where a variable got a value on only some paths (for the error at its use)."""
-
-    defined_at: Loc
-    missing_at: Loc
 
 
 @dataclass(slots=True)
@@ -76,56 +55,7 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-def _assigned_names(stmts: list[ast.stmt]) -> list[str]:
-    """Names a list of statements may assign, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                seen.setdefault(node.id, None)
-    return list(seen)
-
-
-def _contains(stmts, kinds, into_loops: bool) -> bool:
-    """Does any statement contain a node of ``kinds``?  Without ``into_loops``, loops
-    (the statements themselves included) are not looked into: their ``break`` and
-    ``continue`` are their own."""
-    stack = list(stmts)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, kinds):
-            return True
-        if not into_loops and isinstance(node, (ast.For, ast.While)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return False
-
-
-def _has_return(stmts) -> bool:
-    return _contains(stmts, ast.Return, into_loops=True)
-
-
-def _loop_exits(stmts) -> tuple[bool, bool]:
-    """(has break, has continue) belonging to this loop (not to loops nested in it)."""
-    return (_contains(stmts, ast.Break, into_loops=False),
-            _contains(stmts, ast.Continue, into_loops=False))
-
-
-def _always_returns(stmts: list[ast.stmt]) -> bool:
-    """Does control never fall off the end of these statements?"""
-    for stmt in stmts:
-        if isinstance(stmt, ast.Return):
-            return True
-        if isinstance(stmt, ast.If) and _always_returns(stmt.body) and _always_returns(stmt.orelse):
-            return True
-        if isinstance(stmt, ast.While):
-            forever = isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
-            if forever and not _contains(stmt.body, ast.Break, into_loops=False):
-                return True
-    return False
-
-
-class Builder(ExprMixin):
+class Builder(LoopMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -180,7 +110,7 @@ class Builder(ExprMixin):
         result and the tree (structure) that rebuilds it: None, 'leaf', or a tuple."""
         saved = self.frame
         frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh())
-        frame.has_return = _has_return(body)
+        frame.has_return = has_return(body)
         self.frame = frame
         try:
             if frame.has_return:
@@ -191,7 +121,7 @@ class Builder(ExprMixin):
             if frame.retval not in frame.env:
                 return [], None
             value = frame.env[frame.retval]
-            if value is not None and not _always_returns(body):
+            if value is not None and not always_returns(body):
                 raise CompileError(
                     f"{parsed.name} returns a value on some paths and falls off its end "
                     f"(returning None) on others", loc,
@@ -402,10 +332,10 @@ class Builder(ExprMixin):
                     return
 
     def may_exit(self, stmt: ast.stmt) -> bool:
-        if _contains([stmt], ast.Return, into_loops=True):
+        if contains([stmt], ast.Return, into_loops=True):
             return True
         if self.frame.loops:
-            return _contains([stmt], (ast.Break, ast.Continue), into_loops=False)
+            return contains([stmt], (ast.Break, ast.Continue), into_loops=False)
         return False
 
     def still_running(self, loc: Loc) -> Value | None:
@@ -425,7 +355,7 @@ class Builder(ExprMixin):
     def stmt(self, node: ast.stmt) -> None:
         handler = STATEMENTS.get(type(node))
         if handler is None:  # check_subset makes this unreachable for user code
-            raise CompileError(f"{type(node).__name__} is not supported", self.frame.parsed.loc(node))
+            raise CompileError(f"{type(node).__name__} is not supported", self.loc(node))
         getattr(self, handler)(node)
 
     def loc(self, node: ast.AST) -> Loc:
@@ -523,173 +453,6 @@ class Builder(ExprMixin):
 
     def stmt_continue(self, node: ast.Continue) -> None:
         self.frame.env[self.frame.loops[-1][1]] = self.const(True, self.loc(node))
-
-    # --- loops --------------------------------------------------------------------------
-
-    def stmt_while(self, node: ast.While) -> None:
-        loc = self.loc(node)
-        self.build_loop(node.body, loc, cond_fn=lambda: self.truthy(self.expr(node.test), loc),
-                        before_body=None)
-
-    def stmt_for(self, node: ast.For) -> None:
-        loc = self.loc(node)
-        start, stop, step = self.range_args(node.iter)
-        counter = f"$i{self.frame.prefix}.{self.fresh()}"
-        self.frame.env[counter] = start
-        step_const = self.constant_value(step)
-        if step_const == 0:
-            raise CompileError("range() arg 3 must not be zero", self.loc(node.iter))
-        if step_const is None:
-            nonzero = self.emit("ne", [step, self.coerce(self.const(0, loc), step.type, loc)],
-                                BOOL, loc)
-            self.emit_op("check", [nonzero], [], loc,
-                         {"kind": "value", "message": "range() arg 3 must not be zero"})
-
-        def cond() -> Value:
-            i = self.frame.env[counter]
-            if step_const is not None:
-                return self.emit("lt" if step_const > 0 else "gt", [i, stop], BOOL, loc)
-            zero = self.coerce(self.const(0, loc), step.type, loc)
-            up = self.emit("gt", [step, zero], BOOL, loc)
-            below = self.emit("lt", [i, stop], BOOL, loc)
-            above = self.emit("gt", [i, stop], BOOL, loc)
-            return self.emit("select", [up, below, above], BOOL, loc)
-
-        def before_body() -> None:
-            i = self.frame.env[counter]
-            self.store_target(node.target, i)
-            self.frame.env[counter] = self.emit("add", [i, step], i.type, loc)
-
-        self.build_loop(node.body, loc, cond, before_body, extra_carried=[counter],
-                        assigns=_assigned_names([node]))
-        del self.frame.env[counter]
-
-    def range_args(self, it: ast.expr) -> tuple[Value, Value, Value]:
-        loc = self.loc(it)
-        ok = isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords
-        if ok:
-            try:
-                ok = self.lookup(it.func.id, loc) == Meta(range)
-            except CompileError:
-                ok = False
-        if not ok:
-            raise CompileError("for loops iterate over range(...) only", loc,
-                               hint="write for i in range(len(a)) and index a[i]")
-        args = [self.expr(a) for a in it.args]
-        if not 1 <= len(args) <= 3 or not all(isinstance(a, Value) for a in args):
-            raise CompileError("range() takes 1 to 3 integer arguments", loc)
-        for a in args:
-            if not isinstance(a.type, ScalarType) or a.type.kind not in "iub":
-                raise CompileError(f"range() arguments must be integers, not {a.type}", loc)
-        if len(args) == 1:
-            args = [self.const(0, loc), args[0]]
-        if len(args) == 2:
-            args.append(self.const(1, loc))
-        t = args[0].type
-        for a in args[1:]:
-            t = join(t, a.type) or t
-        if t.kind == "b":
-            t = join(t, self.const(0, loc).type)
-        return tuple(self.coerce(a, t, loc) for a in args)  # type: ignore[return-value]
-
-    def build_loop(self, body: list[ast.stmt], loc: Loc, cond_fn, before_body,
-                   extra_carried: list[str] = (), assigns: list[str] | None = None) -> None:
-        """Emit a ``while`` op: carried variables found syntactically, their types by a
-        fixpoint over retranslations of the loop."""
-        frame = self.frame
-        has_break, has_continue = _loop_exits(body)
-        tag = frame.prefix + "." + self.fresh()
-        brk, cont = (f"$brk{tag}" if has_break else ""), (f"$cont{tag}" if has_continue else "")
-        if brk:
-            frame.env[brk] = self.const(False, loc)
-        names = list(assigns if assigns is not None else _assigned_names(body))
-        if _has_return(body):
-            names += [frame.ret, frame.retval]
-        names += [brk] if brk else []
-        names += list(extra_carried)
-        entry_env, entry_partial = dict(frame.env), dict(frame.partial)
-        shapes: dict[str, object] = {}
-        for n in names:
-            if n in entry_env and isinstance(entry_env[n], (Value, tuple)):
-                shapes[n] = self.shape_of(n, entry_env[n], loc)
-        for _attempt in range(20):
-            frame.env, frame.partial = dict(entry_env), dict(entry_partial)
-            carried = list(shapes)
-            init = []
-            for n in carried:
-                if n in entry_env:
-                    init += self.leaves_as(entry_env[n], shapes[n], loc)
-                else:
-                    init += self.undef_leaves(shapes[n], loc)
-            types = [v.type for v in init]
-            before = Region([Value(t, loc) for t in types])
-            self.bind(carried, shapes, before.args, entry_env, loc)
-            outer, self.region = self.region, before
-            stop = [frame.env[f] for f in (frame.ret if frame.ret in shapes else None,
-                                           brk or None) if f]
-            c = self.and_not_stopped(cond_fn, stop, loc) if stop else cond_fn()
-            before.ops.append(Op("condition", [c, *before.args], [], loc))
-            body_region = Region([Value(t, loc) for t in types])
-            self.region = body_region
-            self.bind(carried, shapes, body_region.args, entry_env, loc)
-            frame.loops.append((brk, cont))
-            if cont:
-                frame.env[cont] = self.const(False, loc)
-            if before_body is not None:
-                before_body()
-            self.stmts(body)
-            frame.loops.pop()
-            widened = dict(shapes)
-            for n in names:
-                if n not in frame.env or not isinstance(frame.env[n], (Value, tuple)):
-                    continue
-                s = self.shape_of(n, frame.env[n], loc)
-                widened[n] = s if n not in widened else self.join_shapes(
-                    n, widened[n], s, self.value_loc(entry_env.get(n), loc),
-                    self.value_loc(frame.env[n], loc))
-            if widened != shapes:
-                shapes = widened
-                self.region = outer
-                continue
-            yields = []
-            for n in carried:
-                yields += self.leaves_as(frame.env[n], shapes[n], loc)
-            body_region.ops.append(Op("yield", yields, [], loc))
-            self.region = outer
-            op = self.emit_op("while", init, types, loc, regions=[before, body_region])
-            frame.env, frame.partial = dict(entry_env), dict(entry_partial)
-            results = iter(op.results)
-            for n in carried:
-                value = self.rebuild(shapes[n], results)
-                frame.env[n] = value
-                if isinstance(value, Value) and not n.startswith("$"):
-                    value.name = n
-                if n not in entry_env and not n.startswith("$"):
-                    frame.partial[n] = Partial(self.value_loc(value, loc), loc)
-            if brk:
-                del frame.env[brk]
-            return
-        raise CompileError("the types of the loop's variables do not settle", loc)
-
-    def bind(self, carried, shapes, args, entry_env, loc) -> None:
-        it = iter(args)
-        for n in carried:
-            value = self.rebuild(shapes[n], it)
-            self.frame.env[n] = value
-            if isinstance(value, Value) and not n.startswith("$"):
-                value.name = n
-            if n not in entry_env and not n.startswith("$"):
-                self.frame.partial[n] = Partial(loc, loc)
-
-    def and_not_stopped(self, cond_fn, stop: list[Value], loc: Loc) -> Value:
-        """not (break or return) and cond, with cond evaluated only where it is needed:
-        a lane that broke out must not evaluate (and maybe trap in) the condition."""
-        stopped = stop[0]
-        for s in stop[1:]:
-            stopped = self.emit("bitor", [stopped, s], BOOL, loc)
-        go = self.emit("not", [stopped], BOOL, loc)
-        return self.if_value(go, cond_fn, lambda: self.const(False, loc), loc)
-
 
 def _finalize_types(fn: Function) -> None:
     """Weak types left over become their Python defaults (int64, float64)."""

@@ -16,6 +16,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType, Type,
                      promote, scalar, typeof_python)
+from .common import Meta
 from .source import parse_function
 from .subset import EXPRESSIONS, check_subset
 
@@ -37,7 +38,8 @@ MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
         "fabs", "exp2", "cbrt")},
     "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
     "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
-    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"), "isfinite": ("isfinite", 1, "bool"),
+    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
+    "isfinite": ("isfinite", 1, "bool"),
     "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
 }
 _NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
@@ -69,7 +71,6 @@ class ExprMixin:
         return v
 
     def describe(self, v) -> str:
-        from .builder import Meta
         if isinstance(v, Value):
             return f"an array ({v.type})" if isinstance(v.type, ArrayType) else f"a {v.type}"
         if isinstance(v, tuple):
@@ -156,7 +157,6 @@ class ExprMixin:
 
     def from_python(self, obj, name: str, loc: Loc):
         """A free name's value: numbers become constants, arrays captured arrays."""
-        from .builder import Meta
         if isinstance(obj, (bool, int, float, np.generic)):
             return self.const(obj, loc)
         if isinstance(obj, np.ndarray):
@@ -177,7 +177,6 @@ class ExprMixin:
     # --- simple expressions ----------------------------------------------------------
 
     def expr_constant(self, node: ast.Constant):
-        from .builder import Meta
         if isinstance(node.value, (bool, int, float)):
             return self.const(node.value, self.loc(node))
         if node.value is None or isinstance(node.value, str):
@@ -195,7 +194,6 @@ class ExprMixin:
         raise CompileError("strings are only supported as arguments of print()", self.loc(node))
 
     def expr_attribute(self, node: ast.Attribute):
-        from .builder import Meta
         loc = self.loc(node)
         base = self.expr(node.value)
         if isinstance(base, Value) and isinstance(base.type, ArrayType):
@@ -336,12 +334,15 @@ class ExprMixin:
         cond = self.truthy(first, loc)
         rest = lambda: self.boolop(is_and, nodes[1:], loc)  # noqa: E731
         keep = lambda: first  # noqa: E731
-        return self.if_value(cond, rest, keep, loc) if is_and else self.if_value(cond, keep, rest, loc)
+        if is_and:
+            return self.if_value(cond, rest, keep, loc)
+        return self.if_value(cond, keep, rest, loc)
 
     def expr_ifexp(self, node: ast.IfExp):
         loc = self.loc(node)
         cond = self.truthy(self.expr(node.test), loc)
-        return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse), loc)
+        return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse),
+                             loc)
 
     # --- arrays ----------------------------------------------------------------------
 
@@ -396,7 +397,6 @@ class ExprMixin:
     # --- calls -----------------------------------------------------------------------
 
     def expr_call(self, node: ast.Call):
-        from .builder import Meta
         loc = self.loc(node)
         callee = self.expr(node.func)
         if not isinstance(callee, Meta):
@@ -528,7 +528,6 @@ class ExprMixin:
         return result
 
     def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:
-        from .builder import Meta
         if not args:
             raise CompileError(f"np.{fname}() needs a shape", loc)
         shape = args[0] if isinstance(args[0], tuple) else (args[0],)
@@ -556,7 +555,6 @@ class ExprMixin:
                          {"dtype": dtype.name, "fill": fill})
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:
-        from .builder import Meta
         operands: list[Value] = []
         options = {"sep": " ", "end": "\n"}
         for k in node.keywords:
@@ -570,7 +568,6 @@ class ExprMixin:
         return None
 
     def print_piece(self, node: ast.expr, operands: list[Value], loc: Loc):
-        from .builder import Meta
         if isinstance(node, ast.JoinedStr):
             pieces = []
             for part in node.values:
@@ -589,7 +586,6 @@ class ExprMixin:
         return self.print_value(value, operands, loc)
 
     def print_value(self, value, operands: list[Value], loc: Loc):
-        from .builder import Meta
         if isinstance(value, Meta) and (isinstance(value.obj, str) or value.obj is None):
             return ("str", value.obj)
         if isinstance(value, tuple):

@@ -1,0 +1,83 @@
+"""Small pieces shared by the frontend's modules: the compile-time objects a name can
+stand for (``Meta``) and syntactic scans of statement lists (which names a loop
+assigns, whether a body contains ``break``/``return``, whether it always returns).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..errors import Loc
+
+
+class Meta:
+    """A compile-time object a name can stand for: a module, function, type or string."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj) -> None:
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Meta) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+@dataclass(slots=True)
+class Partial:
+    """Where a variable got a value on only some paths (for the error at its use)."""
+
+    defined_at: Loc
+    missing_at: Loc
+
+
+def assigned_names(stmts: list[ast.stmt]) -> list[str]:
+    """Names a list of statements may assign, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                seen.setdefault(node.id, None)
+    return list(seen)
+
+
+def contains(stmts, kinds, into_loops: bool) -> bool:
+    """Does any statement contain a node of ``kinds``?  Without ``into_loops``, loops
+    (the statements themselves included) are not looked into: their ``break`` and
+    ``continue`` are their own."""
+    stack = list(stmts)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kinds):
+            return True
+        if not into_loops and isinstance(node, (ast.For, ast.While)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def has_return(stmts) -> bool:
+    return contains(stmts, ast.Return, into_loops=True)
+
+
+def loop_exits(stmts) -> tuple[bool, bool]:
+    """(has break, has continue) belonging to this loop (not to loops nested in it)."""
+    return (contains(stmts, ast.Break, into_loops=False),
+            contains(stmts, ast.Continue, into_loops=False))
+
+
+def always_returns(stmts: list[ast.stmt]) -> bool:
+    """Does control never fall off the end of these statements?"""
+    for stmt in stmts:
+        if isinstance(stmt, ast.Return):
+            return True
+        if isinstance(stmt, ast.If) and always_returns(stmt.body) and always_returns(stmt.orelse):
+            return True
+        if isinstance(stmt, ast.While):
+            forever = isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
+            if forever and not contains(stmt.body, ast.Break, into_loops=False):
+                return True
+    return False
