@@ -1,0 +1,68 @@
+"""The cpu backend's entry point: compile (plan + drivers) and dump (llvm, asm, numba).
+
+Options: ``threads`` (default all cores), ``fastmath`` (contraction and reassociation;
+off so results match the reference bit for bit), ``boundscheck`` (default on),
+``cache`` (numba's disk cache for the drivers; see ``driver``).
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+from numba.core import compiler_lock
+from numba.core.registry import cpu_target
+
+from ...ir.core import Function
+from .phases import Phase, Plan
+from .vectors import init_llvm
+
+OPTIONS = ("threads", "fastmath", "boundscheck", "cache")
+
+
+class CpuBackend:
+    """Explicit SIMD through llvmlite, all cores (see ``hydra.backends``)."""
+
+    name = "cpu"
+    options: tuple[str, ...] = OPTIONS
+
+    @staticmethod
+    def compile(fn: Function, options: dict, structured=None):
+        unknown = set(options) - set(OPTIONS)
+        if unknown:
+            raise TypeError(f"the cpu backend has no option {', '.join(sorted(unknown))}; "
+                            f"its options are {', '.join(OPTIONS)}")
+        plan = Plan(fn, dict(options))
+        return plan.run
+
+    @staticmethod
+    def dump(fn: Function, stage: str, options: dict) -> str:
+        plan = Plan(fn, dict(options))
+        if plan.whole_host:
+            return f"; runs on the host (reference interpreter): {plan.reason}\n"
+        out = []
+        for step in plan.steps:
+            if not isinstance(step, Phase):
+                out.append(f"; host step (all lanes at once): {step.opcode} "
+                           f"{step.attrs.get('sync', 'not lowered')}\n")
+                continue
+            if stage == "llvm":
+                out.append(step.text)
+            elif stage == "asm":
+                out.append(asm(step))
+            elif stage == "numba":
+                plan.drivers()
+                out.append(step.driver.source)
+            else:
+                raise ValueError(f"the cpu backend has no stage {stage!r}")
+        return "\n".join(out)
+
+
+def asm(phase: Phase) -> str:
+    """Optimized x86 assembly of a phase kernel, as numba's codegen makes it."""
+    init_llvm()
+    codegen = cpu_target.target_context.codegen()
+    with compiler_lock.global_compiler_lock:
+        lib = codegen.create_library("hydra_asm")
+        for text in [phase.text, *sorted(phase.gen.b.modules)]:
+            lib.add_llvm_module(llvm.parse_assembly(text))
+        lib.finalize()
+        return lib.get_asm_str()

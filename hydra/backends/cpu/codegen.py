@@ -1,0 +1,419 @@
+"""Predicated SSA -> one LLVM function that runs a range of gangs (the cpu backend's core).
+
+Takes: a list of top-level ops of a predicated function (a *phase*: no sync points in
+it), the values it reads from outside (``inputs``) and the values later phases or the
+caller need (``outputs``).  Guarantees: ``generate`` returns an LLVM module defining
+
+    void @<name>(i64 g0, i64 g1, i64 n, ptr err, <inputs...>, <outputs...>)
+
+that runs gangs ``g0 <= g < g1`` of ``G`` lanes each (lanes ``>= n`` are off).  Inputs
+are passed as: uniform scalar -> the scalar; varying scalar -> ``ptr`` to ``n``
+contiguous values; array -> ``ptr`` data, then shape and byte strides as i64 (a
+varying array's lane axis first).  Outputs are ``ptr``s to ``n`` values (varying) or
+one value (uniform).  A run-time error stores (kind, lane, site, values...) in ``err``
+(the first gang to fail wins) and stops the gang before any out-of-bounds access;
+gangs that start after an error do nothing.  Ops it cannot lower raise
+``Unsupported``; the caller then runs them on the host.
+"""
+
+from __future__ import annotations
+
+from ...errors import RUNTIME_ERRORS
+from ...intrinsics import INTRINSICS, lowers
+from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
+from ...types import ArrayType, ScalarType, TupleType, Type
+from . import arith
+from .emit import Builder
+from .memory import MemoryOps
+from .vectors import Arr, Geometry, Uni, Unsupported, Var, const_text, lty, vty
+
+KINDS = list(RUNTIME_ERRORS)
+_BOOL = ScalarType("bool")
+_I64 = ScalarType("int64")
+
+
+def leaves(t: Type) -> list[ScalarType]:
+    """The scalar leaves of a (possibly nested tuple) type."""
+    if isinstance(t, TupleType):
+        return [x for e in t.elems for x in leaves(e)]
+    if isinstance(t, ScalarType):
+        return [t]
+    raise Unsupported(f"a {t} value crossing control flow")
+
+
+def flatten(rep) -> list:
+    return [x for r in rep for x in flatten(r)] if isinstance(rep, tuple) else [rep]
+
+
+def rebuild(t: Type, flat: list):
+    if isinstance(t, TupleType):
+        return tuple(rebuild(e, flat) for e in t.elems)
+    return flat.pop(0)
+
+
+class KernelGen(MemoryOps):
+    def __init__(self, name: str, geo: Geometry, options: dict) -> None:
+        self.name = name
+        self.geo = geo
+        self.b = Builder(geo, bool(options.get("fastmath")))
+        self.boundscheck = options.get("boundscheck", True)
+        self.env: dict[int, object] = {}
+        self.sites: list[tuple[Op, str]] = []  # error sites: (op, kind)
+        self.top: Op | None = None
+        self.lane_rep: Var | None = None  # the last lane() value: a[lane()] is contiguous
+
+    # --- the function -----------------------------------------------------------------
+
+    def generate(self, ops: list[Op], inputs: list[Value], outputs: list[Value]) -> str:
+        b = self.b
+        params, binders = [], []
+        for i, v in enumerate(inputs):
+            params += self.input_params(i, v, binders)
+        for i, v in enumerate(outputs):
+            params.append(f"ptr %out{i}")
+        b.start("entry")
+        self.scratch = b.emit(f"alloca [{self.geo.lanes} x i64], align 64", "scratch")
+        self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
+        b.br("head")
+        b.start("head")
+        g = b.emit("phi i64 [%g0, %entry], [%gnext, %latch]", "g")
+        b.cbr(b.emit(f"icmp slt i64 {g}, %g1"), "check", "exit")
+        b.start("check")
+        e = b.emit("load atomic i64, ptr %err monotonic, align 8")
+        b.cbr(b.emit(f"icmp eq i64 {e}, 0"), "body", "exit")
+        b.start("body")
+        self.base = b.emit(f"mul i64 {g}, {self.geo.lanes}", "base")
+        ids = b.lane_ids(self.base, self.geo.mask_width)
+        nv = b.splat("%n", "i64", self.geo.mask_width)
+        self.tail = Var([b.emit(f"icmp slt <{self.geo.mask_width} x i64> {p}, {nv}")
+                         for p in ids], self.geo.mask_width)
+        for bind in binders:
+            bind()
+        for op in ops:
+            self.top = op  # the top-level op to run on the host if this one fails
+            for r, rep in zip(op.results, self.op(op) or []):
+                self.env[r.id] = rep
+        self.top = None
+        for i, v in enumerate(outputs):
+            self.store_output(f"%out{i}", v)
+        b.br("latch")
+        b.start("latch")
+        b.do(f"%gnext = add i64 {g}, 1")
+        b.br("head")
+        b.start("exit")
+        b.do("ret void")
+        sig = ", ".join(["i64 %g0", "i64 %g1", "i64 %n", "ptr %err"] + params)
+        text = [f"define void @{self.name}({sig}) {{", *b.lines, "}", _ERR_FN, *sorted(b.decls)]
+        return "\n".join(text) + "\n"
+
+    def input_params(self, i: int, v: Value, binders: list) -> list[str]:
+        t = v.type
+        if isinstance(t, ArrayType):
+            nd = t.ndim + (1 if v.varying else 0)
+            names = [f"%in{i}.s{k}" for k in range(nd)], [f"%in{i}.t{k}" for k in range(nd)]
+            shape, strides = names
+            if v.varying:
+                self.env[v.id] = Arr(f"%in{i}", shape[1:], strides[1:], strides[0])
+            else:
+                self.env[v.id] = Arr(f"%in{i}", shape, strides)
+            return [f"ptr %in{i}"] + [f"i64 {s}" for s in shape + strides]
+        if not isinstance(t, ScalarType):
+            raise Unsupported(f"a {t} value crossing a sync point")
+        if v.varying:
+            binders.append(lambda: self.env.__setitem__(v.id, self.load_lanes(f"%in{i}", t)))
+            return [f"ptr %in{i}"]
+        if t.kind == "b":
+            binders.append(lambda: self.env.__setitem__(
+                v.id, Uni(self.b.emit(f"trunc i8 %in{i} to i1"))))
+            return [f"i8 %in{i}"]
+        self.env[v.id] = Uni(f"%in{i}")
+        return [f"{lty(t)} %in{i}"]
+
+    def store_output(self, ptr: str, v: Value) -> None:
+        rep = self.env[v.id]
+        t = v.type
+        if not isinstance(t, ScalarType):
+            raise Unsupported(f"a {t} result")
+        if v.varying:
+            self.store_lanes(ptr, t, rep)
+            return
+        ref = rep.ref
+        if t.kind == "b":
+            ref = self.b.emit(f"zext i1 {ref} to i8")
+        self.b.do(f"store {'i8' if t.kind == 'b' else lty(t)} {ref}, ptr {ptr}")
+
+    # --- ops --------------------------------------------------------------------------
+
+    def region_ops(self, ops: list[Op]) -> list:
+        for op in ops:
+            if op.opcode in ("yield", "condition"):
+                return [self.env[v.id] for v in op.operands]
+            out = self.op(op)
+            if out is not None:
+                for r, rep in zip(op.results, out):
+                    self.env[r.id] = rep
+        return []
+
+    def op(self, op: Op):
+        name = op.opcode
+        if op.attrs.get("sync"):
+            raise Unsupported(f"sync point ({op.attrs['sync']})")
+        method = getattr(self, "op_" + name, None)
+        if method is not None:
+            return method(op)
+        args = [self.env[v.id] for v in op.operands]
+        lz = arith.Lanes(self.b, bool(op.results and op.result.varying))
+        if name in BINARY_OPS:
+            t = op.operands[0].type
+            if t.kind == "i" or t.kind == "u":
+                if name in ("floordiv", "mod"):
+                    self.check_divisor(op, args[1])
+                    return [arith.int_divmod(lz, name, t, *args)]
+            return [arith.binary(lz, name, t, *args, op.result.type)]
+        if name in UNARY_OPS:
+            return [arith.unary(lz, name, op.operands[0].type, args[0])]
+        raise Unsupported(f"op {name}")
+
+    def op_const(self, op: Op):
+        t = op.result.type
+        if not isinstance(t, ScalarType):
+            raise Unsupported("a non-scalar constant")
+        return [Uni(const_text(op.attrs["value"], t))]
+
+    def op_undef(self, op: Op):
+        return [rebuild(op.result.type, [Uni(const_text(0, t)) for t in leaves(op.result.type)])]
+
+    def op_entry_mask(self, op: Op):
+        return [self.tail]
+
+    def op_any(self, op: Op):
+        return [Uni(self.b.any(self.env[op.operands[0].id]))]
+
+    def op_tuple(self, op: Op):
+        return [tuple(self.env[v.id] for v in op.operands)]
+
+    def op_tuple_get(self, op: Op):
+        return [self.env[op.operands[0].id][op.attrs["index"]]]
+
+    def op_cast(self, op: Op):
+        lz = arith.Lanes(self.b, bool(op.result.varying))
+        return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
+
+    def op_math(self, op: Op):
+        lz = arith.Lanes(self.b, bool(op.result.varying))
+        args = [self.env[v.id] for v in op.operands]
+        return [arith.math_call(lz, op.attrs["fn"], op.operands[0].type, args)]
+
+    def op_select(self, op: Op):
+        c, a, b = (self.env[v.id] for v in op.operands)
+        lz = arith.Lanes(self.b, bool(op.result.varying))
+        ts = leaves(op.result.type)
+        out = [lz.sel(c, x, y, t) for t, x, y in zip(ts, flatten(a), flatten(b))]
+        return [rebuild(op.result.type, out)]
+
+    def op_intrinsic(self, op: Op):
+        entry = INTRINSICS[op.attrs["name"]]
+        rule = entry.lowerings.get("cpu")
+        if rule is None:
+            raise Unsupported(f"intrinsic {entry.name}")
+        return rule(self, op)
+
+    def op_array_dim(self, op: Op):
+        return [Uni(self.env[op.operands[0].id].shape[op.attrs["axis"]])]
+
+    # --- control flow -----------------------------------------------------------------
+
+    def canon(self, rep, t: ScalarType, varying: bool, carried: bool) -> tuple[str, str]:
+        """(LLVM type, value) of a leaf in the form it takes through a phi."""
+        if not varying:
+            return lty(t), rep.ref
+        w = self.geo.width(t)
+        parts = self.b.parts(rep, t, w)
+        if len(parts) > 1:
+            raise AssertionError("canon takes one part at a time")
+        return vty(t, w), parts[0]
+
+    def phi_leaves(self, t: Type, varying: bool) -> list[tuple[ScalarType, int]]:
+        """(scalar type, part index) per phi of a value of type t."""
+        out = []
+        for s in leaves(t):
+            n = self.geo.lanes // self.geo.width(s) if varying else 1
+            out += [(s, k) for k in range(n)]
+        return out
+
+    def to_phis(self, values: list[Value], reps: list, carried: bool) -> list[tuple[str, str]]:
+        """The incoming (type, ref) of each phi for these values' reps."""
+        out = []
+        for v, rep in zip(values, reps):
+            for s, r in zip(leaves(v.type), flatten(rep)):
+                if not v.varying:
+                    out.append((lty(s), r.ref))
+                    continue
+                w = self.geo.width(s)
+                for p in self.b.parts(r, s, w):
+                    if carried and s.kind == "b":
+                        out.append(self.carry_mask(p, w))
+                    else:
+                        out.append((vty(s, w), p))
+        return out
+
+    def carry_mask(self, p: str, w: int) -> tuple[str, str]:
+        """A mask crossing a back edge travels as <w x iK> through an empty inline asm,
+        or LLVM shrinks the phi to i1 and x86 repacks it every iteration."""
+        it = f"<{w} x i{self.geo.vbits // w}>"
+        x = self.b.emit(f"sext <{w} x i1> {p} to {it}")
+        return it, self.b.emit(f'call {it} asm "", "=x,0"({it} {x})')
+
+    def from_phis(self, values: list[Value], refs: list[str], carried: bool) -> list:
+        refs = list(refs)
+        reps = []
+        for v in values:
+            flat = []
+            for s in leaves(v.type):
+                if not v.varying:
+                    flat.append(Uni(refs.pop(0)))
+                    continue
+                w = self.geo.width(s)
+                parts = [refs.pop(0) for _ in range(self.geo.lanes // w)]
+                if carried and s.kind == "b":
+                    it = f"<{w} x i{self.geo.vbits // w}>"
+                    parts = [self.b.emit(f"icmp slt {it} {p}, zeroinitializer") for p in parts]
+                flat.append(Var(parts, w))
+            reps.append(rebuild(v.type, flat))
+        return reps
+
+    def op_if(self, op: Op):
+        c = self.env[op.operands[0].id]
+        if not isinstance(c, Uni):
+            raise Unsupported("a varying if (structured IR)")
+        b = self.b
+        then, other, join = b.label("then"), b.label("else"), b.label("join")
+        b.cbr(c.ref, then, other)
+        incoming = []
+        for label, region in ((then, op.regions[0]), (other, op.regions[1])):
+            b.start(label)
+            reps = self.region_ops(region.ops)
+            incoming.append((self.to_phis(op.results, reps, False), b.block))
+            b.br(join)
+        b.start(join)
+        (ins_a, blk_a), (ins_b, blk_b) = incoming
+        refs = [b.emit(f"phi {ta} [{ra}, %{blk_a}], [{rb}, %{blk_b}]")
+                for (ta, ra), (_, rb) in zip(ins_a, ins_b)]
+        return self.from_phis(op.results, refs, False)
+
+    def op_while(self, op: Op):
+        before, body = op.regions
+        b = self.b
+        init = self.to_phis(before.args, [self.env[v.id] for v in op.operands], True)
+        pre = b.block
+        head, loop, done = b.label("while"), b.label("do"), b.label("done")
+        b.br(head)
+        b.start(head)
+        slots = []
+        for t, _ in init:
+            slots.append((b.tmp("c"), len(b.lines), t))
+            b.lines.append(None)  # the phi, filled in once the latch is known
+        self.bind(before, self.from_phis(before.args, [s[0] for s in slots], True))
+        cond, *vals = self.region_ops(before.ops)
+        if not isinstance(cond, Uni):
+            raise Unsupported("a varying loop condition (structured IR)")
+        b.cbr(cond.ref, loop, done)
+        b.start(loop)
+        self.bind(body, vals)
+        back = self.to_phis(body.args, self.region_ops(body.ops), True)
+        latch = b.block
+        b.br(head)
+        for (name, at, t), (_, a), (_, z) in zip(slots, init, back):
+            b.lines[at] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{latch}]"
+        b.start(done)
+        return vals
+
+    def bind(self, region: Region, reps: list) -> None:
+        for a, rep in zip(region.args, reps):
+            self.env[a.id] = rep
+
+    # --- errors -----------------------------------------------------------------------
+
+    def fail_if(self, bad, op: Op, kind: str, value: Var | Uni | None = None,
+                extra: tuple[str, str] = ("0", "0")) -> None:
+        """If any lane of ``bad`` is on: record the error for the first such lane (with
+        that lane's ``value``) and leave the gang."""
+        b = self.b
+        bits = b.bits(bad)
+        site = len(self.sites)
+        self.sites.append((op, kind))
+        err, ok = b.label("err"), b.label("ok")
+        b.cbr(b.emit(f"icmp ne i64 {bits}, 0"), err, ok)
+        b.start(err)
+        first = b.emit(f"call i64 @llvm.cttz.i64(i64 {bits}, i1 true)")
+        b.declare("declare i64 @llvm.cttz.i64(i64, i1)")
+        lane = b.emit(f"add i64 {self.base}, {first}")
+        v = "0"
+        if isinstance(value, Uni):
+            v = value.ref
+        elif isinstance(value, Var):
+            for k, p in enumerate(b.parts(value, _I64, value.w)):
+                slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {k * value.w}")
+                b.do(f"store <{value.w} x i64> {p}, ptr {slot}, align 8")
+            slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {first}")
+            v = b.emit(f"load i64, ptr {slot}")
+        b.do(f"call void @hydra_err(ptr %err, i64 {KINDS.index(kind)}, i64 {lane}, "
+             f"i64 {site}, i64 {v}, i64 {extra[0]}, i64 {extra[1]})")
+        b.br("exit")
+        b.start(ok)
+
+    def check_divisor(self, op: Op, divisor) -> None:
+        if op.mask is None:
+            return
+        t = op.operands[1].type
+        lz = arith.Lanes(self.b, isinstance(divisor, Var) or isinstance(self.env[op.mask.id], Var))
+        zero = arith.compare(lz, "eq", t, divisor, Uni("0"))
+        mask = self.env[op.mask.id]
+        bad = lz.apply("and {0} {1}, {2}", _BOOL, zero, mask)
+        self.fail_if(bad, op, "zerodiv")
+
+    def op_check(self, op: Op):
+        ok, mask = self.env[op.operands[0].id], self.env[op.mask.id]
+        lz = arith.Lanes(self.b, isinstance(ok, Var) or isinstance(mask, Var))
+        bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, lz.apply("xor {0} {1}, {2}", _BOOL, ok, Uni("true")))
+        self.fail_if(bad, op, op.attrs["kind"])
+        return []
+
+
+_ERR_FN = """
+define internal void @hydra_err(ptr %err, i64 %kind, i64 %lane, i64 %site, i64 %v0, i64 %v1, i64 %v2) noinline cold {
+  %r = cmpxchg ptr %err, i64 0, i64 1 seq_cst seq_cst
+  %won = extractvalue { i64, i1 } %r, 1
+  br i1 %won, label %w, label %done
+w:
+  %p1 = getelementptr i64, ptr %err, i64 1
+  store i64 %kind, ptr %p1
+  %p2 = getelementptr i64, ptr %err, i64 2
+  store i64 %lane, ptr %p2
+  %p3 = getelementptr i64, ptr %err, i64 3
+  store i64 %site, ptr %p3
+  %p4 = getelementptr i64, ptr %err, i64 4
+  store i64 %v0, ptr %p4
+  %p5 = getelementptr i64, ptr %err, i64 5
+  store i64 %v1, ptr %p5
+  %p6 = getelementptr i64, ptr %err, i64 6
+  store i64 %v2, ptr %p6
+  br label %done
+done:
+  ret void
+}"""
+
+
+# --- intrinsics: the lane-local ones lower here; cross-lane ones are sync points that the
+# phase runner executes over all lanes at once (see phases.py) ---------------------------
+
+@lowers("cpu", "lane")
+def _lane(gen: KernelGen, op: Op):
+    w = gen.geo.width(_I64)
+    gen.lane_rep = Var(gen.b.lane_ids(gen.base, w), w)
+    return [gen.lane_rep]
+
+
+@lowers("cpu", "nlanes")
+def _nlanes(gen: KernelGen, op: Op):
+    return [Uni("%n")]

@@ -1,0 +1,162 @@
+"""Memory ops of the cpu code generator: per-lane buffers, loads, stores, bounds checks.
+
+Per-lane buffers (varying inputs and outputs of a phase) are read and written gang by
+gang with ``llvm.masked.load/store`` (the lanes past ``n`` are off).  Array elements at
+computed indices use ``llvm.masked.gather/scatter`` with the op's mask, so inactive
+lanes never touch memory; a uniform access under a varying mask reads or writes a
+dummy slot when no lane is active.  Bounds checks (on unless ``boundscheck=False``)
+raise NumPy's IndexError message for the first active lane out of bounds, before any
+access; negative indices wrap as in Python.
+"""
+
+from __future__ import annotations
+
+from ...ir.core import Op
+from ...types import ScalarType
+from . import arith
+from .vectors import Arr, Uni, Unsupported, Var, lty
+
+_BOOL = ScalarType("bool")
+_I64 = ScalarType("int64")
+
+
+def mem_type(t: ScalarType) -> str:
+    return "i8" if t.kind == "b" else lty(t)
+
+
+def _mangle(t: ScalarType, w: int) -> str:
+    return arith.mangle(ScalarType("int8") if t.kind == "b" else t, w)
+
+
+class MemoryOps:
+    """Mixin of ``codegen.KernelGen`` (uses its builder ``b``, ``env``, ``fail_if``)."""
+
+    # --- per-lane buffers -------------------------------------------------------------
+
+    def _to_value(self, parts: list[str], t: ScalarType, w: int) -> Var:
+        if t.kind == "b":
+            parts = [self.b.emit(f"icmp ne <{w} x i8> {p}, zeroinitializer") for p in parts]
+        return Var(parts, w)
+
+    def _to_memory(self, parts: list[str], t: ScalarType, w: int) -> list[str]:
+        if t.kind == "b":
+            return [self.b.emit(f"zext <{w} x i1> {p} to <{w} x i8>") for p in parts]
+        return parts
+
+    def load_lanes(self, ptr: str, t: ScalarType) -> Var:
+        b, w = self.b, self.geo.width(t)
+        mt, m = mem_type(t), _mangle(t, w)
+        masks = b.parts(self.tail, _BOOL, w)
+        b.declare(f"declare <{w} x {mt}> @llvm.masked.load.{m}.p0(ptr, i32, <{w} x i1>, "
+                  f"<{w} x {mt}>)")
+        out = []
+        for k, mk in enumerate(masks):
+            at = b.emit(f"add i64 {self.base}, {k * w}")
+            p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
+            out.append(b.emit(f"call <{w} x {mt}> @llvm.masked.load.{m}.p0(ptr {p}, i32 1, "
+                              f"<{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)"))
+        return self._to_value(out, t, w)
+
+    def store_lanes(self, ptr: str, t: ScalarType, rep) -> None:
+        b, w = self.b, self.geo.width(t)
+        mt, m = mem_type(t), _mangle(t, w)
+        masks = b.parts(self.tail, _BOOL, w)
+        vals = self._to_memory(b.parts(rep, t, w), t, w)
+        b.declare(f"declare void @llvm.masked.store.{m}.p0(<{w} x {mt}>, ptr, i32, <{w} x i1>)")
+        for k, (mk, v) in enumerate(zip(masks, vals)):
+            at = b.emit(f"add i64 {self.base}, {k * w}")
+            p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
+            b.do(f"call void @llvm.masked.store.{m}.p0(<{w} x {mt}> {v}, ptr {p}, i32 1, "
+                 f"<{w} x i1> {mk})")
+
+    # --- addressing -------------------------------------------------------------------
+
+    def _address(self, op: Op, nidx: int, w: int):
+        """(uniform byte offset | varying offset parts, active mask) of an access, after
+        the bounds checks."""
+        arr = self.env[op.operands[0].id]
+        if not isinstance(arr, Arr):
+            raise Unsupported("indexing a value that is not an array")
+        if nidx != len(arr.shape):
+            raise Unsupported("indexing an array with fewer indices than axes")
+        mask = self.env[op.mask.id] if op.mask is not None else Uni("true")
+        idx = [self.env[v.id] for v in op.operands[1:1 + nidx]]
+        varying = any(isinstance(i, Var) for i in idx) or arr.lane_stride is not None
+        lz = arith.Lanes(self.b, varying)
+        off = None
+        for axis, (i, v) in enumerate(zip(idx, op.operands[1:1 + nidx])):
+            if v.type.name != "int64":
+                i = arith.cast(arith.Lanes(self.b, isinstance(i, Var)), v.type, _I64, i)
+            n = Uni(arr.shape[axis])
+            neg = arith.compare(lz, "lt", _I64, i, Uni("0"))
+            if self.boundscheck:
+                lo = arith.compare(lz, "lt", _I64, i, Uni(self.b.emit(f"sub i64 0, {n.ref}")))
+                hi = arith.compare(lz, "ge", _I64, i, n)
+                chk = arith.Lanes(self.b, varying or isinstance(mask, Var))
+                bad = chk.apply("and {0} {1}, {2}", _BOOL, mask,
+                                lz.apply("or {0} {1}, {2}", _BOOL, lo, hi))
+                self.fail_if(bad, op, "index", i, (str(axis), n.ref))
+            fixed = lz.sel(neg, lz.apply("add {0} {1}, {2}", _I64, i, n), i, _I64, w=w)
+            term = lz.apply(f"mul {{0}} {{1}}, {arr.strides[axis]}", _I64, fixed, w=w)
+            off = term if off is None else lz.apply("add {0} {1}, {2}", _I64, off, term, w=w)
+        if off is None:
+            off = Uni("0")
+        if arr.lane_stride is not None:
+            ids = Var(self.b.lane_ids(self.base, w), w)
+            rows = lz.apply(f"mul {{0}} {{1}}, {arr.lane_stride}", _I64, ids, w=w)
+            off = lz.apply("add {0} {1}, {2}", _I64, off, rows, w=w)
+        return arr, off, mask
+
+    def _uniform_ptr(self, arr: Arr, off: Uni, mask) -> str:
+        """The element's address, or a dummy slot when no lane is active."""
+        p = self.b.emit(f"getelementptr i8, ptr {arr.data}, i64 {off.ref}")
+        active = self.b.any(mask)
+        return self.b.emit(f"select i1 {active}, ptr {p}, ptr {self.dummy}")
+
+    def _ptrs(self, arr: Arr, off, w: int) -> list[str]:
+        parts = self.b.parts(off, _I64, w)
+        return [self.b.emit(f"getelementptr i8, ptr {arr.data}, <{w} x i64> {p}") for p in parts]
+
+    # --- ops --------------------------------------------------------------------------
+
+    def op_load(self, op: Op):
+        t = op.result.type
+        if not isinstance(t, ScalarType):
+            raise Unsupported("loading a sub-array")
+        w = self.geo.width(t)
+        arr, off, mask = self._address(op, len(op.operands) - 1, w)
+        b, mt = self.b, mem_type(t)
+        if isinstance(off, Uni):
+            v = b.emit(f"load {mt}, ptr {self._uniform_ptr(arr, off, mask)}")
+            if t.kind == "b":
+                v = b.emit(f"icmp ne i8 {v}, 0")
+            return [Uni(v)]
+        m = _mangle(t, w)
+        b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, i32, "
+                  f"<{w} x i1>, <{w} x {mt}>)")
+        out = []
+        for p, mk in zip(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w)):
+            out.append(b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> "
+                              f"{p}, i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)"))
+        return [self._to_value(out, t, w)]
+
+    def op_store(self, op: Op):
+        t = op.operands[-1].type
+        if not isinstance(t, ScalarType):
+            raise Unsupported("storing a sub-array")
+        w = self.geo.width(t)
+        arr, off, mask = self._address(op, len(op.operands) - 2, w)
+        value = self.env[op.operands[-1].id]
+        b, mt = self.b, mem_type(t)
+        if isinstance(off, Uni) and isinstance(value, Uni):
+            v = b.emit(f"zext i1 {value.ref} to i8") if t.kind == "b" else value.ref
+            b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask)}")
+            return []
+        m = _mangle(t, w)
+        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
+                  f"i32, <{w} x i1>)")
+        vals = self._to_memory(b.parts(value, t, w), t, w)
+        for p, mk, v in zip(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), vals):
+            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
+                 f"{p}, i32 1, <{w} x i1> {mk})")
+        return []

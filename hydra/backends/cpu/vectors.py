@@ -1,0 +1,128 @@
+"""Gang geometry and value representations of the cpu backend's LLVM code generator.
+
+A *gang* is ``G`` lanes run together.  A varying value of element type ``T`` is held as
+``G / w`` LLVM vectors ``<w x T>`` ("parts"), ``w`` = one hardware vector of ``T``
+(AVX2: 8 x float, 4 x double): every op is emitted once per part, which gives the CPU
+several independent chains and avoids LLVM's packing of wide ``<16 x i1>`` masks.
+Uniform values stay scalars and are splatted where a varying op meets them.
+
+This module knows nothing of the IR; ``emit.Emitter`` uses it.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+from ...types import ScalarType
+
+LLVM_TYPES = {
+    "bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16",
+    "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
+    "float32": "float", "float64": "double",
+}
+
+
+class Unsupported(Exception):
+    """An op the vector code generator does not lower; the caller runs it on the host."""
+
+
+@functools.cache
+def init_llvm() -> None:
+    """llvmlite 0.50: ``llvm.initialize()`` raises; these three are what the JIT needs
+    (the asm parser for the inline-asm identity on loop-carried masks)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+
+
+@functools.cache
+def vector_bits() -> int:
+    """Width of the host's vector registers that we use: 256 with AVX2, else 128.
+    (AVX-512 machines also get 256: 512-bit masks and frequency drops rarely pay.)"""
+    init_llvm()
+    features = llvm.get_host_cpu_features()
+    return 256 if features.get("avx2") or features.get("avx") else 128
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Lanes per gang and the part width of each element type."""
+
+    vbits: int
+    lanes: int  # G
+    mask_width: int  # part width of masks and other bools
+
+    def width(self, t: ScalarType) -> int:
+        if t.name == "bool":
+            return self.mask_width
+        return max(1, min(self.lanes, self.vbits // t.bits))
+
+
+def geometry(types: list[ScalarType]) -> Geometry:
+    """The gang shape for a kernel whose varying values have ``types``: two vectors of
+    the narrowest 32-bit element (G = 16 on AVX2); masks take the width of the widest
+    element so that compares of doubles need no reshuffling."""
+    vbits = vector_bits()
+    lanes = 2 * vbits // 32
+    widest = max([t.bits for t in types if t.name != "bool"] or [32])
+    return Geometry(vbits, lanes, max(1, min(lanes, vbits // max(widest, 32))))
+
+
+def lty(t: ScalarType) -> str:
+    return LLVM_TYPES[t.name]
+
+
+def vty(t: ScalarType | str, w: int) -> str:
+    s = t if isinstance(t, str) else lty(t)
+    return f"<{w} x {s}>"
+
+
+def const_text(value, t: ScalarType) -> str:
+    """An LLVM literal of ``value`` in type ``t`` (floats as exact hex doubles)."""
+    if t.kind == "b":
+        return "true" if value else "false"
+    if t.kind == "f":
+        v = float(t.dtype.type(value))
+        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
+    bits = t.bits
+    v = int(t.dtype.type(value)) & ((1 << bits) - 1)
+    if v >= 1 << (bits - 1):
+        v -= 1 << bits  # LLVM prints integers signed
+    return str(v)
+
+
+def zero_text(t: ScalarType) -> str:
+    return const_text(0, t)
+
+
+# --- value representations -------------------------------------------------------------
+
+@dataclass
+class Uni:
+    """A uniform scalar: one LLVM value (or literal) of its type."""
+
+    ref: str
+
+
+@dataclass
+class Var:
+    """A varying scalar: G / w parts, each ``<w x T>``."""
+
+    parts: list[str]
+    w: int
+
+
+@dataclass
+class Arr:
+    """An array: data pointer, shape and byte strides (i64 values).  A varying array's
+    ``shape``/``strides`` exclude the lane axis; lane i's sub-array starts at
+    ``data + i * lane_stride``."""
+
+    data: str
+    shape: list[str]
+    strides: list[str]
+    lane_stride: str | None = None
