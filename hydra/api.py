@@ -26,7 +26,7 @@ from .frontend import build_function, check_subset, parse_function
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
-from .types import ArrayType, ScalarType, Type, scalar, typeof_python
+from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
@@ -114,8 +114,8 @@ class Kernel:
                                     + (f" (dtype {a.dtype})" if isinstance(a, np.ndarray) else ""))
                 if isinstance(t, ScalarType):
                     a = _scalar_argument(name, a, t)
-                elif not isinstance(t, ArrayType):
-                    raise TypeError(f"argument '{name}' has unsupported type {type(a).__name__}")
+                elif isinstance(t, TupleType):
+                    a = _tuple_argument(name, a, t)
             values.append(a)
             types.append(t)
         return values, types
@@ -156,6 +156,7 @@ class Kernel:
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
+        values, types = _flatten_tuples(values, types)
         self._check_aliasing(fn, values, types)
         leaves = runner(values, lanes)
         return _result(fn, leaves, lanes)
@@ -203,6 +204,33 @@ def _progress(what: str, after: float = 2.0):
         elapsed = time.perf_counter() - start
         if elapsed >= after:
             print(f"hydra: {what}: done in {elapsed:.1f} s", file=sys.stderr, flush=True)
+
+
+def _tuple_argument(name: str, a: tuple, t: TupleType) -> tuple:
+    out = []
+    for i, (x, e) in enumerate(zip(a, t.elems)):
+        if isinstance(e, ScalarType):
+            out.append(_scalar_argument(f"{name}[{i}]", x, e))
+        elif isinstance(e, TupleType):
+            out.append(_tuple_argument(f"{name}[{i}]", x, e))
+        else:
+            raise TypeError(f"argument '{name}[{i}]': tuples of numbers are supported, "
+                            f"not tuples holding {type(x).__name__}")
+    return tuple(out)
+
+
+def _flatten_tuples(values: list, types: list[Type]) -> tuple[list, list[Type]]:
+    """Tuple arguments as their leaves, in the order the frontend's parameters are."""
+    flat_values, flat_types = [], []
+    for v, t in zip(values, types):
+        if isinstance(t, TupleType):
+            fv, ft = _flatten_tuples(list(v), list(t.elems))
+            flat_values += fv
+            flat_types += ft
+        else:
+            flat_values.append(v)
+            flat_types.append(t)
+    return flat_values, flat_types
 
 
 def _scalar_argument(name: str, a, t: ScalarType):

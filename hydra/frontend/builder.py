@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
-from ..types import BOOL, ArrayType, ScalarType, Type, finalize, join
+from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
 from .loops import LoopMixin
@@ -92,17 +92,31 @@ class Builder(LoopMixin, ExprMixin):
         node = self.root.node
         names = [a.arg for a in node.args.args]
         loc = self.root.loc(node)
-        params = [Value(t, loc, n) for n, t in zip(names, param_types)]
+        # A tuple argument is passed as its leaves (params "p[0]", "p[1]", ...) and seen
+        # by the body as a tuple; ``hydra.api`` flattens the caller's tuples the same way.
+        params: list[Value] = []
+        param_names: list[str] = []
+        env = {name: self.param_tree(name, t, loc, params, param_names)
+               for name, t in zip(names, param_types)}
         self.call_stack.append(self.root.pyfunc)
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body
-        leaves, tree = self.translate_function(self.root, dict(zip(names, params)), body, loc)
+        leaves, tree = self.translate_function(self.root, env, body, loc)
         self.region.ops.append(Op("yield", leaves, [], loc))
         self.region.ops[:0] = self.entry_ops
-        fn = Function(self.root.name, params, names, self.region, loc)
+        fn = Function(self.root.name, params, param_names, self.region, loc)
         fn.notes["result_tree"] = tree
         _finalize_types(fn)
         return fn
+
+    def param_tree(self, name: str, t: Type, loc: Loc, params: list, names: list):
+        if isinstance(t, TupleType):
+            return tuple(self.param_tree(f"{name}[{i}]", e, loc, params, names)
+                         for i, e in enumerate(t.elems))
+        v = Value(t, loc, name)
+        params.append(v)
+        names.append(name)
+        return v
 
     def translate_function(self, parsed: ParsedFunction, env: dict, body: list[ast.stmt],
                            loc: Loc) -> tuple[list[Value], object]:
