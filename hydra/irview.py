@@ -69,32 +69,29 @@ class _Layout:
     def line(self, op: Op) -> str:
         return self.printer.header(op)
 
+    def box(self, op: Op, depth: int, text: str, arms, label: str, kind: str) -> None:
+        """An if or while: its header, its non-empty regions, and a box around them."""
+        first = len(self.rows)
+        self.rows.append((depth, text, "head"))
+        for region, arm in zip(op.regions, arms):
+            if len(region.ops) <= 1 and op.opcode == "if":
+                continue  # an arm that only yields: nothing to draw
+            self.rows.append((depth + 1, arm + ":", "arm"))
+            self.region(region, depth + 2)
+        self.boxes.append((depth, first, len(self.rows) - 1, label, kind))
+
     def op(self, op: Op, depth: int) -> None:
         if op.opcode in ("const", "undef"):
             return  # constants clutter the picture; the text view has them
         text = self.line(op)
         css = "sync" if op.attrs.get("sync") else ("mask" if _is_mask(op) else "op")
         if op.opcode == "if":
-            first = len(self.rows)
-            guard = op.attrs.get("guard")
-            label = "skip unless any lane is on" if guard else "uniform branch"
-            self.rows.append((depth, text, "head"))
-            for region, arm in zip(op.regions, ("then", "else")):
-                if len(region.ops) <= 1:
-                    continue
-                self.rows.append((depth + 1, arm + ":", "arm"))
-                self.region(region, depth + 2)
-            self.boxes.append((depth, first, len(self.rows) - 1, label, "ifbox"))
+            label = "skip unless any lane is on" if op.attrs.get("guard") else "uniform branch"
+            self.box(op, depth, text, ("then", "else"), label, "ifbox")
         elif op.opcode == "while":
-            first = len(self.rows)
             varying = op.attrs.get("varying")
             label = "repeat while any lane is active" if varying else "uniform loop"
-            self.rows.append((depth, text, "head"))
-            for region, arm in zip(op.regions, ("before", "do")):
-                self.rows.append((depth + 1, arm + ":", "arm"))
-                self.region(region, depth + 2)
-            self.boxes.append((depth, first, len(self.rows) - 1, label,
-                               "anyloop" if varying else "loop"))
+            self.box(op, depth, text, ("before", "do"), label, "anyloop" if varying else "loop")
         else:
             self.rows.append((depth, text, css))
 
