@@ -228,7 +228,8 @@ class Builder(LoopMixin, ExprMixin):
         if isinstance(s, tuple):
             return f"a tuple of {len(s)}"
         if isinstance(s, ScalarType):
-            return f"a {s}"
+            name = s.strong().name
+            return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(s, Value):
             return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
         return self.describe(s)

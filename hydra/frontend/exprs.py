@@ -72,7 +72,10 @@ class ExprMixin:
 
     def describe(self, v) -> str:
         if isinstance(v, Value):
-            return f"an array ({v.type})" if isinstance(v.type, ArrayType) else f"a {v.type}"
+            if isinstance(v.type, ArrayType):
+                return f"an array ({v.type})"
+            name = v.type.strong().name if isinstance(v.type, ScalarType) else str(v.type)
+            return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(v, tuple):
             return f"a tuple of {len(v)}"
         if v is None:

@@ -68,6 +68,13 @@ def describe(node: ast.AST) -> str:
     return _NAMES.get(type(node), type(node).__name__)
 
 
+def not_supported(node: ast.AST) -> str:
+    """'lists are not supported ...', 'with is not supported ...'."""
+    what = describe(node)
+    verb = "are" if what.split()[-1].endswith("s") else "is"
+    return f"{what} {verb} not supported in hydra kernels"
+
+
 def check_subset(fn: ParsedFunction) -> None:
     """Raise ``CompileError`` at the first construct outside the supported subset."""
     node = fn.node
@@ -87,17 +94,17 @@ def _check(fn: ParsedFunction, node: ast.AST, top: bool) -> None:
     kind = type(node)
     if isinstance(node, ast.stmt):
         if kind not in STATEMENTS:
-            raise CompileError(f"{describe(node)} is not supported in hydra kernels",
+            raise CompileError(not_supported(node),
                                fn.loc(node), hint=_hint(node))
         if isinstance(node, (ast.For, ast.While)) and node.orelse:
             raise CompileError("else: after a loop is not supported", fn.loc(node.orelse[0]),
                                hint="use a flag variable set before break")
     elif isinstance(node, ast.expr):
         if kind not in EXPRESSIONS:
-            raise CompileError(f"{describe(node)} is not supported in hydra kernels",
+            raise CompileError(not_supported(node),
                                fn.loc(node), hint=_hint(node))
     elif not isinstance(node, PARTS) and kind not in (ast.comprehension,):
-        raise CompileError(f"{describe(node)} is not supported in hydra kernels", fn.loc(node))
+        raise CompileError(not_supported(node), fn.loc(node))
     for child in ast.iter_child_nodes(node):
         _check(fn, child, top)
 
