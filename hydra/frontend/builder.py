@@ -92,7 +92,7 @@ class Builder(LoopMixin, ExprMixin):
         node = self.root.node
         names = [a.arg for a in node.args.args]
         loc = self.root.loc(node)
-        # A tuple argument is passed as its leaves (params "p[0]", "p[1]", ...) and seen
+        # A tuple argument is passed as its leaves (params "p_0", "p_1", ...) and seen
         # by the body as a tuple; ``hydra.api`` flattens the caller's tuples the same way.
         params: list[Value] = []
         param_names: list[str] = []
@@ -111,7 +111,7 @@ class Builder(LoopMixin, ExprMixin):
 
     def param_tree(self, name: str, t: Type, loc: Loc, params: list, names: list):
         if isinstance(t, TupleType):
-            return tuple(self.param_tree(f"{name}[{i}]", e, loc, params, names)
+            return tuple(self.param_tree(f"{name}_{i}", e, loc, params, names)
                          for i, e in enumerate(t.elems))
         v = Value(t, loc, name)
         params.append(v)
