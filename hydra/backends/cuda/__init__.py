@@ -13,3 +13,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 if not _config.ENABLE_CUDASIM and not _cuda.is_available():
     raise ImportError("the cuda backend needs an NVIDIA GPU with a working driver, or the "
                       "CUDA simulator (set NUMBA_ENABLE_CUDASIM=1 before importing numba)")
+
+from .backend import CudaBackend  # noqa: E402
+
+__all__ = ["CudaBackend"]

@@ -18,6 +18,7 @@ site's kind, message and source location, and the host turns the first failure
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,6 +117,20 @@ class Frame:
     boundscheck: bool = True
     prefixed: set[int] = field(default_factory=set)
     readonly: set[int] = field(default_factory=set)
+
+
+def ident(text: str) -> str:
+    """``text`` made a Python identifier (function names like ``<lambda>``)."""
+    return re.sub(r"\W", "_", text)
+
+
+def renumber(source: str) -> str:
+    """Value names numbered from 0 in order of appearance: stable text for dumps."""
+    numbers: dict[str, int] = {}
+
+    def sub(m):
+        return f"{m.group(1)}v{numbers.setdefault(m.group(2), len(numbers))}"
+    return re.sub(r"\b(in_|out_)?v(\d+)\b", sub, source)
 
 
 def name(v: Value) -> str:

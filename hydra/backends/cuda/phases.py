@@ -25,7 +25,7 @@ from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
 from ..numpy_backend import NumpyKernel
 from . import launch
-from .emit import HELPERS, ErrorSites, Frame, OpEmitter, name, np_type
+from .emit import HELPERS, ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .lowerings import LANE_LOCAL
 from .structured import PRELUDE
 
@@ -96,7 +96,7 @@ def _phase(ops: list[Op], uses, label: str, boundscheck: bool) -> Phase:
              "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
     lines += ["    " + h for h in head] + em.lines
     lines += [f"    out_{name(v)}[lane] = {name(v)}" for v in outputs]
-    source = PRELUDE + HELPERS + "\n\n" + "\n".join(lines) + "\n"
+    source = PRELUDE + HELPERS + "\n\n" + renumber("\n".join(lines)) + "\n"
     written = {op.operands[0].id for op in ops if op.opcode == "store"}
     return Phase(ops, inputs, outputs, source, frame.sites, written, label)
 
@@ -118,7 +118,7 @@ def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[
                 run.append(op)
                 continue
             if run:
-                label = f"phase{len(phases) + 1}_{fn.name}"
+                label = f"phase{len(phases) + 1}_{ident(fn.name)}"
                 phases.append(_phase(run, uses, label, boundscheck))
                 items.append(phases[-1])
                 run = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ...ir.core import Function, Op, Region
 from ...types import ArrayType, ScalarType
-from .emit import HELPERS, ErrorSites, Frame, OpEmitter, name, np_type
+from .emit import HELPERS, ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 
 PRELUDE = "import math\nimport numpy as np\nfrom numba import cuda\n"
 
@@ -124,9 +124,10 @@ def generate(fn: Function, boundscheck: bool = True) -> KernelSource:
         tail.append(f"{out}[lane] = {leaf}" if v.varying else
                     f"if lane == 0:\n        {out}[0] = {leaf}")
     params += outs
-    lines = [f"def kernel_{fn.name}(N, {', '.join(params + ['err'])}):",
+    entry = f"kernel_{ident(fn.name)}"
+    lines = [f"def {entry}(N, {', '.join(params + ['err'])}):",
              "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
     lines += ["    " + h for h in head] + em.lines + ["    " + t for t in tail]
-    source = PRELUDE + HELPERS + "\n\n" + "\n".join(lines) + "\n"
-    return KernelSource(source, f"kernel_{fn.name}", params, frame.sites,
+    source = PRELUDE + HELPERS + "\n\n" + renumber("\n".join(lines)) + "\n"
+    return KernelSource(source, entry, params, frame.sites,
                         [op.attrs["array"] for op in captured])
