@@ -32,6 +32,8 @@ from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
 COMMON_OPTIONS = ("threads", "fastmath", "boundscheck", "cache")
 STAGES = ("ast", "ssa", "predicated", "numba", "llvm", "asm", "ptx")
+#: the backends that make each code stage (the first is used for kernels of other backends)
+STAGE_BACKEND = {"llvm": ("cpu",), "asm": ("cpu",), "ptx": ("cuda",), "numba": ("cpu", "cuda")}
 
 
 class Kernel:
@@ -179,9 +181,13 @@ class Kernel:
         fn = run_pipeline(fn, set(self.varying), stop_after=after)
         if stage in ("ssa", "predicated"):
             return print_function(fn)
-        dump = getattr(self.backend, "dump", None)
+        backend_name = self.backend_name
+        if stage in STAGE_BACKEND and backend_name not in STAGE_BACKEND[stage]:
+            backend_name = STAGE_BACKEND[stage][0]  # e.g. asm of a numpy-backend kernel
+        backend = get_backend(backend_name)
+        dump = getattr(backend, "dump", None)
         if dump is None:
-            raise ValueError(f"the {self.backend_name} backend has no stage {stage!r}")
+            raise ValueError(f"the {backend_name} backend has no stage {stage!r}")
         return dump(fn, stage, self.options)
 
 
