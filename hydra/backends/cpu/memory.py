@@ -97,13 +97,13 @@ class MemoryOps:
                                 lz.apply("or {0} {1}, {2}", _BOOL, lo, hi))
                 self.fail_if(bad, op, "index", i, (str(axis), n.ref))
             fixed = lz.sel(neg, lz.apply("add {0} {1}, {2}", _I64, i, n), i, _I64, w=w)
-            term = lz.apply(f"mul {{0}} {{1}}, {arr.strides[axis]}", _I64, fixed, w=w)
+            term = lz.apply("mul {0} {1}, {2}", _I64, fixed, Uni(arr.strides[axis]), w=w)
             off = term if off is None else lz.apply("add {0} {1}, {2}", _I64, off, term, w=w)
         if off is None:
             off = Uni("0")
         if arr.lane_stride is not None:
             ids = Var(self.b.lane_ids(self.base, w), w)
-            rows = lz.apply(f"mul {{0}} {{1}}, {arr.lane_stride}", _I64, ids, w=w)
+            rows = lz.apply("mul {0} {1}, {2}", _I64, ids, Uni(arr.lane_stride), w=w)
             off = lz.apply("add {0} {1}, {2}", _I64, off, rows, w=w)
         return arr, off, mask
 

@@ -50,6 +50,26 @@ def varying_types(fn: Function) -> list[ScalarType]:
     return out
 
 
+def gang_local_values(fn: Function) -> set[int]:
+    """Uniform values that a gang computes from its own lanes only: ``any`` results and
+    whatever depends on them (guarded ``if``s and loops).  Inside a phase each gang
+    uses its own; they must not cross to a later step, where they mean all lanes."""
+    dep: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for op in fn.walk():
+            inside = [v for r in op.regions for v in r.args] + [
+                v for r in op.regions for o in r.walk() for v in o.results + o.inputs()]
+            if (op.opcode == "any" or any(v.id in dep for v in op.inputs())
+                    or any(v.id in dep for v in inside)):
+                for v in op.results + [a for r in op.regions for a in r.args]:
+                    if not v.varying and v.id not in dep:
+                        dep.add(v.id)
+                        changed = True
+    return dep
+
+
 class Phase:
     """One native kernel: ops, the values it reads and the values it hands on."""
 
@@ -71,6 +91,7 @@ class Plan:
         self.geo: Geometry = geometry(varying_types(fn))
         self.host: set[int] = {id(op) for op in fn.body.ops if op.opcode == "global_array"}
         self.whole_host = False
+        self.gang_local = gang_local_values(fn)
         while True:
             try:
                 self.steps = self._cut()
@@ -107,6 +128,9 @@ class Plan:
                 defined.update(r.id for r in op.results)
             if isinstance(step, Phase):
                 step.outputs = [r for op in step.ops for r in op.results if r.id in later]
+                for op in step.ops:
+                    if any(r.id in self.gang_local for r in op.results if r in step.outputs):
+                        raise _Failed(op, "a gang's own uniform value is needed after a sync")
                 remat = {v.id: consts[v.id] for v in used if v.id in consts
                          and v.id not in defined}
                 step.ops = [*dict.fromkeys(remat.values()), *step.ops]
