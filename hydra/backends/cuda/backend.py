@@ -23,7 +23,8 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType
 from . import launch, phases
-from .structured import fits, generate
+from .emit import HELPERS
+from .structured import PRELUDE, fits, generate
 
 
 
@@ -61,8 +62,9 @@ class OneKernel:
         outs = [cuda.device_array(lanes if v.varying else 1, dtype=v.type.dtype) for v in leaves]
         err = launch.error_buffer(lanes)
         launch.launch(self.kernel, lanes, dev + outs + [err])
-        moves.finish()
+        # a failed launch leaves the caller's host arrays as they were
         self.code.sites.raise_first(err.copy_to_host())
+        moves.finish()
         results = []
         for v, out in zip(leaves, outs):
             host = out.copy_to_host()
@@ -103,8 +105,9 @@ class CudaBackend:
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
         _, cut = phases.plan(fn, options.get("boundscheck", True))
         if stage == "numba":
-            head = f"# cuda backend: {len(cut)} phase kernel(s) of {fn.name}, launched in order\n"
-            return head + "\n".join(p.source for p in cut)
+            head = (f"# cuda backend: the {len(cut)} phase kernel(s) of {fn.name}, launched "
+                    f"in program order; host code runs the rest\n")
+            return head + PRELUDE + HELPERS + "".join("\n\n" + p.text for p in cut)
         if _on_simulator():
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")

@@ -129,7 +129,7 @@ def renumber(source: str) -> str:
     numbers: dict[str, int] = {}
 
     def sub(m):
-        return f"{m.group(1)}v{numbers.setdefault(m.group(2), len(numbers))}"
+        return f"{m.group(1) or ''}v{numbers.setdefault(m.group(2), len(numbers))}"
     return re.sub(r"\b(in_|out_)?v(\d+)\b", sub, source)
 
 
@@ -145,6 +145,7 @@ class OpEmitter:
         self.lines: list[str] = []
         self.depth = 1
         self.temps = 0
+        self.last_line = -1
         #: values of const ops (sizes of per-lane arrays must be constants)
         self.constants: dict[int, object] = {}
 
@@ -164,6 +165,10 @@ class OpEmitter:
     def emit(self, op: Op) -> None:
         if op.opcode == "const":
             self.constants[op.result.id] = op.attrs["value"]
+        elif op.loc is not None and op.loc.line != self.last_line:
+            # the user's line above the code made from it
+            self.last_line = op.loc.line
+            self.line(f"# {op.loc.line}: {op.loc.source_line().strip()}")
         special = getattr(self, "op_" + op.opcode, None)
         if special is not None:
             special(op)
@@ -339,7 +344,8 @@ class OpEmitter:
         dims = [self.constant_dim(v) for v in op.operands]
         dtype = op.attrs["dtype"]
         r = name(op.result)
-        self.line(f"{r} = cuda.local.array(({''.join(f'{d}, ' for d in dims)}), np.{dtype})")
+        kind = "np.bool_" if dtype == "bool" else f"np.{dtype}"
+        self.line(f"{r} = cuda.local.array(({''.join(f'{d}, ' for d in dims)}), {kind})")
         fill = literal(op.attrs["fill"] or 0, ScalarType(str(np.dtype(dtype))))
         flat = int(np.prod(dims))
         idx = f"k{op.result.id}"

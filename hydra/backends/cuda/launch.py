@@ -1,9 +1,9 @@
 """Host side of a kernel launch: build the kernel, move arrays, pick grid sizes.
 
 Takes: generated kernel source and the caller's arguments.  Guarantees: host
-arrays are copied to the device and, when the kernel writes them, back into the
-caller's own array (in place, also on failure: stores before an error land, as
-in the numpy backend); device arrays (numba device arrays and anything with
+arrays are copied to the device and, when the kernel writes them and no lane
+failed, back into the caller's own array (in place; a failed launch leaves the
+caller's host arrays as they were); device arrays (numba device arrays and anything with
 ``__cuda_array_interface__``) are used as they are, without copies; the grid
 covers any N with whole blocks (the kernel guards ``lane < N``).
 """

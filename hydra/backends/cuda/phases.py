@@ -44,6 +44,14 @@ def in_kernel(op: Op) -> bool:
     return all(r.varying and isinstance(r.type, ScalarType) for r in op.results)
 
 
+def _uniform_pure(op: Op) -> bool:
+    """A pure op of uniform values only: the host may compute it ahead of the
+    kernel run it sits in (its operands never come from a kernel)."""
+    return (not op.info.effect and not op.info.terminator and not op.regions
+            and "sync" not in op.attrs and not op.info.traps
+            and all(v.varying is False for v in op.inputs() + op.results))
+
+
 @dataclass
 class Phase:
     """One generated kernel: a run of lane-local ops of one region."""
@@ -52,6 +60,8 @@ class Phase:
     inputs: list
     outputs: list
     source: str
+    #: the kernel function alone (``source`` adds the imports and helpers)
+    text: str
     sites: ErrorSites
     written: set
     label: str
@@ -96,9 +106,10 @@ def _phase(ops: list[Op], uses, label: str, boundscheck: bool) -> Phase:
              "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
     lines += ["    " + h for h in head] + em.lines
     lines += [f"    out_{name(v)}[lane] = {name(v)}" for v in outputs]
-    source = PRELUDE + HELPERS + "\n\n" + renumber("\n".join(lines)) + "\n"
+    text = renumber("\n".join(lines)) + "\n"
     written = {op.operands[0].id for op in ops if op.opcode == "store"}
-    return Phase(ops, inputs, outputs, source, frame.sites, written, label)
+    return Phase(ops, inputs, outputs, PRELUDE + HELPERS + "\n\n" + text, text,
+                 frame.sites, written, label)
 
 
 def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[Phase]]:
@@ -116,6 +127,9 @@ def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[
                 cut(inner)
             if in_kernel(op):
                 run.append(op)
+                continue
+            if run and _uniform_pure(op):
+                items.append(op)  # computed now, on the host: the run goes on
                 continue
             if run:
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
@@ -167,8 +181,8 @@ class PhaseKernel(NumpyKernel):
         outs = [launch.cuda.device_array(self.lanes, dtype=v.type.dtype) for v in phase.outputs]
         err = launch.error_buffer(self.lanes)
         launch.launch(phase.kernel, self.lanes, args + outs + [err])
-        moves.finish()
         phase.sites.raise_first(err.copy_to_host())
+        moves.finish()
         for v, d in zip(phase.outputs, outs):
             env[v.id] = d.copy_to_host()
 
