@@ -106,6 +106,7 @@ class _V:
     def __xor__(self, o): return self._op("", "xor", o)
     def __lshift__(self, o): return self._op("", "shl", o)
     def __rshift__(self, o): return self._op("", "ashr", o)
+    def lshr(self, o): return self._op("", "lshr", o)
 
     def __neg__(self):
         return self.b.emit(f"fneg {self.b.vt(self.ty)} {self.ref}", self.ty)
@@ -293,10 +294,23 @@ def _taylor(first: int, last: int, step: int = 1, sign: int = 0) -> list[float]:
             for k in range(last, first - 1, -step)]
 
 
-def _poly(x: _V, coeffs) -> _V:
+def _poly(x: _V, coeffs, exact_tail: int = 3) -> _V:
+    """Evaluate at x: the `exact_tail` lowest terms by Horner (they set the rounding
+    error), the rest by Estrin's scheme, whose short dependency chains let the core
+    overlap the many fmas (Horner made the long polynomials latency-bound)."""
     b = x.b
-    r = b.const(coeffs[0])
-    for c in coeffs[1:]:
+    head, tail = coeffs[: len(coeffs) - exact_tail], coeffs[len(coeffs) - exact_tail:]
+    terms = [b.const(c) for c in reversed(head)]  # lowest degree first
+    if len(terms) > 1:
+        terms = [b.fma(terms[i + 1], x, terms[i]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+        xp = x * x
+        while len(terms) > 1:
+            terms = [b.fma(terms[i + 1], xp, terms[i]) if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+            xp = xp * xp if len(terms) > 1 else xp
+    r = terms[0] if terms else b.const(0.0)
+    for c in tail:
         r = b.fma(r, x, c)
     return r
 
@@ -318,12 +332,25 @@ def _fast2sum(a, c):
     return s, (a - s) + c
 
 
+# AVX2 has no int64 <-> double conversion nor 64-bit arithmetic shift; small integers
+# go through the mantissa of _MAGIC instead (bits(_MAGIC + k) = bits(_MAGIC) + k).
+_MAGIC = 6755399441055744.0  # 1.5 * 2**52
+
+
+def _pow2(k: _V) -> _V:
+    """2**k for integral double k in [-1022, 1023]."""
+    return ((k + (1023.0 + _MAGIC)).bits() << 52).asfloat()
+
+
+def _i2d(k: _V) -> _V:
+    """Small int64 -> double."""
+    return (k + 0x4338000000000000).asfloat() - _MAGIC
+
+
 def _scale(p: _V, n: _V) -> _V:
-    """p * 2**n for integer vector n in [-2000, 2000]: two exact steps, one rounding."""
-    n1 = n >> 1
-    s1 = ((n1 + 1023) << 52).asfloat()
-    s2 = ((n - n1 + 1023) << 52).asfloat()
-    return p * s1 * s2
+    """p * 2**n for integral double n in [-2000, 2000]: two exact steps, one rounding."""
+    n1 = p.b.call("llvm.floor", n * 0.5)
+    return p * _pow2(n1) * _pow2(n - n1)
 
 
 def _exp_reduce(x, lo, xmin, xmax):
@@ -334,7 +361,7 @@ def _exp_reduce(x, lo, xmin, xmax):
     r = b.fma(-n, _LN2_LO, b.fma(-n, _LN2_HI, xc))
     if lo is not None:
         r = r + lo
-    return n.cast("fptosi", "i64"), r
+    return n, r
 
 
 def _exp_poly(r, f32):
@@ -369,12 +396,12 @@ def exp2(b, x, f32):
     rh = f * _LN2
     rl = b.fma(f, _LN2, -rh) + f * _LN2_TAIL
     p = _exp_poly(rh, f32)
-    return _nanfix(_scale(b.fma(p, rl, p), n.cast("fptosi", "i64")), x)
+    return _nanfix(_scale(b.fma(p, rl, p), n), x)
 
 
 def expm1(b, x, f32):
     n, r = _exp_reduce(x, None, -40.0, 710.0)
-    half = ((n + 1022) << 52).asfloat()  # 2**(n-1)
+    half = _pow2(n - 1.0)
     res = b.fma(half, _expm1_poly(r, f32), half - 0.5) * 2.0
     return _nanfix(b.select(_fabs(x).lt(2.0 ** -54), x, res), x)
 
@@ -385,10 +412,10 @@ def _hyper(x, f32):
     ax = _fabs(x)
     n, r = _exp_reduce(ax, None, 0.0, 712.0)
     q = _expm1_poly(r, f32)
-    half = ((n + 1022) << 52).asfloat()
+    half = _pow2(n - 1.0)
     em1 = b.fma(half, q, half - 0.5) * 2.0
     p = q + 1.0
-    return ax, em1, _scale(p, n - 1), _scale(p, n)
+    return ax, em1, _scale(p, n - 1.0), _scale(p, n)
 
 
 def sinh(b, x, f32):
@@ -411,26 +438,30 @@ def tanh(b, x, f32):
     return _nanfix(_sign(b.select(ax.lt(22.0), res, 1.0), x), x)
 
 
-def _log_parts(x, f32):
-    """(k, hi, lo): x = 2**k m, log(m) = hi + lo (double-double unless f32), m near 1.
+def _log_parts(x, f32, dd=False):
+    """(k, hi, lo): x = 2**k m, log(m) = hi + lo, m in [sqrt(.5), sqrt(2)), f = m - 1.
 
-    log(m) = 2 atanh(u), u = (m-1)/(m+1), |u| < 0.172: 2u + 2u**3/3 + 2u**5 R(u**2),
-    with u and the u**3 term carried in double-double so pow keeps ~1 ulp up to 709.
+    log(m) = 2 atanh(u), u = f/(2+f), |u| < 0.172: 2u + 2u**3/3 + u**5 R(u**2), written
+    f - (f*f/2 - u (f*f/2 + R')) as in fdlibm so the big term f is exact. With dd (for
+    pow), u and the u**3 term are carried in double-double: ~1 ulp up to |y log x| = 709.
     """
     b = x.b
     tiny = x.lt(2.2250738585072014e-308)
     ix = b.select(tiny, x * 2.0 ** 54, x).bits() + ((0x3FF00000 - 0x3FE6A09E) << 32)
-    k = ((ix >> 52) - b.select(tiny, b.const(1023 + 54, "i64"), 1023)).cast("sitofp", "double")
+    k = _i2d(ix.lshr(52) - b.select(tiny, b.const(1023 + 54, "i64"), 1023))
     m = ((ix & 0x000FFFFFFFFFFFFF) + (0x3FE6A09E << 32)).asfloat()
     f = m - 1.0
-    if f32:
+    if not dd:
         u = f / (f + 2.0)
         z = u * u
-        return k, *_fast2sum(u * 2.0, u * z * _poly(z, [2 / (2 * j + 1) for j in range(7, 0, -1)]))
+        r = z * _poly(z, [2 / (2 * j + 1) for j in range(6 if f32 else 12, 0, -1)])
+        hfsq = f * f * 0.5
+        return k, *_fast2sum(f, u * (hfsq + r) - hfsq)
     d = f + 2.0
     dl = f - (d - 2.0)
-    uh = f / d
-    ul = (b.fma(-uh, d, f) - uh * dl) / d
+    inv = 1.0 / d
+    uh = f * inv  # the double-double correction below absorbs its extra rounding
+    ul = (b.fma(-uh, d, f) - uh * dl) * inv
     u2 = uh * uh
     e2 = b.fma(uh, uh, -u2)
     u3 = u2 * uh
@@ -442,8 +473,8 @@ def _log_parts(x, f32):
     return k, hi, err + (ul * 2.0 + (t_err + u2 * ul * 2.0 + tail))
 
 
-def _log_dd(x, f32):
-    k, mh, ml = _log_parts(x, f32)
+def _log_dd(x, f32, dd=False):
+    k, mh, ml = _log_parts(x, f32, dd)
     hi, err = _fast2sum(k * _LN2_HI, mh)
     return hi, err + (k * _LN2_LO + ml)
 
@@ -489,7 +520,7 @@ def log1p(b, x, f32):
 
 def pow(b, x, y, f32):
     ax, ay = _fabs(x), _fabs(y)
-    hi, lo = _log_dd(ax, f32)
+    hi, lo = _log_dd(ax, f32, not f32)
     ph = y * hi
     pl = b.fma(y, hi, -ph) + y * lo
     mag = _exp(ph, f32, b.select(_fabs(ph).lt(1000.0), pl, 0.0))
@@ -516,7 +547,7 @@ def _trig(b, x, f32, which):
     xr = b.select(ok, x, 0.0)
     n = b.call("llvm.rint", xr * 0.6366197723675814)
     r = b.fma(-n, _PIO2[2], b.fma(-n, _PIO2[1], b.fma(-n, _PIO2[0], xr)))
-    q = n.cast("fptosi", "i64") + (1 if which == "cos" else 0)
+    q = (n + _MAGIC).bits() + (1 if which == "cos" else 0)
     z = r * r
     s = b.fma(r * z, _poly(z, _taylor(3, 9 if f32 else 17, 2, -1)), r)
     hz = z * 0.5
@@ -620,7 +651,7 @@ def cbrt(b, x, f32):
     ax = _fabs(x)
     tiny = ax.lt(2.0 ** -1022)
     a = b.select(tiny, ax * 2.0 ** 54, ax)
-    hi = (a.bits() >> 32).cast("trunc", "i32").cast("sitofp", "double") * (1 / 3)
+    hi = a.bits().lshr(32).cast("trunc", "i32").cast("sitofp", "double") * (1 / 3)
     y = ((hi.cast("fptosi", "i32") + 0x2A9F7893).cast("zext", "i64") << 32).asfloat()
     for _ in range(3 if f32 else 4):
         y = (y * 2.0 + a / (y * y)) * (1 / 3)
@@ -671,16 +702,21 @@ def _scalarized(b: _B, name: str, args: list[_V]) -> _V:
     return b.scalar_calls(name + ("f" if b.ft == "float" else ""), args)
 
 
-@functools.cache
 def llvm_ir(name: str, dtype: str, width: int) -> tuple[str, str]:
     """Return `(symbol, module_text)` defining `name` on `<width x dtype>` vectors."""
+    return _module(name, dtype, width, False)
+
+
+@functools.cache
+def _module(name: str, dtype: str, width: int, scalar: bool) -> tuple[str, str]:
+    """`llvm_ir`, or (scalar=True, for comparison) one libm call per lane."""
     if name not in SUPPORTED:
         raise KeyError(f"vecmath has no function {name!r}")
     ft = _FT[dtype]
     load_runtime()
     b = _B(ft, width)
     args = [_V(b, f"%a{i}", ft) for i in range(_ARITY[name])]
-    impl = _IMPL.get(name)
+    impl = None if scalar else _IMPL.get(name)
     if impl is None:
         res = _scalarized(b, name, args)
     else:
@@ -689,7 +725,7 @@ def llvm_ir(name: str, dtype: str, width: int) -> tuple[str, str]:
         res = impl(b, *wide, ft == "float")
         if ft == "float":
             res = res.cast("fptrunc", "float")
-    sym = f"hydra_vm_{name}_{'f32' if ft == 'float' else 'f64'}x{width}"
+    sym = f"hydra_vm_{name}_{'f32' if ft == 'float' else 'f64'}x{width}{'_libm' * scalar}"
     vt = b.vt(ft)
     params = ", ".join(f"{vt} {a.ref}" for a in args)
     text = "\n".join([
@@ -717,11 +753,11 @@ def _target_machine():
 
 
 @functools.cache
-def array_function(name: str, dtype: str, width: int):
+def array_function(name: str, dtype: str, width: int, scalar: bool = False):
     """JIT `name` into `f(*arrays) -> ndarray` applying it width lanes at a time."""
     import numpy as np
 
-    sym, text = llvm_ir(name, dtype, width)
+    sym, text = _module(name, dtype, width, scalar)
     ft = _FT[dtype]
     vt = f"<{width} x {ft}>"
     k = _ARITY[name]
@@ -755,15 +791,57 @@ exit:
         engine.get_function_address("drive"))
     np_dt = np.dtype(dtype)
 
-    def run(*arrays):
+    def run(*arrays, out=None):
         xs = [np.ascontiguousarray(a, dtype=np_dt).ravel() for a in np.broadcast_arrays(*arrays)]
         n = xs[0].size
         pad = -n % width
         xs = [np.concatenate([x, np.zeros(pad, np_dt)]) if pad else x for x in xs]
-        out = np.empty(n + pad, np_dt)
+        if out is None or pad:
+            out = np.empty(n + pad, np_dt)
         if n:
             cfn(*[x.ctypes.data for x in xs], out.ctypes.data, (n + pad) // width)
         return out[:n].reshape(np.broadcast_shapes(*[np.shape(a) for a in arrays]))
 
     run.engine = engine  # keeps the machine code alive
     return run
+
+
+def _benchmark(names, n: int = 1 << 20) -> None:
+    """Print ns per element: inline vector code (width 8), libm per lane, NumPy."""
+    import time
+
+    import numpy as np
+
+    def best(f, *a, **kw):
+        f(*a, **kw)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            f(*a, **kw)
+            times.append(time.perf_counter() - t0)
+        return min(times) / n * 1e9
+
+    rng = np.random.default_rng(0)
+    print(f"ns/element over {n} elements; width 8; 'libm' = one libm call per lane")
+    print(f"{'':8}" + "".join(f"{h:>8}" for d in ("f32", "f64") for h in (d, "libm", "numpy")))
+    for name in names:
+        row = []
+        for dtype in ("float32", "float64"):
+            lo, hi = {"asin": (-1, 1), "acos": (-1, 1), "sin": (-100, 100), "cos": (-100, 100),
+                      "tan": (-100, 100), "exp": (-80, 80), "erf": (-4, 4)}.get(name, (0.1, 3))
+            args = [rng.uniform(lo, hi, n).astype(dtype) for _ in range(_ARITY[name])]
+            npf = getattr(np, {"atan2": "arctan2", "pow": "power", "asin": "arcsin",
+                               "acos": "arccos", "atan": "arctan"}.get(name, name), None)
+            if npf is None:  # erf, erfc: NumPy has none; math.erf per element via vectorize
+                npf = np.vectorize(getattr(math, name), otypes=[dtype])
+            out = np.empty(n, dtype)  # preallocated: page faults would swamp the timings
+            row += [best(array_function(name, dtype, 8), *args, out=out),
+                    best(array_function(name, dtype, 8, True), *args, out=out),
+                    best(npf, *args, out=out)]
+        print(f"{name:8}" + "".join(f"{v:8.2f}" for v in row))
+
+
+if __name__ == "__main__":
+    import sys
+
+    _benchmark(sys.argv[1:] or sorted(SUPPORTED))
