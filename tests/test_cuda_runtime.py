@@ -171,3 +171,20 @@ def test_dump_ptx_on_the_simulator_says_there_is_none():
     k = hydra.compile(ranked, varying="x", backend="cuda")
     with pytest.raises(hydra.HydraError, match="simulator.*no PTX"):
         k.dump_ir("ptx", np.arange(4))
+
+
+def test_dump_of_a_lane_local_function_can_show_its_one_kernel():
+    from hydra.backends.cuda import CudaBackend
+    kern = hydra.compile(scaled, varying="x", backend="cuda")
+    _, types = kern._signature((np.arange(3.0), np.zeros(3), 1.0))
+    fn, runner = kern.specialize(types)
+    text = CudaBackend.dump(fn, "numba", {}, structured=lambda: _structured(kern, types))
+    assert "one kernel" in text and "def kernel_scaled(N, p_x, p_out, p_k, out0, out1, err)" in text
+    assert "out1[0] = " in text  # the uniform result, written once
+
+
+def _structured(kern, types):
+    from hydra.frontend import build_function
+    from hydra.passes import run_pipeline
+    return run_pipeline(build_function(kern.pyfunc, list(types)), set(kern.varying),
+                        linearized=False)

@@ -98,12 +98,19 @@ class CudaBackend:
         return run
 
     @staticmethod
-    def dump(fn: Function, stage: str, options: dict) -> str:
-        """``numba``: the generated kernel sources of the phases of ``fn``; ``ptx``:
-        the PTX of those kernels (a real GPU only)."""
+    def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
+        """``numba``: the generated kernel source(s); ``ptx``: their PTX (a real GPU
+        only).  Given ``structured`` (as ``compile`` is), a lane-local function shows
+        the one kernel it runs as; otherwise the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        _, cut = phases.plan(fn, options.get("boundscheck", True))
+        boundscheck = options.get("boundscheck", True)
+        if stage == "numba" and structured is not None:
+            lane_local = structured()
+            if fits(lane_local) is None:
+                return "# cuda backend: one kernel, one thread per lane\n" + \
+                    generate(lane_local, boundscheck).source
+        _, cut = phases.plan(fn, boundscheck)
         if stage == "numba":
             head = (f"# cuda backend: the {len(cut)} phase kernel(s) of {fn.name}, launched "
                     f"in program order; host code runs the rest\n")

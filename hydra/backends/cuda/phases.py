@@ -142,6 +142,34 @@ def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[
     return plans, phases
 
 
+class OnDevice:
+    """A per-lane value that lives in a device array; the host copy is made the first
+    time a host op reads it."""
+
+    __slots__ = ("array", "host")
+
+    def __init__(self, array, host=None) -> None:
+        self.array = array
+        self.host = host
+
+    def on_host(self) -> np.ndarray:
+        if self.host is None:
+            self.host = self.array.copy_to_host()
+        return self.host
+
+
+class Env(dict):
+    """Values by id, as the numpy backend's host ops want them (``env[id]``: host
+    arrays), while phases pass device arrays on to each other through ``raw``."""
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        return value.on_host() if isinstance(value, OnDevice) else value
+
+    def raw(self, key):
+        return dict.__getitem__(self, key)
+
+
 class PhaseKernel(NumpyKernel):
     """Runs one predicated function: host ops as the numpy backend does, phases as
     CUDA kernels."""
@@ -150,13 +178,20 @@ class PhaseKernel(NumpyKernel):
         super().__init__(fn, lanes)
         self.plans = plans
 
-    def region(self, region: Region, env: dict) -> list:
+    def __call__(self, args: list) -> list:
+        env = Env((p.id, a) for p, a in zip(self.fn.params, args))
+        leaves = self.region(self.fn.body, env)
+        return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
+
+    def region(self, region: Region, env: Env) -> list:
         for item in self.plans[id(region)]:
             if isinstance(item, Phase):
                 self.run_phase(item, env)
                 continue
             if item.opcode in ("yield", "condition"):
-                return [env[v.id] for v in item.operands]
+                # carried values stay where they are (a loop's phases keep theirs on
+                # the device); the host reads only what it needs
+                return [env.raw(v.id) for v in item.operands]
             rule = getattr(self, "op_" + item.opcode, None)
             values = [env[v.id] for v in item.operands]
             results = self.elementwise(item, values) if rule is None else rule(item, env)
@@ -164,18 +199,22 @@ class PhaseKernel(NumpyKernel):
                 env[r.id] = value
         raise AssertionError("region without terminator")
 
-    def run_phase(self, phase: Phase, env: dict) -> None:
+    def run_phase(self, phase: Phase, env: Env) -> None:
         if phase.kernel is None:
             phase.kernel = launch.build(phase.source, phase.label, "phase")
         moves = launch.Transfers()
         args = []
         for v in phase.inputs:
-            x = env[v.id]
-            if isinstance(v.type, ArrayType):
+            x = env.raw(v.id)
+            if isinstance(x, OnDevice):
+                args.append(x.array)
+            elif isinstance(v.type, ArrayType):
                 args.append(moves.array(x, v.id in phase.written))
             elif v.varying:
                 host = np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,))
-                args.append(launch.cuda.to_device(np.ascontiguousarray(host)))
+                # uploaded once: later phases find it on the device
+                env[v.id] = OnDevice(launch.cuda.to_device(np.ascontiguousarray(host)), x)
+                args.append(env.raw(v.id).array)
             else:
                 args.append(launch.scalar_arg(x, v.type.dtype))
         outs = [launch.cuda.device_array(self.lanes, dtype=v.type.dtype) for v in phase.outputs]
@@ -184,7 +223,7 @@ class PhaseKernel(NumpyKernel):
         phase.sites.raise_first(err.copy_to_host())
         moves.finish()
         for v, d in zip(phase.outputs, outs):
-            env[v.id] = d.copy_to_host()
+            env[v.id] = OnDevice(d)
 
     def op_intrinsic(self, op: Op, env) -> list:
         """Cross-lane intrinsics through their ``cuda`` lowering, on the host."""
