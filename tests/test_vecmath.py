@@ -75,6 +75,17 @@ def test_against_numpy(name, dtype):
     check(name, dtype, 8, xs, vm.ULP[name])
 
 
+@pytest.mark.parametrize("name", sorted(vm.SUPPORTED))
+def test_float32_within_1ulp_of_correctly_rounded(name):
+    """float32 results against float64 NumPy rounded once to float32."""
+    xs = [samples(name, "float32", 3000, seed) for seed in range(1, vm._ARITY[name] + 1)]
+    ref = reference(name, *[x.astype(np.float64) for x in xs])
+    with np.errstate(over="ignore"):
+        ref = ref.astype(np.float32)
+    got = vm.array_function(name, "float32", 8)(*xs)
+    assert ulp_error(got, ref).max() <= 1
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", sorted(vm.SUPPORTED))
 def test_special_values(name, dtype):
