@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import lane, lanesum, nlanes, prefixsum, shuffle
+from hydra import broadcast, lane, lanemax, lanesum, nlanes, prefixsum, shuffle
 from hydra.backends import available
 
 pytestmark = pytest.mark.skipif(not available("cuda"), reason="numba.cuda unusable here")
@@ -26,7 +26,7 @@ def strategy_of(fn, *args, varying=("x",)):
     """The runner the backend chose for these arguments."""
     kern = hydra.compile(fn, varying=varying, backend="cuda")
     _, types = kern._signature(args)
-    return type(kern.specialize(types)[1]).__name__
+    return kern.specialize(types)[1].strategy
 
 
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 129, 300])
@@ -39,8 +39,9 @@ def test_grid_covers_any_lane_count(n):
 
 
 def test_lane_local_code_is_one_kernel_and_sync_points_make_phases():
-    assert strategy_of(scaled, np.arange(4.0), np.zeros(4), 1.0) == "OneKernel"
-    assert strategy_of(ranked, np.arange(4)) == "function"
+    assert strategy_of(scaled, np.arange(4.0), np.zeros(4), 1.0) == "one kernel"
+    assert strategy_of(heavy, np.arange(4), np.arange(4.0)) == "segments"
+    assert strategy_of(varying_sync, np.arange(4), np.zeros(5, np.int64)) == "phases"
 
 
 def test_device_arrays_are_used_without_copies():
@@ -79,6 +80,33 @@ def test_sync_points_inside_varying_loops(n):
     got = hydra.compile(varying_sync, varying="x", backend="cuda")(x, b)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(b, a)
+
+
+def heavy(x, a):
+    s = 0.0
+    i = 0
+    while i < x:  # a varying loop, no sync point inside: one segment kernel
+        s += a[i % 4] * 0.5
+        i += 1
+    k = 0
+    if a[0] < 1:  # a uniform branch whose value the host needs next
+        k = nlanes() - 1
+    t = lanesum(s) + broadcast(s, k)
+    print("lane", lane(), i)
+    if s > 1:
+        s = s * 2
+    return s / t, lanemax(i), k
+
+
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_sync_points_between_structured_segments(n, capsys):
+    args = (np.arange(n) * 3, np.arange(4.0))
+    want = hydra.compile(heavy, varying="x", backend="numpy")(*args)
+    printed = capsys.readouterr().out
+    got = hydra.compile(heavy, varying="x", backend="cuda")(*args)
+    assert capsys.readouterr().out == printed
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w, strict=True)
 
 
 def sized(x, n):

@@ -1,10 +1,12 @@
 """The cuda backend: one GPU thread per lane, through numba.cuda.
 
-``compile`` picks one of two strategies:
+``compile`` picks one of three strategies (``runner.strategy`` says which):
 
 - **one kernel** (``structured.py``): a function without sync points, per-lane
   arrays of constant shape and scalar results runs as a single launch of its
   structured IR, divergence left to the hardware;
+- **segments** (``segments.py``): sync points only at the top level: structured
+  kernels between them, the sync points on the host;
 - **phases** (``phases.py``): anything else runs its predicated IR from the host,
   lane-local stretches as kernels and sync points between them.
 
@@ -16,14 +18,17 @@ PTX: ``dump(..., "ptx")`` says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from numba import cuda
 
 from ...errors import HydraError
 from ...ir.core import Function
-from ...types import ArrayType
+from ...types import ArrayType, scalar
 from . import launch, phases
 from .emit import HELPERS
+from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
 
@@ -36,6 +41,8 @@ def _on_simulator() -> bool:
 
 class OneKernel:
     """Runs a lane-local function as a single kernel launch."""
+
+    strategy = "one kernel"
 
     def __init__(self, fn: Function, boundscheck: bool) -> None:
         self.fn = fn
@@ -72,6 +79,33 @@ class OneKernel:
         return results
 
 
+@dataclass
+class Choice:
+    """The strategy for one specialization and what it runs."""
+
+    strategy: str
+    fn: Function
+    one: OneKernel | None = None
+    plans: dict | None = None
+    phases: list = field(default_factory=list)
+
+
+def choose(fn: Function, structured, boundscheck: bool) -> Choice:
+    """One kernel if the function is lane-local, else structured segments if its
+    sync points are all at the top level, else phases of the predicated IR."""
+    if structured is not None:
+        lane_local = structured()
+        if fits(lane_local) is None:
+            return Choice("one kernel", lane_local, one=OneKernel(lane_local, boundscheck))
+        try:
+            plans, cut = plan_segments(lane_local, boundscheck)
+            return Choice("segments", lane_local, plans=plans, phases=cut)
+        except Unsuitable:
+            pass
+    plans, cut = phases.plan(fn, boundscheck)
+    return Choice("phases", fn, plans=plans, phases=cut)
+
+
 class CudaBackend:
     """The cuda backend's entry point (see ``hydra.backends``)."""
 
@@ -80,66 +114,67 @@ class CudaBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        boundscheck = options.get("boundscheck", True)
-        if structured is not None:
-            lane_local = structured()
-            if fits(lane_local) is None:
-                return OneKernel(lane_local, boundscheck)
-        plans, _ = phases.plan(fn, boundscheck)
+        choice = choose(fn, structured, options.get("boundscheck", True))
+        if choice.one is not None:
+            return choice.one
 
         def run(args: list, lanes: int) -> list:
             host_args, back = _host_arrays(args)
             try:
                 with np.errstate(all="ignore"):
-                    return phases.PhaseKernel(fn, lanes, plans)(host_args)
+                    return phases.PhaseKernel(choice.fn, lanes, choice.plans)(host_args)
             finally:
                 for device, host in back:
                     device.copy_to_device(host)
+        run.strategy = choice.strategy
         return run
 
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
         """``numba``: the generated kernel source(s); ``ptx``: their PTX (a real GPU
-        only).  Given ``structured`` (as ``compile`` is), a lane-local function shows
-        the one kernel it runs as; otherwise the phases of the predicated ``fn``."""
+        only).  Given ``structured`` (as ``compile`` is), the kernels the run uses;
+        without it, the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        boundscheck = options.get("boundscheck", True)
-        if stage == "numba" and structured is not None:
-            lane_local = structured()
-            if fits(lane_local) is None:
-                return "# cuda backend: one kernel, one thread per lane\n" + \
-                    generate(lane_local, boundscheck).source
-        _, cut = phases.plan(fn, boundscheck)
+        choice = choose(fn, structured, options.get("boundscheck", True))
         if stage == "numba":
-            head = (f"# cuda backend: the {len(cut)} phase kernel(s) of {fn.name}, launched "
-                    f"in program order; host code runs the rest\n")
-            return head + PRELUDE + HELPERS + "".join("\n\n" + p.text for p in cut)
+            if choice.one is not None:
+                return "# cuda backend: one kernel, one thread per lane\n" + \
+                    choice.one.code.source
+            head = (f"# cuda backend: {choice.strategy}: {len(choice.phases)} kernel(s) of "
+                    f"{fn.name}, launched in program order; the host runs the rest\n")
+            return head + PRELUDE + HELPERS + "".join("\n\n" + p.text for p in choice.phases)
         if _on_simulator():
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")
-        return "\n".join(_ptx(p) for p in cut)
+        if choice.one is not None:
+            code, f = choice.one.code, choice.fn
+            params = [(p.type, p.varying) for p in f.params]
+            params += [(ArrayType(scalar(a.dtype), a.ndim), False) for a in code.globals]
+            outs = [(v.type, True) for v in f.body.terminator.operands]
+            return _ptx(code.source, code.entry, params, outs)
+        return "\n".join(_ptx(p.source, p.label, [(v.type, v.varying) for v in p.inputs],
+                               [(v.type, True) for v in p.outputs]) for p in choice.phases)
 
 
-def _ptx(phase) -> str:
-    """PTX of one phase kernel for its argument types (a real GPU only)."""
+def _ptx(source: str, entry: str, params: list, outs: list) -> str:
+    """PTX of one generated kernel for its argument types (a real GPU only)."""
     from numba import types as nt
+
+    def array(t, ndim):
+        return nt.Array(nt.from_dtype(t.dtype), ndim, "A")
     sig = [nt.int64]
-    for v in phase.inputs:
-        t = v.type
+    for t, varying in params:
         if isinstance(t, ArrayType):
-            sig.append(nt.Array(nt.from_dtype(t.dtype.dtype), t.ndim + (1 if v.varying else 0),
-                                "A"))
-        elif v.varying:
-            sig.append(nt.Array(nt.from_dtype(t.dtype), 1, "C"))
+            sig.append(array(t.dtype, t.ndim + (1 if varying else 0)))
         else:
-            sig.append(nt.from_dtype(t.dtype))
-    sig += [nt.Array(nt.from_dtype(v.type.dtype), 1, "C") for v in phase.outputs]
+            sig.append(array(t, 1) if varying else nt.from_dtype(t.dtype))
+    sig += [array(t, 1) for t, _ in outs]
     sig.append(nt.Array(nt.int64, 2, "C"))
     namespace: dict = {}
-    exec(compile(phase.source, phase.label, "exec"), namespace)
-    ptx, _ = cuda.compile_ptx_for_current_device(namespace[phase.label], tuple(sig))
-    return f"// {phase.label}\n{ptx}"
+    exec(compile(source, entry, "exec"), namespace)
+    ptx, _ = cuda.compile_ptx_for_current_device(namespace[entry], tuple(sig))
+    return f"// {entry}\n{ptx}"
 
 
 def _host_arrays(args: list):

@@ -44,7 +44,7 @@ def in_kernel(op: Op) -> bool:
     return all(r.varying and isinstance(r.type, ScalarType) for r in op.results)
 
 
-def _uniform_pure(op: Op) -> bool:
+def uniform_pure(op: Op) -> bool:
     """A pure op of uniform values only: the host may compute it ahead of the
     kernel run it sits in (its operands never come from a kernel)."""
     return (not op.info.effect and not op.info.terminator and not op.regions
@@ -68,7 +68,7 @@ class Phase:
     kernel: object = None
 
 
-def _uses(fn: Function) -> dict[int, list[Op]]:
+def uses_of(fn: Function) -> dict[int, list[Op]]:
     uses: dict[int, list[Op]] = {}
     for op in fn.walk():
         for v in op.inputs():
@@ -76,19 +76,32 @@ def _uses(fn: Function) -> dict[int, list[Op]]:
     return uses
 
 
-def _phase(ops: list[Op], uses, label: str, boundscheck: bool) -> Phase:
-    members = {id(op) for op in ops}
-    defined = {r.id for op in ops for r in op.results}
+def _nested(op: Op):
+    yield op
+    for region in op.regions:
+        yield from region.walk()
+
+
+def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmitter,
+           constants=None) -> Phase:
+    """One kernel for ``ops`` (with the regions they own, if the emitter takes them):
+    its inputs are the values it reads from outside, its outputs the values of its
+    top-level ops that something outside reads."""
+    walked = [o for op in ops for o in _nested(op)]
+    members = {id(o) for o in walked}
+    defined = {r.id for o in walked for r in o.results}
+    defined |= {a.id for o in walked for region in o.regions for a in region.args}
     inputs, seen = [], set()
-    for op in ops:
-        for v in op.inputs():
+    for o in walked:
+        for v in o.inputs():
             if v.id not in defined and v.id not in seen:
                 seen.add(v.id)
                 inputs.append(v)
     outputs = [r for op in ops for r in op.results
                if any(id(u) not in members for u in uses.get(r.id, []))]
     frame = Frame(ErrorSites(), boundscheck=boundscheck)
-    em = OpEmitter(frame)
+    em = emitter(frame)
+    em.constants.update(constants or {})
     head = []
     for v in inputs:
         if isinstance(v.type, ArrayType):
@@ -105,7 +118,8 @@ def _phase(ops: list[Op], uses, label: str, boundscheck: bool) -> Phase:
     lines = [f"def {label}(N, {', '.join(params + ['err'])}):",
              "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
     lines += ["    " + h for h in head] + em.lines
-    lines += [f"    out_{name(v)}[lane] = {name(v)}" for v in outputs]
+    lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
+              f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
     text = renumber("\n".join(lines)) + "\n"
     written = {op.operands[0].id for op in ops if op.opcode == "store"}
     return Phase(ops, inputs, outputs, PRELUDE + HELPERS + "\n\n" + text, text,
@@ -115,7 +129,7 @@ def _phase(ops: list[Op], uses, label: str, boundscheck: bool) -> Phase:
 def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[Phase]]:
     """For every region (by id): its items in order, each an ``Op`` run on the host
     or a ``Phase``; and every phase in the order they were cut."""
-    uses = _uses(fn)
+    uses = uses_of(fn)
     plans: dict[int, list] = {}
     phases: list[Phase] = []
 
@@ -128,12 +142,12 @@ def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[
             if in_kernel(op):
                 run.append(op)
                 continue
-            if run and _uniform_pure(op):
+            if run and uniform_pure(op):
                 items.append(op)  # computed now, on the host: the run goes on
                 continue
             if run:
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
-                phases.append(_phase(run, uses, label, boundscheck))
+                phases.append(make_phase(run, uses, label, boundscheck))
                 items.append(phases[-1])
                 run = []
             items.append(op)
@@ -217,13 +231,14 @@ class PhaseKernel(NumpyKernel):
                 args.append(env.raw(v.id).array)
             else:
                 args.append(launch.scalar_arg(x, v.type.dtype))
-        outs = [launch.cuda.device_array(self.lanes, dtype=v.type.dtype) for v in phase.outputs]
+        outs = [launch.cuda.device_array(self.lanes if v.varying else 1, dtype=v.type.dtype)
+                for v in phase.outputs]
         err = launch.error_buffer(self.lanes)
         launch.launch(phase.kernel, self.lanes, args + outs + [err])
         phase.sites.raise_first(err.copy_to_host())
         moves.finish()
         for v, d in zip(phase.outputs, outs):
-            env[v.id] = OnDevice(d)
+            env[v.id] = OnDevice(d) if v.varying else d.copy_to_host()[0]
 
     def op_intrinsic(self, op: Op, env) -> list:
         """Cross-lane intrinsics through their ``cuda`` lowering, on the host."""
