@@ -48,7 +48,7 @@ SUPPORTED: frozenset[str] = frozenset(_ARITY)
 ULP: dict[str, float] = {
     "exp": 2, "exp2": 1, "expm1": 2, "log": 4, "log2": 1, "log10": 2, "log1p": 1, "pow": 1,
     "sin": 2, "cos": 2, "tan": 3, "asin": 2, "acos": 2, "atan": 2, "atan2": 2, "sinh": 3,
-    "cosh": 2, "tanh": 3, "erf": 2, "erfc": 5, "cbrt": 3, "hypot": 1, "fmod": 0,
+    "cosh": 2, "tanh": 3, "erf": 1, "erfc": 5, "cbrt": 3, "hypot": 1, "fmod": 0,
 }
 
 _FT = {"float32": "float", "float64": "double"}
@@ -230,7 +230,8 @@ class _B:
 # converge fast; elsewhere Chebyshev fits computed with mpmath.chebyfit (50 digits):
 # atan: (atan(sqrt z) - sqrt z) / z**1.5 on [0, tan(pi/8)**2]; erf: erf(x)/x in x**2 on
 # [0, 1]; erfc: x erfc(x) exp(x**2) in t = 1/x on [0, .25], [.25, .5], [.5, 1], [1, 2],
-# each in t - (middle of its piece).
+# each in t - (middle of its piece); the same for erf (which needs only absolute
+# accuracy there, so fewer terms) on [1/6, .5], [.5, 1].
 _ATAN_Q64 = [
     -0.01917688711906226, 0.03923165829558719, -0.0508544973794026, 0.0585814891280221,
     -0.06664511447381948, 0.07692183190826087, -0.09090904578123903, 0.11111111015256361,
@@ -287,7 +288,22 @@ _ERFC_H32 = [
      -0.0011651903469807683, -0.005931846126535882, 0.03315695944179951, -0.11839804677544254,
      0.35952293862040013],
 ]
-
+_ERF_H64 = [
+    [-3.9055020306055037, 4.888240614250362, -2.5226137985197723, 0.17226400879233422,
+     0.9219272184259424, -0.9581638909724762, 0.48309537057298746, 0.018884051250474414,
+     -0.28477053349362974, 0.27599994374070075, -0.09665767437852878, -0.10262206212061609,
+     0.19568021007956413, -0.11537284741590684, -0.14295934043884223, 0.5370034535441699],
+    [0.010259384173708948, -0.007678713972961919, 0.0001581570285569124, 0.00589706811289269,
+     -0.011576818227021732, 0.015757978082473825, -0.016227789665166522, 0.011129321121083587,
+     0.0005608163549034182, -0.018116944339171766, 0.0376887199698081, -0.05046573520136991,
+     0.0402931997426554, 0.01934787262853887, -0.16908097778547487, 0.4681795920385405],
+]
+_ERF_H32 = [
+    [0.2753167733450921, -0.10964162673107773, -0.10260593858643871, 0.195856887198198,
+     -0.11537291106441525, -0.1429599496402226, 0.5370034535441699],
+    [-0.016761851385002982, 0.03760462345753168, -0.05050938639952684, 0.04029721901564966,
+     0.019348217061764837, -0.16908101283403948, 0.46817959203854037],
+]
 _PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)
 _PIO4_HI, _PIO4_LO = 0.7853981633974492, -8.575622497214414e-16  # hi has 48 bits
 _LN2_HI, _LN2_LO = 0.6931471806019545, -4.2009150726810846e-11  # hi has 32 bits
@@ -650,20 +666,24 @@ def asin(b, x, f32): return _atan2(x, _cos_of_asin(b, x), f32)
 def acos(b, x, f32): return _atan2(_cos_of_asin(b, x), x, f32)
 
 
-def _erfc_tail(ax, f32):
+def _erfc_tail(ax, f32, for_erf=False):
     """erfc(ax) for ax >= 0.5: exp(-ax**2) H(t) t, t = 1/ax, H piecewise polynomial."""
     b = ax.b
     t = 1.0 / ax
-    segs = _ERFC_H32 if f32 else _ERFC_H64
-    sel = [t.gt(0.25), t.gt(0.5), t.gt(1.0)]
+    if for_erf:
+        segs, cuts, mids = (_ERF_H32 if f32 else _ERF_H64), [0.5], [1 / 3, 0.75]
+    else:
+        segs, cuts = (_ERFC_H32 if f32 else _ERFC_H64), [0.25, 0.5, 1.0]
+        mids = [0.125, 0.375, 0.75, 1.5]
+    sel = [t.gt(c) for c in cuts]
 
     def pick(values):
         c = b.const(values[0])
-        for i in range(1, 4):
+        for i in range(1, len(values)):
             c = b.select(sel[i - 1], values[i], c)
         return c
 
-    ts = t - pick([0.125, 0.375, 0.75, 1.5])  # each piece is fitted around its middle
+    ts = t - pick(mids)  # each piece is fitted around its middle
     h = _poly(ts, [pick([seg[j] for seg in segs]) for j in range(len(segs[0]))])
     x2 = ax * ax
     x2l = b.fma(ax, ax, -x2)
@@ -671,12 +691,16 @@ def _erfc_tail(ax, f32):
 
 
 def _erf_small(x, f32):
-    return x * _poly(x * x, _ERF_P32 if f32 else _ERF_P64)
+    """x P(x**2) as fma(x, P(0), x z Q(z)): the big term is rounded once."""
+    p = _ERF_P32 if f32 else _ERF_P64
+    z = x * x
+    return x.b.fma(x, p[-1], x * z * _poly(z, p[:-1]))
 
 
 def erf(b, x, f32):
     ax = _fabs(x)
-    big = _sign(1.0 - _erfc_tail(ax, f32), x)
+    # erf(6) rounds to 1; the clamp keeps t inside the fitted [1/6, 1]
+    big = _sign(1.0 - _erfc_tail(b.call("llvm.minnum", ax, b.const(6.0)), f32, True), x)
     return _nanfix(b.select(ax.lt(1.0), _erf_small(x, f32), big), x)
 
 
