@@ -694,7 +694,7 @@ def _erf_small(x, f32):
     """x P(x**2) as fma(x, P(0), x z Q(z)): the big term is rounded once."""
     p = _ERF_P32 if f32 else _ERF_P64
     z = x * x
-    return x.b.fma(x, p[-1], x * z * _poly(z, p[:-1]))
+    return _sign(x.b.fma(x, p[-1], x * z * _poly(z, p[:-1])), x)  # keeps erf(-0) = -0
 
 
 def erf(b, x, f32):
