@@ -142,7 +142,8 @@ def int_divmod(lz: Lanes, name: str, t: ScalarType, a, b):
     r = lz.apply("srem {0} {1}, {2}", t, a, safe)
     # r != 0 and sign(r) != sign(b): step toward -inf
     fix = lz.apply("and {0} {1}, {2}", _BOOL, compare(lz, "ne", t, r, Uni("0")),
-                   lz.apply("icmp slt {0} {1}, {2}", t, lz.apply("xor {0} {1}, {2}", t, r, safe), _ZERO))
+                   lz.apply("icmp slt {0} {1}, {2}", t,
+                            lz.apply("xor {0} {1}, {2}", t, r, safe), _ZERO))
     if name == "floordiv":
         return lz.sel(fix, lz.apply("sub {0} {1}, {2}", t, q, _ONE), q, t)
     return lz.sel(fix, lz.apply("add {0} {1}, {2}", t, r, safe), r, t)
@@ -256,6 +257,8 @@ def math_call(lz: Lanes, fn: str, t: ScalarType, args):
     if fn not in vecmath.SUPPORTED or t.kind != "f":
         raise Unsupported(f"math.{fn} on {t}")
     w = lz.b.geo.width(t)
+    if not lz.b.fflags and (fn, t.name) not in _NO_EXACT:
+        return libm_lanes(lz, fn, t, args)
     sym, text = vecmath.llvm_ir(fn, t.name, w)
     lz.b.modules.add(text)
     ty = vty(t, w)
@@ -268,3 +271,38 @@ def math_call(lz: Lanes, fn: str, t: ScalarType, args):
     if lz.varying:
         return res
     return Uni(lz.b.emit(f"extractelement {ty} {out[0]}, i32 0"))
+
+
+#: NumPy's own SIMD loops, not libm, compute these: no libm call matches them bit for
+#: bit, so vecmath's inline code (within vecmath.ULP) is used even without fastmath
+_NO_EXACT = {("exp", "float32"), ("log", "float32"), ("sin", "float32"), ("cos", "float32"),
+             ("tanh", "float32"), ("tanh", "float64")}
+
+
+def libm_lanes(lz: Lanes, fn: str, t: ScalarType, args):
+    """One libm call per lane: what NumPy computes, bit for bit.  erf/erfc of float32
+    go through double, as the reference does (math.erf)."""
+    vecmath.load_runtime()  # makes libm's symbols visible to the JIT
+    wide = fn in ("erf", "erfc") and t.name == "float32"
+    st = "double" if wide or t.name == "float64" else "float"
+    sym = fn + ("f" if st == "float" else "")
+    b = lz.b
+    b.declare(f"declare {st} @{sym}({', '.join([st] * len(args))}) nounwind readnone")
+
+    def one(refs):
+        if wide:
+            refs = [b.emit(f"fpext float {r} to double") for r in refs]
+        r = b.emit(f"call {st} @{sym}(" + ", ".join(f"{st} {x}" for x in refs) + ")")
+        return b.emit(f"fptrunc double {r} to float") if wide else r
+    if not lz.varying:
+        return Uni(one([a.ref for a in args]))
+    w = b.geo.width(t)
+    cols = [b.parts(a, t, w) for a in args]
+    out = []
+    for ps in zip(*cols):
+        acc = "poison"
+        for i in range(w):
+            r = one([b.emit(f"extractelement {vty(t, w)} {p}, i32 {i}") for p in ps])
+            acc = b.emit(f"insertelement {vty(t, w)} {acc}, {lty(t)} {r}, i32 {i}")
+        out.append(acc)
+    return Var(out, w)

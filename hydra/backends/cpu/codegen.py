@@ -69,8 +69,7 @@ class KernelGen(MemoryOps):
         params, binders = [], []
         for i, v in enumerate(inputs):
             params += self.input_params(i, v, binders)
-        for i, v in enumerate(outputs):
-            params.append(f"ptr %out{i}")
+        params += [f"ptr %out{i}" for i in range(len(outputs))]
         b.start("entry")
         self.scratch = b.emit(f"alloca [{self.geo.lanes} x i64], align 64", "scratch")
         self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
@@ -375,13 +374,15 @@ class KernelGen(MemoryOps):
     def op_check(self, op: Op):
         ok, mask = self.env[op.operands[0].id], self.env[op.mask.id]
         lz = arith.Lanes(self.b, isinstance(ok, Var) or isinstance(mask, Var))
-        bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, lz.apply("xor {0} {1}, {2}", _BOOL, ok, Uni("true")))
+        failed = lz.apply("xor {0} {1}, {2}", _BOOL, ok, Uni("true"))
+        bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, failed)
         self.fail_if(bad, op, op.attrs["kind"])
         return []
 
 
 _ERR_FN = """
-define internal void @hydra_err(ptr %err, i64 %kind, i64 %lane, i64 %site, i64 %v0, i64 %v1, i64 %v2) noinline cold {
+define internal void @hydra_err(ptr %err, i64 %kind, i64 %lane, i64 %site,
+                                i64 %v0, i64 %v1, i64 %v2) noinline cold {
   %r = cmpxchg ptr %err, i64 0, i64 1 seq_cst seq_cst
   %won = extractvalue { i64, i1 } %r, 1
   br i1 %won, label %w, label %done

@@ -73,8 +73,9 @@ class Builder:
         parts, have = rep.parts, rep.w
         while have < w:  # join neighbours
             idx = ", ".join(f"i32 {i}" for i in range(2 * have))
+            pairs = zip(parts[::2], parts[1::2])
             parts = [self.emit(f"shufflevector {vty(ty, have)} {a}, {vty(ty, have)} {b}, "
-                               f"<{2 * have} x i32> <{idx}>") for a, b in zip(parts[::2], parts[1::2])]
+                               f"<{2 * have} x i32> <{idx}>") for a, b in pairs]
             have *= 2
         while have > w:  # split in halves
             half = have // 2

@@ -20,6 +20,7 @@ All gangs finish a phase before the next step starts: that is where they meet.
 
 from __future__ import annotations
 
+import hashlib
 import numba
 import numpy as np
 
@@ -141,11 +142,15 @@ class Plan:
         return steps
 
     def _generate(self, phase: Phase, n: int) -> None:
-        gen = KernelGen(f"hydra_phase{id(phase) % 10**8}", self.geo, self.options)
+        gen = KernelGen("hydra_kernel", self.geo, self.options)
         try:
-            phase.text = gen.generate(phase.ops, phase.inputs, phase.outputs)
+            text = gen.generate(phase.ops, phase.inputs, phase.outputs)
         except Unsupported as e:
             raise _Failed(getattr(gen, "top", None), str(e)) from None
+        # named by its content: the same kernel in another process gets the same name
+        # (numba's disk cache), different kernels in one process never clash
+        gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
+        phase.text = text.replace("@hydra_kernel(", f"@{gen.name}(", 1)
         phase.gen = gen
 
     def drivers(self) -> None:
@@ -197,7 +202,8 @@ class Plan:
         kind, lane, site = KINDS[err[1]], int(err[2]), int(err[3])
         op, _ = phase.gen.sites[site]
         if kind == "index":
-            msg = f"index {int(err[4])} is out of bounds for axis {int(err[5])} with size {int(err[6])}"
+            msg = (f"index {int(err[4])} is out of bounds for axis {int(err[5])} "
+                   f"with size {int(err[6])}")
         elif kind == "zerodiv":
             msg = f"integer {'division' if op.opcode == 'floordiv' else 'modulo'} by zero"
         else:

@@ -12,6 +12,7 @@ This module knows nothing of the IR; ``emit.Emitter`` uses it.
 from __future__ import annotations
 
 import functools
+import os
 import struct
 from dataclasses import dataclass
 
@@ -62,12 +63,18 @@ class Geometry:
         return max(1, min(self.lanes, self.vbits // t.bits))
 
 
+def gang_vectors() -> int:
+    """K, the vectors of 32-bit lanes per gang (``HYDRA_CPU_GANG_VECTORS``, default 2):
+    more hides latency, fewer spills fewer registers."""
+    return int(os.environ.get("HYDRA_CPU_GANG_VECTORS", "2"))
+
+
 def geometry(types: list[ScalarType]) -> Geometry:
-    """The gang shape for a kernel whose varying values have ``types``: two vectors of
-    the narrowest 32-bit element (G = 16 on AVX2); masks take the width of the widest
+    """The gang shape for a kernel whose varying values have ``types``: K vectors of
+    32-bit elements (G = 16 on AVX2); masks take the width of the widest
     element so that compares of doubles need no reshuffling."""
     vbits = vector_bits()
-    lanes = 2 * vbits // 32
+    lanes = gang_vectors() * vbits // 32
     widest = max([t.bits for t in types if t.name != "bool"] or [32])
     return Geometry(vbits, lanes, max(1, min(lanes, vbits // max(widest, 32))))
 

@@ -1,0 +1,1 @@
+"""Benchmarks of hydra against its peers (NumPy, Numba, JAX); see ``run.py``."""

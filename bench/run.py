@@ -1,0 +1,100 @@
+"""Run the benchmarks: ``python -m bench [names...] [--repeat N]``.
+
+For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi) it times hydra's
+cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar loop),
+Numba @njit(parallel=True) with prange, and JAX jit(vmap) when jax is importable.  It
+prints the median time of each and its speed relative to Numba scalar, and checks every
+result against Numba scalar's.  Timed code runs in blocks (all repeats of one
+implementation together): two OpenMP-style thread pools in one process steal cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import statistics
+import time
+
+import numba
+import numpy as np
+
+import hydra
+
+WORKLOADS = ("mandelbrot", "blackscholes", "collatz", "aobench", "mcpi")
+
+
+def _time(fn, repeat: int) -> tuple[float, object]:
+    out = fn()  # warm up (compiles)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def _agree(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind in "iub":
+        return bool(np.array_equal(a, b))
+    return bool(np.allclose(a, b, rtol=1e-6, atol=1e-9))
+
+
+def implementations(mod, args):
+    lanes = getattr(mod, "LANES", None)
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        k = hydra.compile(mod.kernel, lanes=lanes, varying=mod.VARYING, backend="cpu",
+                          threads=threads)
+        yield f"hydra cpu, {threads} thread{'s' * (threads > 1)}", (lambda k=k: k(*args))
+    yield "numpy (masks)", lambda: mod.numpy_masks(*args)
+    yield "numba @njit", lambda: mod.numba_scalar(*args)
+    yield "numba prange", lambda: mod.numba_parallel(*args)
+    maker = getattr(mod, "jax_vmap", None)
+    if maker is not None:
+        try:
+            import jax
+            import jax.numpy as jnp
+        except ImportError:
+            return
+        jax.config.update("jax_enable_x64", True)
+        f = maker(jax, jnp)
+        yield "jax jit(vmap)", lambda: np.asarray(f(*args))
+
+
+def run(name: str, repeat: int) -> list[tuple]:
+    mod = importlib.import_module(f"bench.{name}")
+    args = mod.setup()
+    t0 = time.perf_counter()
+    mod.numba_scalar(*args)
+    first_numba = time.perf_counter() - t0
+    ref_t, ref = _time(lambda: mod.numba_scalar(*args), repeat)
+    rows = []
+    for label, fn in implementations(mod, args):
+        t0 = time.perf_counter()
+        fn()
+        first = time.perf_counter() - t0
+        t, out = _time(fn, repeat)
+        rows.append((mod.NAME, label, t, ref_t / t, _agree(out, ref), first))
+    rows.append((mod.NAME, "(numba @njit first call)", first_numba, None, True, first_numba))
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", default=list(WORKLOADS))
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args(argv)
+    print(f"# {platform.processor() or platform.machine()}, {numba.config.NUMBA_NUM_THREADS} "
+          f"threads, numba {numba.__version__}, numpy {np.__version__}")
+    print(f"{'workload':14} {'implementation':26} {'median ms':>10} {'vs numba':>9} "
+          f"{'agrees':>7} {'1st call s':>10}")
+    for name in a.names:
+        for wl, label, t, ratio, ok, first in run(name, a.repeat):
+            r = f"{ratio:8.2f}x" if ratio is not None else ""
+            print(f"{wl:14} {label:26} {t * 1e3:10.1f} {r:>9} {'yes' if ok else 'NO':>7} "
+                  f"{first:10.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The cpu backend's own promises: packed vector code, threads, options, cache, errors.
+
+The shared program tests already run every program on the cpu backend against the
+reference; these cover what only this backend has.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import hydra
+from hydra import lane, lanesum, nlanes
+from hydra.backends import available
+
+pytestmark = pytest.mark.skipif(not available("cpu"), reason="the cpu backend is not available")
+
+
+def mandel(c_re: np.float32, c_im: np.float32, max_iter: np.int32) -> np.int32:
+    z_re = c_re
+    z_im = c_im
+    i = np.int32(0)
+    while i < max_iter:
+        if z_re * z_re + z_im * z_im > 4.0:
+            break
+        new_re = z_re * z_re - z_im * z_im
+        new_im = 2.0 * z_re * z_im
+        z_re = c_re + new_re
+        z_im = c_im + new_im
+        i += 1
+    return i
+
+
+def grid(n: int):
+    rng = np.random.default_rng(n)
+    return (rng.uniform(-2, 1, n).astype(np.float32), rng.uniform(-1, 1, n).astype(np.float32),
+            np.int32(64))
+
+
+MANDEL = hydra.compile(mandel, varying=("c_re", "c_im"), backend="cpu")
+REFERENCE = hydra.compile(mandel, varying=("c_re", "c_im"), backend="numpy")
+
+
+def host_cpu_has_avx2() -> bool:
+    from hydra.backends.cpu.vectors import vector_bits
+    return vector_bits() == 256
+
+
+@pytest.mark.skipif(not host_cpu_has_avx2(), reason="needs AVX2")
+def test_hot_loop_is_packed_vector_code():
+    asm = MANDEL.dump_ir("asm", *grid(8))
+    assert "vmulps\t%ymm" in asm
+    assert "vcmpltps" in asm or "vcmpnleps" in asm
+
+
+@pytest.mark.parametrize("lanes", [1, 3, 17, 1000])
+def test_lane_counts_that_do_not_fill_a_gang(lanes):
+    args = grid(lanes)
+    np.testing.assert_array_equal(MANDEL(*args), REFERENCE(*args))
+
+
+def test_one_thread_and_all_threads_agree():
+    args = grid(20_000)  # enough gangs for the prange driver
+    one = hydra.compile(mandel, varying=("c_re", "c_im"), backend="cpu", threads=1)
+    two = hydra.compile(mandel, varying=("c_re", "c_im"), backend="cpu", threads=2)
+    np.testing.assert_array_equal(one(*args), two(*args))
+    np.testing.assert_array_equal(one(*args), REFERENCE(*args))
+
+
+def gather(a, idx):
+    return a[idx] * 2.0
+
+
+def test_boundscheck_false_skips_the_checks_but_still_wraps_negative_indices():
+    a = np.arange(10.0)
+    idx = np.array([0, 3, -1, 9, -10])
+    fast = hydra.compile(gather, varying=("idx",), backend="cpu", boundscheck=False)
+    np.testing.assert_array_equal(fast(a, idx), a[idx] * 2.0)
+    assert "out of bounds" not in fast.dump_ir("llvm", a, idx)
+
+
+def test_out_of_bounds_names_the_lane_and_writes_nothing():
+    checked = hydra.compile(gather, varying=("idx",), backend="cpu")
+    idx = np.arange(40) % 10 - 5
+    idx[23] = 10
+    with pytest.raises(IndexError, match=r"index 10 is out of bounds for axis 0 with size 10 "
+                                         r"\(lane 23\)"):
+        checked(np.arange(10.0), idx)
+
+
+def divide(x, d):
+    return x // d
+
+
+def test_integer_division_by_zero_names_the_lane():
+    k = hydra.compile(divide, varying=("x", "d"), backend="cpu")
+    d = np.ones(50, np.int64)
+    d[37] = 0
+    with pytest.raises(ZeroDivisionError, match=r"integer division by zero \(lane 37\)"):
+        k(np.arange(50), d)
+    # the same lanes, and Python's floor semantics, when no divisor is zero
+    x = np.arange(-25, 25)
+    d = np.where(np.arange(50) % 2 == 0, 7, -3)
+    np.testing.assert_array_equal(k(x, d), x // d)
+
+
+def test_fastmath_contracts_and_stays_close():
+    args = grid(1000)
+    fast = hydra.compile(mandel, varying=("c_re", "c_im"), backend="cpu", fastmath=True)
+    assert "fmul contract reassoc" in fast.dump_ir("llvm", *args)
+    assert "contract" not in MANDEL.dump_ir("llvm", *args)
+    agree = np.mean(fast(*args) == REFERENCE(*args))
+    assert agree > 0.95
+
+
+def mean_of_squares(x):
+    s = lanesum(x * x)
+    return s / nlanes() - x
+
+
+def test_sync_point_between_native_phases():
+    k = hydra.compile(mean_of_squares, varying=("x",), backend="cpu")
+    x = np.linspace(0, 1, 3000)
+    np.testing.assert_allclose(k(x), np.sum(x * x) / 3000 - x, rtol=1e-12)
+    text = k.dump_ir("llvm", x)
+    assert "host step" in text and text.count("define void") == 2
+
+
+def lockstep_print(x):
+    print("a", lane())
+    print("b", x)
+
+
+def test_prints_come_out_in_lockstep(capsys):
+    k = hydra.compile(lockstep_print, varying=("x",), backend="cpu")
+    k(np.array([10, 20, 30]))
+    assert capsys.readouterr().out.split("\n") == [
+        "a 0", "a 1", "a 2", "b 10", "b 20", "b 30", ""]
+
+
+def test_dump_numba_shows_the_prange_driver():
+    text = MANDEL.dump_ir("numba", *grid(8))
+    assert "numba.prange" in text and "@numba.njit" in text
+
+
+def test_cache_lets_a_second_process_skip_compilation(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np, hydra
+        from test_cpu_backend import mandel, grid
+        from hydra.backends.cpu import driver
+        k = hydra.compile(mandel, varying=("c_re", "c_im"), backend="cpu", cache=True)
+        out = k(*grid(100))
+        mod = next(m for n, m in sys.modules.items() if n.startswith("hydra_driver_"))
+        print(int(out.sum()), len(driver._LIBRARIES), sum(mod.serial.stats.cache_hits.values()))
+    """)
+    env = dict(os.environ, HYDRA_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    (s1, built1, _), (s2, built2, hits2) = runs
+    assert s1 == s2
+    assert built1 == "1"  # the first process built the LLVM library
+    assert built2 == "0"  # the second loaded machine code from numba's cache
+    assert hits2 == "1"
