@@ -452,3 +452,12 @@ def test_for_loops_varying_bounds_and_steps(backend, lanes):
     lanes = backend.lanes(lanes)
     x = data(lanes, np.int64, -3, 15)
     check_against_oracle(ranges, [x, -2, 3], lanes, ("x",), backend)
+
+
+def signed_zeros(x, n):
+    return 0.0 * x, -0.0 * n, -0.0, x * -0.0
+
+
+def test_signed_zeros_are_distinct_constants(backend):
+    x = np.array([1.0, -2.0, 0.0])
+    check_against_oracle(signed_zeros, [x, 3], 3, ("x",), backend)

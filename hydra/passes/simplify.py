@@ -46,6 +46,8 @@ def _cse_key(op: Op):
         return None  # each of these is a distinct value (or distinct memory)
     attrs = []
     for k, v in sorted(op.attrs.items()):
+        if isinstance(v, float):
+            v = (float, repr(v))  # 0.0 == -0.0 in Python, but they are different constants
         try:
             hash(v)
         except TypeError:
