@@ -194,9 +194,9 @@ class _B:
     def fma(self, a: _V, b, c) -> _V:
         return self.call("llvm.fma", a, a._lift(b), a._lift(c))
 
-    def fallback(self, mask: _V, fast: _V, sym: str, args: list[_V]) -> _V:
-        """Lanes in `mask` take scalar `sym` instead of `fast`, behind a branch taken
-        only when some lane needs it (huge sin arguments, huge fmod quotients)."""
+    def rare(self, mask: _V, fast: _V, slow_code) -> _V:
+        """`fast`, or `slow_code()` (emitted in a block of its own) when any lane is in
+        `mask`: special-value fix-ups and libm fallbacks cost a test in the common case."""
         ty = fast.ty
         red = f"llvm.vector.reduce.or.v{self.w}i1"
         self.decls.add(f"declare i1 @{red}({self.vt('i1')})")
@@ -204,11 +204,17 @@ class _B:
         slow, join, here = f"slow{self.n}", f"join{self.n}", self.block
         self.lines += [f"  br i1 {anyv.ref}, label %{slow}, label %{join}", f"{slow}:"]
         self.block = slow
-        picked = self.select(mask, self.scalar_calls(sym, args), fast)
+        picked = slow_code()
+        slow = self.block  # slow_code may have opened blocks of its own
         self.lines += [f"  br label %{join}", f"{join}:"]
         self.block = join
         return self.emit(f"phi {self.vt(ty)} [ {fast.ref}, %{here} ], [ {picked.ref}, %{slow} ]",
                          ty)
+
+    def fallback(self, mask: _V, fast: _V, sym: str, args: list[_V]) -> _V:
+        """Lanes in `mask` take scalar `sym` (huge sin arguments, huge fmod quotients)."""
+        return self.rare(mask, fast, lambda: self.select(mask, self.scalar_calls(sym, args),
+                                                         fast))
 
     def scalar_calls(self, sym: str, args: list[_V]) -> _V:
         """Call scalar `sym` on every lane (the slow path and the scalarized fallback)."""
@@ -517,10 +523,15 @@ def _log_dd(x, f32, dd=False):
 
 
 def _logfix(res, x, pole=0.0):
+    """-inf at the pole, nan below it and for nan, inf at inf (in a rarely taken block)."""
     b = x.b
-    res = b.select(x.eq(pole), -math.inf, res)
-    res = b.select(x.eq(math.inf), x, res)
-    return b.select(x.lt(pole) | x.isnan(), math.nan, res)
+
+    def fix():
+        r = b.select(x.eq(pole), -math.inf, res)
+        r = b.select(x.eq(math.inf), x, r)
+        return b.select(x.lt(pole) | x.isnan(), math.nan, r)
+
+    return b.rare((x.gt(pole) & x.lt(math.inf)) ^ True, res, fix)
 
 
 def _log_f32(b, x):
@@ -580,6 +591,13 @@ def pow(b, x, y, f32):
     ph = y * hi
     pl = b.fma(y, hi, -ph) + y * lo
     mag = _exp(ph, f32, b.select(_fabs(ph).lt(1000.0), pl, 0.0))
+    common = x.gt(0.0) & x.lt(math.inf) & ay.lt(math.inf)  # x = 1 and y = 0 give 1 there
+    return b.rare(common ^ True, mag, lambda: _pow_special(x, y, ax, ay, mag))
+
+
+def _pow_special(x, y, ax, ay, mag):
+    """C99/NumPy pow for zeros, infinities, nans and negative bases."""
+    b = x.b
     ylt0 = y.lt(0.0)
     mag = b.select(ax.eq(0.0), b.select(ylt0, math.inf, 0.0), mag)
     mag = b.select(ax.eq(math.inf), b.select(ylt0, 0.0, math.inf), mag)
