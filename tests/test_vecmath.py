@@ -56,8 +56,8 @@ def samples(name, dtype, n, seed):
     return np.concatenate(parts).astype(dtype)
 
 
-def check(name, dtype, width, xs, ulp):
-    got = vm.array_function(name, dtype, width)(*xs)
+def check(name, dtype, width, xs, ulp, variant="inline"):
+    got = vm.array_function(name, dtype, width, variant)(*xs)
     ref = reference(name, *xs)
     err = ulp_error(got, ref)
     worst = int(np.argmax(err))
@@ -86,23 +86,38 @@ def test_float32_within_1ulp_of_correctly_rounded(name):
     assert ulp_error(got, ref).max() <= 1
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", sorted(vm.SUPPORTED))
-def test_special_values(name, dtype):
+def special_samples(name, dtype):
     with np.errstate(over="ignore"):
         s = np.array(SPECIALS, dtype=dtype)
     if vm._ARITY[name] == 1:
-        xs = [s]
-    else:  # every pair of special values
-        xs = [np.repeat(s, s.size), np.tile(s, s.size)]
-    got = vm.array_function(name, dtype, 4)(*xs)
+        return [s]
+    return [np.repeat(s, s.size), np.tile(s, s.size)]  # every pair of special values
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(vm.SUPPORTED))
+def test_special_values(name, dtype, width=4, variant="inline", ulp=None):
+    xs = special_samples(name, dtype)
+    got = vm.array_function(name, dtype, width, variant)(*xs)
     ref = reference(name, *xs)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     inf = np.isinf(ref)
     np.testing.assert_array_equal(got[inf], ref[inf])
     zero = ref == 0
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(ref[zero]))
-    check(name, dtype, 4, xs, vm.ULP[name])
+    check(name, dtype, width, xs, vm.ULP[name] if ulp is None else ulp, variant)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(vm.ULP_LIBMVEC))
+def test_libmvec_option(name, dtype):
+    """libmvec_ir, where this machine has it: NumPy's special values, ULP_LIBMVEC."""
+    if vm.libmvec_ir(name, dtype, 8) is None:
+        pytest.skip("no libmvec variant here")
+    xs = [samples(name, dtype, 3000, seed) for seed in range(1, vm._ARITY[name] + 1)]
+    check(name, dtype, 8, xs, vm.ULP_LIBMVEC[name], "libmvec")
+    test_special_values(name, dtype, 8, "libmvec", vm.ULP_LIBMVEC[name])
+    assert vm.libmvec_ir(name, dtype, 4 if dtype == "float32" else 6) is None
 
 
 @pytest.mark.parametrize("width", [4, 16])
