@@ -186,7 +186,7 @@ def test_boundscheck_false_drops_the_checks_but_not_negative_wrapping():
 def test_dump_numba_shows_the_generated_kernels():
     k = hydra.compile(ranked, varying="x", backend="cuda")
     text = k.dump_ir("numba", np.arange(4))
-    assert text.count("@cuda.jit") == 1  # the helpers once
+    assert "from hydra.backends.cuda import device as dev" in text
     assert "def phase2_ranked" not in text  # uniform host ops do not cut a phase
     assert "lane = cuda.grid(1)" in text and "if lane >= N:" in text
     assert text == k.dump_ir("numba", np.arange(4))  # stable text

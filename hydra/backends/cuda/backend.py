@@ -27,7 +27,6 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from . import launch, phases
-from .emit import HELPERS
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
@@ -143,7 +142,7 @@ class CudaBackend:
                     choice.one.code.source
             head = (f"# cuda backend: {choice.strategy}: {len(choice.phases)} kernel(s) of "
                     f"{fn.name}, launched in program order; the host runs the rest\n")
-            return head + PRELUDE + HELPERS + "".join("\n\n" + p.text for p in choice.phases)
+            return head + PRELUDE + "".join("\n\n" + p.text for p in choice.phases)
         if _on_simulator():
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")

@@ -31,36 +31,20 @@ from ...types import ArrayType, ScalarType
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
           "bitxor": "^", "floordiv": "//", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-#: math functions as NumPy calls (NumPy's semantics on both targets: numba supports
-#: these on scalars in device code; math.* would raise on domain errors in the simulator)
+#: math functions: NumPy ufuncs that numba-cuda implements in device code, else the
+#: helpers of ``device.py`` (NumPy's special values on both targets)
 MATH = {
-    "sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "log2": "np.log2",
+    "sqrt": "dev.sqrt", "exp": "dev.exp", "log": "np.log", "log2": "np.log2",
     "log10": "np.log10", "sin": "np.sin", "cos": "np.cos", "tan": "np.tan",
     "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh",
     "cosh": "np.cosh", "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh",
-    "atanh": "np.arctanh", "expm1": "np.expm1", "log1p": "np.log1p", "fabs": "np.fabs",
-    "exp2": "np.exp2", "cbrt": "np.cbrt", "atan2": "np.arctan2", "hypot": "np.hypot",
-    "pow": "np.power", "copysign": "np.copysign", "fmod": "np.fmod", "isnan": "np.isnan",
-    "isinf": "np.isinf", "isfinite": "np.isfinite", "floor": "np.floor", "ceil": "np.ceil",
-    "trunc": "np.trunc", "rint": "np.rint", "erf": "math.erf", "erfc": "math.erfc",
+    "atanh": "np.arctanh", "expm1": "dev.expm1", "log1p": "dev.log1p", "fabs": "abs",
+    "exp2": "dev.exp2", "cbrt": "dev.cbrt", "atan2": "np.arctan2", "hypot": "np.hypot",
+    "copysign": "math.copysign", "fmod": "dev.fmod", "isnan": "np.isnan",
+    "isinf": "math.isinf", "isfinite": "math.isfinite", "floor": "dev.floor",
+    "ceil": "dev.ceil", "trunc": "dev.trunc", "rint": "dev.rint", "erf": "math.erf",
+    "erfc": "math.erfc",
 }
-
-#: device helpers every kernel module defines (plain Python: numba compiles them as
-#: device functions, the simulator runs them as they are)
-HELPERS = '''
-@cuda.jit(device=True)
-def _ipow(a, b, one):
-    # integer power by squaring; wraps like NumPy; a negative exponent gives a ** 0
-    r = one
-    base = a
-    e = b
-    while e > 0:
-        if e & 1:
-            r = r * base
-        base = base * base
-        e = e >> 1
-    return r
-'''
 
 
 def np_type(t: ScalarType) -> str:
@@ -184,9 +168,9 @@ class OpEmitter:
             return f"bool({o[0]} {_COMPARE[n]} {o[1]})"
         if n in _INFIX and n not in ("floordiv", "mod"):
             return f"{np_type(t)}({o[0]} {_INFIX[n]} {o[1]})"
-        if n == "pow":
+        if n == "pow" or (n == "math" and op.attrs["fn"] == "pow"):
             if t.kind in "iu":
-                return f"{np_type(t)}(_ipow({o[0]}, {o[1]}, {np_type(t)}(1)))"
+                return f"{np_type(t)}(dev.ipow({o[0]}, {o[1]}, {np_type(t)}(1)))"
             return f"{np_type(t)}({o[0]} ** {o[1]})"
         if n in ("lshift", "rshift"):
             return self.shift(n, o, t)

@@ -25,7 +25,7 @@ from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
 from ..numpy_backend import NumpyKernel
 from . import launch
-from .emit import HELPERS, ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
+from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .lowerings import LANE_LOCAL
 from .structured import PRELUDE
 
@@ -122,7 +122,7 @@ def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmi
               f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
     text = renumber("\n".join(lines)) + "\n"
     written = {op.operands[0].id for op in ops if op.opcode == "store"}
-    return Phase(ops, inputs, outputs, PRELUDE + HELPERS + "\n\n" + text, text,
+    return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
                  frame.sites, written, label)
 
 

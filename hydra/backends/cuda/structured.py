@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 from ...ir.core import Function, Op, Region
 from ...types import ArrayType, ScalarType
-from .emit import HELPERS, ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
+from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 
-PRELUDE = "import math\nimport numpy as np\nfrom numba import cuda\n"
+PRELUDE = ("import math\n\nimport numpy as np\nfrom numba import cuda\n\n"
+           "from hydra.backends.cuda import device as dev\n")
 
 
 @dataclass
@@ -128,6 +129,6 @@ def generate(fn: Function, boundscheck: bool = True) -> KernelSource:
     lines = [f"def {entry}(N, {', '.join(params + ['err'])}):",
              "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
     lines += ["    " + h for h in head] + em.lines + ["    " + t for t in tail]
-    source = PRELUDE + HELPERS + "\n\n" + renumber("\n".join(lines)) + "\n"
+    source = PRELUDE + "\n\n" + renumber("\n".join(lines)) + "\n"
     return KernelSource(source, entry, params, frame.sites,
                         [op.attrs["array"] for op in captured])

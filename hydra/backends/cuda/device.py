@@ -1,0 +1,155 @@
+"""Device functions the generated kernels call (as ``dev.NAME``).
+
+Each is written once so that it computes NumPy's result for one lane on both
+targets: compiled by numba for a GPU, where ``math.*`` goes to libdevice and never
+raises, and run as Python by the CUDA simulator, where ``math.*`` raises on a
+domain error (``math.sqrt(-1)``, ``math.exp(1000)``) and ``math.floor`` returns an
+``int``.  So every function handles its special values itself before calling
+``math``.  NumPy ufuncs that numba-cuda implements (``np.sin``, ``np.log``, ...)
+need no helper; those it lacks in device code (``np.sqrt``, ``np.exp``,
+``np.floor``, ...) are here.  Callers wrap the result in the lane type.
+
+On the simulator the "device" is NumPy itself: there the math helpers are NumPy's
+own ufuncs, which give the reference's results bit for bit (float32 included,
+where NumPy's float32 ``exp`` differs from a rounded double ``exp`` in the last
+bit).  ``tests/test_cuda_device.py`` checks the GPU helpers against NumPy as plain
+Python functions.
+"""
+
+import math
+
+import numpy as np
+from numba import config, cuda
+
+#: beyond this, exp overflows float64
+_EXP_MAX = 709.782712893384
+_UP, _DOWN, _CBRT_UP, _CBRT_DOWN = 2.0 ** 900, 2.0 ** -900, 2.0 ** 300, 2.0 ** -300
+
+
+@cuda.jit(device=True)
+def ipow(a, b, one):
+    """Integer power by squaring; wraps like NumPy; a negative exponent gives 1
+    (the reference clamps it to 0)."""
+    r = one
+    base = a
+    e = b
+    while e > 0:
+        if e & 1:
+            r = r * base
+        base = base * base
+        e = e >> 1
+    return r
+
+
+@cuda.jit(device=True)
+def sqrt(x):
+    if x >= 0:
+        return math.sqrt(x)
+    return math.nan
+
+
+@cuda.jit(device=True)
+def exp(x):
+    if x > _EXP_MAX:
+        return math.inf
+    return math.exp(x)
+
+
+@cuda.jit(device=True)
+def expm1(x):
+    if x > _EXP_MAX:
+        return math.inf
+    return math.expm1(x)
+
+
+@cuda.jit(device=True)
+def exp2(x):
+    if x >= 1024.0:
+        return math.inf
+    return 2.0 ** x
+
+
+@cuda.jit(device=True)
+def log1p(x):
+    if x > -1.0:
+        return math.log1p(x)
+    if x == -1.0:
+        return -math.inf
+    return math.nan
+
+
+@cuda.jit(device=True)
+def fmod(x, y):
+    if y == 0 or math.isinf(x) or x != x or y != y:
+        return math.nan
+    return math.fmod(x, y)
+
+
+@cuda.jit(device=True)
+def _signed_zero(r, x):
+    # NumPy keeps the sign of x on a zero result: floor(-0.0), ceil(-0.5) are -0.0
+    if r == 0:
+        return math.copysign(0.0, x)
+    return r
+
+
+@cuda.jit(device=True)
+def floor(x):
+    if not math.isfinite(x):
+        return x
+    return _signed_zero(float(math.floor(x)), x)
+
+
+@cuda.jit(device=True)
+def ceil(x):
+    if not math.isfinite(x):
+        return x
+    return _signed_zero(float(math.ceil(x)), x)
+
+
+@cuda.jit(device=True)
+def trunc(x):
+    if not math.isfinite(x):
+        return x
+    return _signed_zero(float(math.trunc(x)), x)
+
+
+@cuda.jit(device=True)
+def rint(x):
+    """Round half to even, as ``np.rint``."""
+    if not math.isfinite(x):
+        return x
+    r = float(math.floor(x))
+    d = x - r
+    if d > 0.5 or (d == 0.5 and r % 2.0 != 0.0):
+        r += 1.0
+    return _signed_zero(r, x)
+
+
+@cuda.jit(device=True)
+def cbrt(x):
+    if x == 0 or not math.isfinite(x):
+        return x
+    a = abs(x)
+    scale = 1.0
+    # keep y * y * y in range: scale by 2 ** +-900 (exact), take 2 ** -+300 back out
+    if a < 1e-270:
+        a = a * _UP
+        scale = _CBRT_DOWN
+    elif a > 1e270:
+        a = a * _DOWN
+        scale = _CBRT_UP
+    y = a ** (1.0 / 3.0)
+    y = y - (y * y * y - a) / (3.0 * y * y)  # one Newton step: exact cubes come out exact
+    return math.copysign(y * scale, x)
+
+
+#: the helpers above as plain Python functions (what the simulator would run)
+PYTHON = {name: getattr(f, "py_func", None) or getattr(f, "fn", f) for name, f in [
+    ("sqrt", sqrt), ("exp", exp), ("expm1", expm1), ("exp2", exp2), ("log1p", log1p),
+    ("fmod", fmod), ("floor", floor), ("ceil", ceil), ("trunc", trunc), ("rint", rint),
+    ("cbrt", cbrt)]}
+
+if config.ENABLE_CUDASIM:
+    sqrt, exp, expm1, exp2, log1p = np.sqrt, np.exp, np.expm1, np.exp2, np.log1p
+    fmod, floor, ceil, trunc, rint, cbrt = np.fmod, np.floor, np.ceil, np.trunc, np.rint, np.cbrt
