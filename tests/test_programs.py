@@ -117,6 +117,27 @@ def cond_and_chained(x):
     return a, b, c
 
 
+def mixed_truth(x, y):
+    # ``(x & 1) and y > 0`` is an int or a bool in Python: only its truth counts here
+    r = 0
+    if (x & 1) and y > 0.0:
+        r += 1
+    if not (x % 3 or y):
+        r += 10
+    while (x & 3) and r < 5:
+        r += 2
+    assert (x & 1) or x % 2 == 0 or y
+    return r + (100 if (x & 4) or (y and x) else 0)
+
+
+@pytest.mark.parametrize("lanes", LANE_COUNTS)
+def test_mixed_types_in_conditions(backend, lanes):
+    lanes = backend.lanes(lanes)
+    x = data(lanes, np.int64, -8, 8)
+    y = np.where(np.arange(lanes) % 3 == 0, 0.0, data(lanes, np.float64))
+    check_against_oracle(mixed_truth, [x, y], lanes, ("x", "y"), backend)
+
+
 @pytest.mark.parametrize("lanes", LANE_COUNTS)
 def test_nested_control(backend, lanes):
     lanes = backend.lanes(lanes)

@@ -154,7 +154,7 @@ class Writer:
             return f"({a} % {self.choice(['7.5', '-2.0', '1.0'])})"
         return f"({a} if {self.cond(depth - 1)} else {b})"
 
-    def cond(self, depth: int = 1, in_boolop: bool = False) -> str:
+    def cond(self, depth: int = 1) -> str:
         kind = self.choice(["icmp", "icmp", "fcmp", "chain", "and", "or", "not", "truthy",
                             "guard"])
         op = self.choice(["<", "<=", ">", ">=", "==", "!="])
@@ -165,15 +165,12 @@ class Writer:
         if kind == "chain":
             return f"{self.int_leaf()} < {self.int_expr(depth)} <= {self.int_leaf()}"
         if kind in ("and", "or") and depth > 0:
-            return f"({self.cond(depth - 1, True)} {kind} {self.cond(depth - 1, True)})"
+            return f"({self.cond(depth - 1)} {kind} {self.cond(depth - 1)})"
         if kind == "not" and depth > 0:
             return f"not ({self.cond(depth - 1)})"
         if kind == "guard":
             i = self.int_expr(depth)
             return f"(0 <= {i} < len(a) and a[{i}] > {self.draw(st.integers(-3, 5))})"
-        if in_boolop:
-            # ``(v & 1) and c`` is an int or a bool in Python; see test_programs
-            return f"({self.int_expr(depth)} & 1 != 0)"
         return f"({self.int_expr(depth)} & 1)"
 
     # --- statements ----------------------------------------------------------------
@@ -218,7 +215,7 @@ class Writer:
             w = f"w{next(self.counter)}"
             bound = self.choice(["3", "n", "(x % 4)", f"({self.choice(self.ints)} % 5)"])
             self.emit(depth, f"{w} = 0")
-            self.emit(depth, f"while {w} < {bound} and {self.cond(0, True)}:")
+            self.emit(depth, f"while {w} < {bound} and {self.cond(0)}:")
             self.emit(depth + 1, f"{w} += 1")
             self.block(depth + 1, True, loops_left - 1)
         elif kind == "for":

@@ -431,13 +431,13 @@ class Builder(LoopMixin, ExprMixin):
             raise CompileError("this assignment target is not supported", loc)
 
     def stmt_if(self, node: ast.If) -> None:
-        cond = self.truthy(self.expr(node.test), self.loc(node.test))
+        cond = self.condition(node.test)
         self.build_if(cond, lambda: self.stmts(node.body), lambda: self.stmts(node.orelse),
                       self.loc(node))
 
     def stmt_assert(self, node: ast.Assert) -> None:
         loc = self.loc(node)
-        cond = self.truthy(self.expr(node.test), loc)
+        cond = self.condition(node.test)
         if node.msg is not None:
             if not (isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str)):
                 raise CompileError("an assert message must be a string literal", self.loc(node.msg))

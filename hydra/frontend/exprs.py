@@ -125,6 +125,18 @@ class ExprMixin:
             return self.const(c, loc, t)
         return self.emit("cast", [v], t, loc)
 
+    def condition(self, node: ast.expr) -> Value:
+        """``node`` as a bool where only its truth counts (``if``, ``while``, ``assert``,
+        the test of ``a if c else b``, ``not``): there ``and``/``or`` may mix operand
+        types, as in Python (``(x & 1) and x < 3``), because each operand is tested
+        for truth instead of becoming the value."""
+        loc = self.loc(node)
+        if isinstance(node, ast.BoolOp):
+            return self.boolop(isinstance(node.op, ast.And), node.values, loc, as_condition=True)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return self.emit("not", [self.condition(node.operand)], BOOL, loc)
+        return self.truthy(self.expr(node), loc)
+
     def truthy(self, v, loc: Loc) -> Value:
         if isinstance(v, tuple):
             return self.const(len(v) > 0, loc)
@@ -257,9 +269,9 @@ class ExprMixin:
 
     def expr_unaryop(self, node: ast.UnaryOp):
         loc = self.loc(node)
-        v = self.expr(node.operand)
         if isinstance(node.op, ast.Not):
-            return self.emit("not", [self.truthy(v, loc)], BOOL, loc)
+            return self.emit("not", [self.condition(node.operand)], BOOL, loc)
+        v = self.expr(node.operand)
         v = self.value(node.operand) if not isinstance(v, Value) else v
         if isinstance(node.op, ast.UAdd):
             return v
@@ -330,12 +342,12 @@ class ExprMixin:
         loc = self.loc(node)
         return self.boolop(isinstance(node.op, ast.And), node.values, loc)
 
-    def boolop(self, is_and: bool, nodes: list[ast.expr], loc: Loc):
-        first = self.expr(nodes[0])
+    def boolop(self, is_and: bool, nodes: list[ast.expr], loc: Loc, as_condition=False):
+        first = self.condition(nodes[0]) if as_condition else self.expr(nodes[0])
         if len(nodes) == 1:
             return first
         cond = self.truthy(first, loc)
-        rest = lambda: self.boolop(is_and, nodes[1:], loc)  # noqa: E731
+        rest = lambda: self.boolop(is_and, nodes[1:], loc, as_condition)  # noqa: E731
         keep = lambda: first  # noqa: E731
         if is_and:
             return self.if_value(cond, rest, keep, loc)
@@ -343,7 +355,7 @@ class ExprMixin:
 
     def expr_ifexp(self, node: ast.IfExp):
         loc = self.loc(node)
-        cond = self.truthy(self.expr(node.test), loc)
+        cond = self.condition(node.test)
         return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse),
                              loc)
 

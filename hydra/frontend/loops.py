@@ -24,7 +24,7 @@ class LoopMixin:
 
     def stmt_while(self, node: ast.While) -> None:
         loc = self.loc(node)
-        self.build_loop(node.body, loc, cond_fn=lambda: self.truthy(self.expr(node.test), loc),
+        self.build_loop(node.body, loc, cond_fn=lambda: self.condition(node.test),
                         before_body=None)
 
     def stmt_for(self, node: ast.For) -> None:
