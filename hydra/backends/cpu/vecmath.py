@@ -121,7 +121,6 @@ class _V:
     def __or__(self, o): return self._op("", "or", o)
     def __xor__(self, o): return self._op("", "xor", o)
     def __lshift__(self, o): return self._op("", "shl", o)
-    def __rshift__(self, o): return self._op("", "ashr", o)
     def lshr(self, o): return self._op("", "lshr", o)
 
     def __neg__(self):
@@ -235,9 +234,10 @@ class _B:
 
 
 # ---------------------------------------------------------------------------------
-# Algorithms. Each takes double vectors (float32 arguments are widened, so range
-# reduction and rounding error stay far below a float ulp) and `f32`, which picks
-# shorter polynomials when the result will be rounded to float32.
+# Algorithms. Each in _IMPL takes double vectors (float32 arguments are widened, so
+# range reduction and rounding error stay far below a float ulp) and `f32`, which picks
+# shorter polynomials when the result will be rounded to float32; _NATIVE32 computes
+# exp, log, sin, cos in float (the shared helpers look at the vector's type).
 # Polynomial coefficients are listed highest degree first. Taylor series where they
 # converge fast; elsewhere Chebyshev fits computed with mpmath.chebyfit (50 digits):
 # atan: (atan(sqrt z) - sqrt z) / z**1.5 on [0, tan(pi/8)**2]; erf: erf(x)/x in x**2 on
@@ -378,8 +378,6 @@ def _fast2sum(a, c):
 # AVX2 has no int64 <-> double conversion nor 64-bit arithmetic shift; small integers
 # go through the mantissa of _MAGIC instead (bits(_MAGIC + k) = bits(_MAGIC) + k).
 _MAGIC = 6755399441055744.0  # 1.5 * 2**52
-
-
 _MAGIC_F = 12582912.0  # 1.5 * 2**23
 
 
