@@ -416,7 +416,8 @@ def _exp_poly(r, f32):
 
 
 def _expm1_poly(r, f32):
-    return r * _poly(r, _taylor(1, 8 if f32 else 14))
+    """exp(r) - 1 = r + r*r (1/2 + r/6 + ...): only the small term carries rounding."""
+    return r.b.fma(r * r, _poly(r, _taylor(2, 8 if f32 else 14)), r)
 
 
 def _exp(x, f32, lo=None, mul=None):
