@@ -146,33 +146,47 @@ class CudaBackend:
         if _on_simulator():
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")
-        if choice.one is not None:
-            code, f = choice.one.code, choice.fn
-            params = [(p.type, p.varying) for p in f.params]
-            params += [(ArrayType(scalar(a.dtype), a.ndim), False) for a in code.globals]
-            outs = [(v.type, True) for v in f.body.terminator.operands]
-            return _ptx(code.source, code.entry, params, outs)
-        return "\n".join(_ptx(p.source, p.label, [(v.type, v.varying) for v in p.inputs],
-                               [(v.type, True) for v in p.outputs]) for p in choice.phases)
+        return "\n".join(_ptx(*k) for k in kernels(choice))
 
 
-def _ptx(source: str, entry: str, params: list, outs: list) -> str:
-    """PTX of one generated kernel for its argument types (a real GPU only)."""
+def kernels(choice: Choice) -> list[tuple[str, str, list, list]]:
+    """Every generated kernel of a choice: (source, entry, parameter (type, varying)
+    pairs, output types)."""
+    if choice.one is not None:
+        code, f = choice.one.code, choice.fn
+        params = [(p.type, p.varying) for p in f.params]
+        params += [(ArrayType(scalar(a.dtype), a.ndim), False) for a in code.globals]
+        return [(code.source, code.entry, params,
+                 [v.type for v in f.body.terminator.operands])]
+    return [(p.source, p.label, [(v.type, v.varying) for v in p.inputs],
+             [v.type for v in p.outputs]) for p in choice.phases]
+
+
+def signature(params: list, outs: list) -> tuple:
+    """The numba argument types a kernel is launched with: N, its parameters (a
+    varying scalar as an array of lanes, a varying array with a leading lane axis),
+    its outputs, the error buffer."""
     from numba import types as nt
+    from numba.np.numpy_support import from_dtype
 
     def array(t, ndim):
-        return nt.Array(nt.from_dtype(t.dtype), ndim, "A")
+        return nt.Array(from_dtype(t.dtype), ndim, "A")
     sig = [nt.int64]
     for t, varying in params:
         if isinstance(t, ArrayType):
             sig.append(array(t.dtype, t.ndim + (1 if varying else 0)))
         else:
-            sig.append(array(t, 1) if varying else nt.from_dtype(t.dtype))
-    sig += [array(t, 1) for t, _ in outs]
+            sig.append(array(t, 1) if varying else from_dtype(t.dtype))
+    sig += [array(t, 1) for t in outs]
     sig.append(nt.Array(nt.int64, 2, "C"))
+    return tuple(sig)
+
+
+def _ptx(source: str, entry: str, params: list, outs: list) -> str:
+    """PTX of one generated kernel (a real GPU and the CUDA toolkit only)."""
     namespace: dict = {}
     exec(compile(source, entry, "exec"), namespace)
-    ptx, _ = cuda.compile_ptx_for_current_device(namespace[entry], tuple(sig))
+    ptx, _ = cuda.compile_ptx_for_current_device(namespace[entry], signature(params, outs))
     return f"// {entry}\n{ptx}"
 
 
