@@ -1,11 +1,14 @@
 """Random structured programs, written by hypothesis as Python source, run by hydra.
 
-Each program is a function ``prog(x, y, n, a)``: ``x`` varying int64, ``y`` varying
-float64, ``n`` a uniform int, ``a`` a uniform (shared, read-only) int64 array.  The
+Each program is a function ``prog(x, y, n, a, out)``: ``x`` varying int64, ``y``
+varying float64 or float32, ``n`` a uniform int, ``a`` a uniform (shared, read-only)
+int64 array, ``out`` a shared int64 array each lane writes at its own index.  The
 body nests ``if``/``elif``/``else``, ``while`` (trip counts bounded by a counter),
 ``for`` over ``range`` with uniform or varying bounds and steps, ``break``,
 ``continue`` and ``return``, integer and float arithmetic, short-circuit guards,
-helper calls and (sometimes) cross-lane intrinsics.
+helper calls, tuple assignment, a per-lane local array and (sometimes) cross-lane
+intrinsics.  In float32 programs every float stays float32 (NumPy 2 promotion), so
+plain Python computes what hydra computes.
 
 Undefined behaviour is kept out by construction: every assignment wraps its value
 into a small range so products stay far from int64 overflow, shift counts are masked,
@@ -61,9 +64,10 @@ CROSS_LANE = ("lanesum({})", "lanemax({})", "lanemin({})", "prefixsum({})",
 class Writer:
     """Draws one program, statement by statement, with the names in scope."""
 
-    def __init__(self, draw, cross_lane: bool) -> None:
+    def __init__(self, draw, cross_lane: bool, float32: bool) -> None:
         self.draw = draw
         self.cross_lane = cross_lane
+        self.float32 = float32
         self.used_cross_lane = False
         self.ints = ["i0", "i1", "i2"]
         self.floats = ["f0", "f1"]
@@ -79,7 +83,7 @@ class Writer:
     # --- expressions ---------------------------------------------------------------
 
     def int_leaf(self) -> str:
-        kind = self.choice(["var", "var", "lit", "x", "n", "lane", "load"])
+        kind = self.choice(["var", "var", "lit", "x", "n", "lane", "load", "out"])
         if kind == "var":
             return self.choice(self.ints)
         if kind == "lit":
@@ -88,6 +92,8 @@ class Writer:
             return "lane()"
         if kind == "load":
             return f"a[{self.choice(self.ints)} % len(a)]"
+        if kind == "out":
+            return "out[lane()]"
         return kind
 
     def int_expr(self, depth: int = 2) -> str:
@@ -123,13 +129,18 @@ class Writer:
         return a
 
     def float_leaf(self) -> str:
-        kind = self.choice(["var", "var", "lit", "y", "float"])
+        kind = self.choice(["var", "var", "lit", "y", "float", "buf"])
         if kind == "var":
             return self.choice(self.floats)
         if kind == "lit":
-            return self.choice(["0.5", "-1.25", "3.0", "0.0", "-0.0", "1e-3"])
+            lit = self.choice(["0.5", "-1.25", "3.0", "0.0", "-0.0", "1e-3"])
+            # a float literal standing alone (min(f, 0.5), a return value) is a Python
+            # float, float64, in Python: typed literals keep float32 programs float32
+            return f"np.float32({lit})" if self.float32 else lit
         if kind == "float":
-            return f"float({self.int_leaf()})"
+            return f"{'np.float32' if self.float32 else 'float'}({self.int_leaf()})"
+        if kind == "buf":
+            return f"buf[{self.choice(self.ints)} % 4]"
         return "y"
 
     def float_expr(self, depth: int = 2) -> str:
@@ -143,13 +154,15 @@ class Writer:
         if kind == "/":
             return f"({a} / (abs({b}) + 1.0))"
         if kind == "sqrt":
+            if self.float32:  # math.sqrt gives a Python float, which is float64
+                return f"np.sqrt(abs({a}))"
             return self.choice([f"math.sqrt(abs({a}))", f"np.sqrt(abs({a}))"])
         if kind in ("min", "max"):
             return f"{kind}({a}, {b})"
         if kind == "abs":
             return f"abs({a})"
-        if kind == "mixed":
-            return f"({a} * {self.int_leaf()})"
+        if kind == "mixed":  # float32 * int64 is float64: only weak ints in float32 programs
+            return f"({a} * {self.draw(st.integers(-3, 3)) if self.float32 else self.int_leaf()})"
         if kind == "mod":
             return f"({a} % {self.choice(['7.5', '-2.0', '1.0'])})"
         return f"({a} if {self.cond(depth - 1)} else {b})"
@@ -184,7 +197,7 @@ class Writer:
 
     def statement(self, depth: int, in_loop: bool, loops_left: int) -> None:
         nested = depth < 4
-        kinds = ["int", "int", "float", "aug"]
+        kinds = ["int", "int", "float", "aug", "swap", "store", "buf"]
         if nested:
             kinds += ["if", "if"]
             if loops_left:
@@ -198,6 +211,13 @@ class Writer:
         elif kind == "float":
             self.emit(depth, f"{self.choice(self.floats)} = ({self.float_expr()}) % 1000.0 "
                              f"- 500.0")
+        elif kind == "swap":
+            (i, j), f = self.draw(st.permutations(self.ints[:3]))[:2], self.choice(self.floats)
+            self.emit(depth, f"{i}, {j}, {f} = {j}, {i}, {self.float_expr(1)} % 1000.0")
+        elif kind == "store":
+            self.emit(depth, f"out[lane()] = {self.choice(self.ints)}")
+        elif kind == "buf":
+            self.emit(depth, f"buf[{self.choice(self.ints)} % 4] = {self.choice(self.floats)}")
         elif kind == "aug":
             v = self.choice(self.ints)
             self.emit(depth, f"{v} {self.choice(['+=', '-=', '^='])} {self.int_expr(1)}")
@@ -236,12 +256,13 @@ class Writer:
             self.emit(depth + 1, f"return {self.int_expr()}, {self.float_expr()}")
 
     def program(self) -> str:
-        self.emit(0, "def prog(x, y, n, a):")
+        self.emit(0, "def prog(x, y, n, a, out):")
         self.emit(1, "i0 = x")
         self.emit(1, "i1 = n")
         self.emit(1, "i2 = 0")
         self.emit(1, "f0 = y")
-        self.emit(1, "f1 = 0.5")
+        self.emit(1, "f1 = y * 0.0 + 0.5")
+        self.emit(1, f"buf = np.zeros(4, {'np.float32' if self.float32 else 'np.float64'})")
         self.block(1, False, loops_left=2)
         self.emit(1, "return i0 + i1 + i2, f0 + f1")
         return HEADER + "\n".join(self.lines) + "\n"
@@ -250,9 +271,9 @@ class Writer:
 @st.composite
 def programs(draw):
     cross_lane = draw(st.booleans()) and draw(st.booleans())
-    w = Writer(draw, cross_lane)
+    w = Writer(draw, cross_lane, float32=draw(st.booleans()))
     source = w.program()
-    return source, w.used_cross_lane
+    return source, w.used_cross_lane, w.float32
 
 
 _TMP = tempfile.mkdtemp(prefix="hydra_random_")
@@ -282,16 +303,17 @@ A = np.array([5, -2, 0, 7, 3, -9, 1], dtype=np.int64)
 @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs(), arguments)
 def test_random_program(program, args):
-    source, cross_lane = program
+    source, cross_lane, float32 = program
     xs, ys, n = args
     fn = load(source)
     x = np.array(xs, dtype=np.int64)
-    y = np.array(ys, dtype=np.float64)
+    y = np.array(ys, dtype=np.float32 if float32 else np.float64)
     for backend in BACKENDS:
         lanes = len(x) if backend != "cuda" else min(len(x), CUDA_MAX_LANES)
         try:
-            check_against_oracle(fn, [x[:lanes], y[:lanes], n, A.copy()], lanes, ("x", "y"),
-                                 backend, oracle=not cross_lane)
+            out = np.full(lanes, -7, dtype=np.int64)
+            check_against_oracle(fn, [x[:lanes], y[:lanes], n, A.copy(), out], lanes,
+                                 ("x", "y"), backend, oracle=not cross_lane)
         except Exception as e:
             e.add_note(f"backend {backend}, program:\n{source}")
             raise
