@@ -120,7 +120,7 @@ def test_libmvec_option(name, dtype):
     assert vm.libmvec_ir(name, dtype, 4 if dtype == "float32" else 6) is None
 
 
-@pytest.mark.parametrize("width", [4, 16])
+@pytest.mark.parametrize("width", [3, 4, 16])
 def test_widths(width):
     x = samples("sin", "float32", 500, 3)
     check("sin", "float32", width, [x], vm.ULP["sin"])

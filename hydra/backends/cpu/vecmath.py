@@ -895,7 +895,8 @@ def array_function(name: str, dtype: str, width: int, variant: str = "inline"):
     ft = _FT[dtype]
     vt = f"<{width} x {ft}>"
     k = _ARITY[name]
-    ins = "".join(f"  %p{i} = getelementptr {vt}, ptr %in{i}, i64 %i\n"
+    # element-typed addressing: <3 x double> would stride by its padded alloc size
+    ins = "".join(f"  %p{i} = getelementptr {ft}, ptr %in{i}, i64 %off\n"
                   f"  %v{i} = load {vt}, ptr %p{i}, align 1\n" for i in range(k))
     driver = f"""{text}
 define void @drive({", ".join(f"ptr %in{i}" for i in range(k))}, ptr %out, i64 %n) {{
@@ -903,8 +904,9 @@ entry:
   br label %loop
 loop:
   %i = phi i64 [0, %entry], [%i2, %loop]
+  %off = mul i64 %i, {width}
 {ins}  %r = call {vt} @{sym}({", ".join(f"{vt} %v{i}" for i in range(k))})
-  %po = getelementptr {vt}, ptr %out, i64 %i
+  %po = getelementptr {ft}, ptr %out, i64 %off
   store {vt} %r, ptr %po, align 1
   %i2 = add i64 %i, 1
   %c = icmp ult i64 %i2, %n
