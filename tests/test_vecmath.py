@@ -137,3 +137,15 @@ def test_two_modules_link_same_function():
     a.link_in(b)
     a.verify()
     assert sym in [f.name for f in a.functions]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(vm.SUPPORTED))
+def test_no_libm_call_in_the_hot_path(name, dtype):
+    """Scalar calls (libm) only inside the rarely taken `slow*` blocks."""
+    block = "entry"
+    for line in vm.llvm_ir(name, dtype, 8)[1].splitlines():
+        if line.endswith(":"):
+            block = line[:-1]
+        elif " call " in line and "@llvm." not in line:
+            assert block.startswith("slow"), line
