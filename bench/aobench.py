@@ -11,6 +11,7 @@ import numpy as np
 
 NAME = "aobench"
 VARYING = ("x", "y")
+TRANSCENDENTAL = True
 W = H = 256
 NAO = 32
 SPHERES = np.array([[-2.0, 0.0, -3.5, 0.5], [-0.5, 0.0, -3.0, 0.5], [1.0, 0.0, -2.2, 0.5]])

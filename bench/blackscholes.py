@@ -7,6 +7,7 @@ import numpy as np
 
 NAME = "black-scholes"
 VARYING = ("S", "K", "T", "v")
+TRANSCENDENTAL = True
 
 
 def kernel(S: float, K: float, T: float, v: float, r: float) -> float:

@@ -43,10 +43,14 @@ def _agree(a, b) -> bool:
 
 def implementations(mod, args):
     lanes = getattr(mod, "LANES", None)
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        k = hydra.compile(mod.kernel, lanes=lanes, varying=mod.VARYING, backend="cpu",
-                          threads=threads)
-        yield f"hydra cpu, {threads} thread{'s' * (threads > 1)}", (lambda k=k: k(*args))
+    # transcendental workloads also run with fastmath: vecmath's inline vector functions
+    # (within vecmath.ULP) instead of one libm call per lane (bit for bit with NumPy)
+    for fastmath in (False, True) if getattr(mod, "TRANSCENDENTAL", False) else (False,):
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            k = hydra.compile(mod.kernel, lanes=lanes, varying=mod.VARYING, backend="cpu",
+                              threads=threads, fastmath=fastmath)
+            label = f"hydra cpu{' fastmath' * fastmath}, {threads} thread{'s' * (threads > 1)}"
+            yield label, (lambda k=k: k(*args))
     yield "numpy (masks)", lambda: mod.numpy_masks(*args)
     yield "numba @njit", lambda: mod.numba_scalar(*args)
     yield "numba prange", lambda: mod.numba_parallel(*args)

@@ -52,8 +52,10 @@ def rebuild(t: Type, flat: list):
 
 
 class KernelGen(MemoryOps):
-    def __init__(self, name: str, geo: Geometry, options: dict) -> None:
+    def __init__(self, name: str, geo: Geometry, options: dict, constants=None) -> None:
         self.name = name
+        #: value id -> captured array (global_array): shapes and strides fold into the code
+        self.constants = constants or {}
         self.geo = geo
         self.b = Builder(geo, bool(options.get("fastmath")))
         self.boundscheck = options.get("boundscheck", True)
@@ -111,11 +113,15 @@ class KernelGen(MemoryOps):
             nd = t.ndim + (1 if v.varying else 0)
             names = [f"%in{i}.s{k}" for k in range(nd)], [f"%in{i}.t{k}" for k in range(nd)]
             shape, strides = names
+            known = self.constants.get(v.id)
+            params = [f"ptr %in{i}"] + [f"i64 {s}" for s in shape + strides]
+            if known is not None:  # a captured array: its shape is a constant
+                shape, strides = [str(s) for s in known.shape], [str(s) for s in known.strides]
             if v.varying:
                 self.env[v.id] = Arr(f"%in{i}", shape[1:], strides[1:], strides[0])
             else:
                 self.env[v.id] = Arr(f"%in{i}", shape, strides)
-            return [f"ptr %in{i}"] + [f"i64 {s}" for s in shape + strides]
+            return params
         if not isinstance(t, ScalarType):
             raise Unsupported(f"a {t} value crossing a sync point")
         if v.varying:

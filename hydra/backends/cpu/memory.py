@@ -84,14 +84,19 @@ class MemoryOps:
         varying = any(isinstance(i, Var) for i in idx) or arr.lane_stride is not None
         lz = arith.Lanes(self.b, varying)
         off = None
+        self.in_bounds = Uni("true")  # of a uniform access: is its address safe to read
         for axis, (i, v) in enumerate(zip(idx, op.operands[1:1 + nidx])):
             if v.type.name != "int64":
                 i = arith.cast(arith.Lanes(self.b, isinstance(i, Var)), v.type, _I64, i)
             n = Uni(arr.shape[axis])
             neg = arith.compare(lz, "lt", _I64, i, Uni("0"))
+            lo = arith.compare(lz, "lt", _I64, i, Uni(self.b.emit(f"sub i64 0, {n.ref}")))
+            hi = arith.compare(lz, "ge", _I64, i, n)
+            if not varying:
+                out = lz.apply("or {0} {1}, {2}", _BOOL, lo, hi)
+                ok = lz.apply("xor {0} {1}, {2}", _BOOL, out, Uni("true"))
+                self.in_bounds = lz.apply("and {0} {1}, {2}", _BOOL, self.in_bounds, ok)
             if self.boundscheck:
-                lo = arith.compare(lz, "lt", _I64, i, Uni(self.b.emit(f"sub i64 0, {n.ref}")))
-                hi = arith.compare(lz, "ge", _I64, i, n)
                 chk = arith.Lanes(self.b, varying or isinstance(mask, Var))
                 bad = chk.apply("and {0} {1}, {2}", _BOOL, mask,
                                 lz.apply("or {0} {1}, {2}", _BOOL, lo, hi))
@@ -107,11 +112,15 @@ class MemoryOps:
             off = lz.apply("add {0} {1}, {2}", _I64, off, rows, w=w)
         return arr, off, mask
 
-    def _uniform_ptr(self, arr: Arr, off: Uni, mask) -> str:
-        """The element's address, or a dummy slot when no lane is active."""
+    def _uniform_ptr(self, arr: Arr, off: Uni, mask, store: bool) -> str:
+        """The element's address, or a dummy slot: for a load, when the index is out of
+        bounds (no active lane uses it then, or the check has failed); for a store, also
+        when no lane is active."""
         p = self.b.emit(f"getelementptr i8, ptr {arr.data}, i64 {off.ref}")
-        active = self.b.any(mask)
-        return self.b.emit(f"select i1 {active}, ptr {p}, ptr {self.dummy}")
+        safe = self.in_bounds.ref
+        if store:
+            safe = self.b.emit(f"and i1 {safe}, {self.b.any(mask)}")
+        return self.b.emit(f"select i1 {safe}, ptr {p}, ptr {self.dummy}")
 
     def _ptrs(self, arr: Arr, off, w: int) -> list[str]:
         parts = self.b.parts(off, _I64, w)
@@ -127,7 +136,7 @@ class MemoryOps:
         arr, off, mask = self._address(op, len(op.operands) - 1, w)
         b, mt = self.b, mem_type(t)
         if isinstance(off, Uni):
-            v = b.emit(f"load {mt}, ptr {self._uniform_ptr(arr, off, mask)}")
+            v = b.emit(f"load {mt}, ptr {self._uniform_ptr(arr, off, mask, False)}")
             if t.kind == "b":
                 v = b.emit(f"icmp ne i8 {v}, 0")
             return [Uni(v)]
@@ -150,7 +159,7 @@ class MemoryOps:
         b, mt = self.b, mem_type(t)
         if isinstance(off, Uni) and isinstance(value, Uni):
             v = b.emit(f"zext i1 {value.ref} to i8") if t.kind == "b" else value.ref
-            b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask)}")
+            b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask, True)}")
             return []
         m = _mangle(t, w)
         b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "

@@ -142,7 +142,9 @@ class Plan:
         return steps
 
     def _generate(self, phase: Phase, n: int) -> None:
-        gen = KernelGen("hydra_kernel", self.geo, self.options)
+        captured = {op.result.id: op.attrs["array"] for op in self.fn.body.ops
+                    if op.opcode == "global_array"}
+        gen = KernelGen("hydra_kernel", self.geo, self.options, captured)
         try:
             text = gen.generate(phase.ops, phase.inputs, phase.outputs)
         except Unsupported as e:
