@@ -225,3 +225,28 @@ def test_lanes_must_be_positive():
         hydra.compile(add, lanes=0)
     with pytest.raises(ValueError, match="give lanes="):
         hydra.compile(lambda: lane(), backend="numpy")()
+
+
+def stepped(x, s):
+    t = 0
+    for i in range(0, 10, s):
+        t += i
+    return t
+
+
+def constant_step_zero(x):
+    t = 0
+    for i in range(0, 10, 0):
+        t += i
+    return t
+
+
+def test_range_step_zero_names_the_lane(backend, request):
+    if backend == "cuda":
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="cuda/emit.py drops the lane of 'value' errors"))
+    with pytest.raises(hydra.CompileError, match="must not be zero"):
+        hydra.compile(constant_step_zero, varying="x", backend=backend)(np.arange(3))
+    k = hydra.compile(stepped, varying=("x", "s"), backend=backend)
+    with pytest.raises(ValueError, match=r"must not be zero \(lane 1\)"):
+        k(np.arange(3), np.array([1, 0, 2]))

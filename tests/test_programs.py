@@ -482,3 +482,72 @@ def signed_zeros(x, n):
 def test_signed_zeros_are_distinct_constants(backend):
     x = np.array([1.0, -2.0, 0.0])
     check_against_oracle(signed_zeros, [x, 3], 3, ("x",), backend)
+
+
+def loop_loads(a, n):
+    # lanes that left the loop (i == n, maybe past the end of a) must not trap
+    i = 0
+    s = 0
+    while i < n:
+        s += a[i]
+        i += 1
+    t = 0
+    for j in range(n):
+        t += 100 // (n - j)
+    return s, t, a[n - 1] if n > 0 else -1
+
+
+def deep_return(x):
+    for i in range(4):
+        for j in range(4):
+            k = 0
+            while k < 4:
+                if i * 16 + j * 4 + k == x:
+                    return i, j, k
+                if k == 3 and j == x % 4:
+                    break
+                k += 1
+            if j > i + x % 3:
+                continue
+    return -1, -1, -1
+
+
+def two_d(g, i, o):
+    s = 0.0
+    for r in range(g.shape[0]):
+        for c in range(g.shape[1]):
+            if (r + c + i) % 3 == 0:
+                s += g[r, c]
+    o[lane(), i % 2] = s if lane() == 0 else g[1, 2]
+    return s
+
+
+@pytest.mark.parametrize("lanes", LANE_COUNTS)
+def test_finished_lanes_never_trap_and_deep_returns(backend, lanes):
+    lanes = backend.lanes(lanes)
+    check_against_oracle(loop_loads, [np.arange(5) * 3, np.arange(lanes) % 6], lanes, ("n",),
+                         backend)
+    check_against_oracle(deep_return, [np.arange(lanes) % 70], lanes, ("x",), backend)
+
+
+@pytest.mark.parametrize("lanes", LANE_COUNTS)
+def test_two_dimensional_shared_arrays(backend, lanes):
+    lanes = backend.lanes(lanes)
+    g = np.arange(12.0).reshape(3, 4)
+    check_against_oracle(two_d, [g, np.arange(lanes), np.zeros((lanes, 2))], lanes, ("i",),
+                         backend)
+
+
+def constants():
+    return 3, 2.5, True, nlanes()
+
+
+def test_return_conventions(backend):
+    import hydra
+    got = hydra.compile(constants, lanes=5, backend=backend)()
+    assert got == (3, 2.5, True, 5)
+    assert [type(v) for v in got] == [int, float, bool, int]
+    got = hydra.compile(lambda x: (x, x + 1.0), varying="x", backend=backend)(np.arange(3))
+    assert isinstance(got, tuple) and got[0].dtype == np.int64 and got[1].dtype == np.float64
+    one = hydra.compile(lambda x: x * 2, varying="x", backend=backend)(np.array([4]))
+    assert isinstance(one, np.ndarray) and one.shape == (1,) and one[0] == 8
