@@ -208,3 +208,35 @@ def test_every_intrinsic_has_a_lowering(which, name):
         pytest.skip(f"the {which} backend is not available here")
     hydra.backends.get_backend(which)  # importing the backend registers its lowerings
     assert which in INTRINSICS[name].lowerings, f"{which} backend has no lowering of {name}"
+
+
+# --- intrinsics inside loops -----------------------------------------------------------
+
+def active_counts(x):
+    i = 0
+    acc = 0
+    while i < x:
+        acc += lanesum(1) * 10 + prefixsum(1)
+        i += 1
+    return acc
+
+
+def uniform_loop(x):
+    i = 0
+    while laneany(x > i):
+        i += 1
+    return i, lanemax(x), laneall(x >= 0), lanesum(x > 2)
+
+
+@pytest.mark.parametrize("lanes", LANE_COUNTS)
+def test_intrinsics_in_divergent_and_uniform_loops(backend, lanes):
+    lanes = backend.lanes(lanes)
+    x = (np.arange(lanes, dtype=np.int64) * 7) % 6
+    want = np.zeros(lanes, np.int64)
+    for i in range(int(x.max()) + 1):
+        active = x > i
+        want += np.where(active, active.sum() * 10 + np.cumsum(active) - active, 0)
+    np.testing.assert_array_equal(run(active_counts, lanes, backend, x, varying="x"), want)
+    got = run(uniform_loop, lanes, backend, x, varying="x")
+    assert got == (x.max(), x.max(), True, np.count_nonzero(x > 2))
+    assert isinstance(got[3], int)
