@@ -16,7 +16,7 @@ a branch: sin/cos/tan of |x| > 1e9 (2**18 in native float32) and fmod with quoti
 >= 2**52. `load_runtime()` makes libm's symbols visible to llvmlite's JIT (llvmlite does
 not search the process by default); `llvm_ir` calls it.
 
-Layout: a tiny SSA builder (`_B`, `_V`: Python operators emit LLVM instructions), the
+Layout: a tiny SSA builder (`Builder`, `Vec`: Python operators emit LLVM instructions), the
 algorithms (one function per name, table `_IMPL`), `llvm_ir`, and a JIT'd array driver
 used by the tests and by the benchmark `python -m hydra.backends.cpu.vecmath [names]`.
 """
@@ -27,9 +27,11 @@ import ctypes
 import ctypes.util
 import functools
 import math
-import struct
 
 import llvmlite.binding as llvm
+
+from .vecbuild import (MAGIC, MAGIC_F, Builder, Vec, clamp, copysign, fabs, fast2sum, i2d,
+                       isinf, poly, pow2, scale, signbit, taylor)
 
 # name -> number of arguments; every name has a libm counterpart (name + "f" for float32).
 _ARITY = {
@@ -75,162 +77,6 @@ def load_runtime() -> bool:
     except RuntimeError:
         return False
     return bool(llvm.address_of_symbol("_ZGVdN4v_exp"))
-
-
-# ---------------------------------------------------------------------------------
-# A tiny SSA builder: Python operators on `_V` emit LLVM instructions on W-lane
-# vectors, so each algorithm below reads like the NumPy code it replaces.
-
-
-def _fconst(v: float, ft: str) -> str:
-    if ft == "float":
-        v = struct.unpack("<f", struct.pack("<f", v))[0]
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
-
-
-class _V:
-    """One SSA vector value: `ref` is its LLVM name, `ty` its element type."""
-
-    __slots__ = ("b", "ref", "ty")
-
-    def __init__(self, b: _B, ref: str, ty: str):
-        self.b, self.ref, self.ty = b, ref, ty
-
-    @property
-    def isf(self) -> bool:
-        return self.ty in ("float", "double")
-
-    def _lift(self, o) -> _V:
-        return o if isinstance(o, _V) else self.b.const(o, self.ty)
-
-    def _op(self, fop: str, iop: str, o, swap=False) -> _V:
-        o = self._lift(o)
-        a, c = (o, self) if swap else (self, o)
-        return self.b.emit(f"{fop if self.isf else iop} {self.b.vt(self.ty)} {a.ref}, {c.ref}",
-                           self.ty)
-
-    def __add__(self, o): return self._op("fadd", "add", o)
-    def __radd__(self, o): return self._op("fadd", "add", o, True)
-    def __sub__(self, o): return self._op("fsub", "sub", o)
-    def __rsub__(self, o): return self._op("fsub", "sub", o, True)
-    def __mul__(self, o): return self._op("fmul", "mul", o)
-    def __rmul__(self, o): return self._op("fmul", "mul", o, True)
-    def __truediv__(self, o): return self._op("fdiv", "sdiv", o)
-    def __rtruediv__(self, o): return self._op("fdiv", "sdiv", o, True)
-    def __and__(self, o): return self._op("", "and", o)
-    def __or__(self, o): return self._op("", "or", o)
-    def __xor__(self, o): return self._op("", "xor", o)
-    def __lshift__(self, o): return self._op("", "shl", o)
-    def lshr(self, o): return self._op("", "lshr", o)
-
-    def __neg__(self):
-        return self.b.emit(f"fneg {self.b.vt(self.ty)} {self.ref}", self.ty)
-
-    def _cmp(self, fpred: str, ipred: str, o) -> _V:
-        o = self._lift(o)
-        op = f"fcmp {fpred}" if self.isf else f"icmp {ipred}"
-        return self.b.emit(f"{op} {self.b.vt(self.ty)} {self.ref}, {o.ref}", "i1")
-
-    def lt(self, o): return self._cmp("olt", "slt", o)
-    def le(self, o): return self._cmp("ole", "sle", o)
-    def gt(self, o): return self._cmp("ogt", "sgt", o)
-    def ge(self, o): return self._cmp("oge", "sge", o)
-    def eq(self, o): return self._cmp("oeq", "eq", o)
-    def ne(self, o): return self._cmp("une", "ne", o)
-
-    def isnan(self) -> _V:
-        return self._cmp("uno", "", self)
-
-    def cast(self, op: str, ty: str) -> _V:
-        return self.b.emit(f"{op} {self.b.vt(self.ty)} {self.ref} to {self.b.vt(ty)}", ty)
-
-    def bits(self) -> _V:
-        return self.cast("bitcast", "i64" if self.ty == "double" else "i32")
-
-    def asfloat(self) -> _V:
-        return self.cast("bitcast", "double" if self.ty == "i64" else "float")
-
-
-class _B:
-    """Emits the body of one function over `<W x ft>` vectors."""
-
-    def __init__(self, ft: str, width: int):
-        self.ft, self.w = ft, width
-        self.lines: list[str] = []
-        self.decls: set[str] = set()
-        self.n = 0
-        self.block = "entry"
-
-    def vt(self, ty: str) -> str:
-        return f"<{self.w} x {ty}>"
-
-    def emit(self, rhs: str, ty: str) -> _V:
-        self.n += 1
-        ref = f"%t{self.n}"
-        self.lines.append(f"  {ref} = {rhs}")
-        return _V(self, ref, ty)
-
-    def const(self, v, ty: str | None = None) -> _V:
-        ty = ty or self.ft
-        if ty in ("float", "double"):
-            s = _fconst(float(v), ty)
-        elif ty == "i1":
-            s = "true" if v else "false"
-        else:
-            s = str(int(v))
-        return _V(self, "<" + ", ".join([f"{ty} {s}"] * self.w) + ">", ty)
-
-    def call(self, name: str, *args: _V, ty: str | None = None) -> _V:
-        """Call an overloaded LLVM intrinsic such as llvm.fma on vectors."""
-        ty = ty or args[0].ty
-        vt = self.vt(ty)
-        sym = f"{name}.v{self.w}{'f32' if ty == 'float' else 'f64' if ty == 'double' else ty}"
-        self.decls.add(f"declare {vt} @{sym}({', '.join(self.vt(a.ty) for a in args)})")
-        ops = ", ".join(f"{self.vt(a.ty)} {a.ref}" for a in args)
-        return self.emit(f"call {vt} @{sym}({ops})", ty)
-
-    def select(self, c: _V, a, b) -> _V:
-        ty = a.ty if isinstance(a, _V) else b.ty if isinstance(b, _V) else self.ft
-        a = a if isinstance(a, _V) else self.const(a, ty)
-        b = b if isinstance(b, _V) else self.const(b, ty)
-        return self.emit(f"select {self.vt('i1')} {c.ref}, {self.vt(ty)} {a.ref}, "
-                         f"{self.vt(ty)} {b.ref}", ty)
-
-    def fma(self, a: _V, b, c) -> _V:
-        return self.call("llvm.fma", a, a._lift(b), a._lift(c))
-
-    def rare(self, mask: _V, fast: _V, slow_code) -> _V:
-        """`fast`, or `slow_code()` (emitted in a block of its own) when any lane is in
-        `mask`: special-value fix-ups and libm fallbacks cost a test in the common case."""
-        ty = fast.ty
-        red = f"llvm.vector.reduce.or.v{self.w}i1"
-        self.decls.add(f"declare i1 @{red}({self.vt('i1')})")
-        anyv = self.emit(f"call i1 @{red}({self.vt('i1')} {mask.ref})", "i1")
-        slow, join, here = f"slow{self.n}", f"join{self.n}", self.block
-        self.lines += [f"  br i1 {anyv.ref}, label %{slow}, label %{join}", f"{slow}:"]
-        self.block = slow
-        picked = slow_code()
-        slow = self.block  # slow_code may have opened blocks of its own
-        self.lines += [f"  br label %{join}", f"{join}:"]
-        self.block = join
-        return self.emit(f"phi {self.vt(ty)} [ {fast.ref}, %{here} ], [ {picked.ref}, %{slow} ]",
-                         ty)
-
-    def fallback(self, mask: _V, fast: _V, sym: str, args: list[_V]) -> _V:
-        """Lanes in `mask` take scalar `sym` (huge sin arguments, huge fmod quotients)."""
-        return self.rare(mask, fast, lambda: self.select(mask, self.scalar_calls(sym, args),
-                                                         fast))
-
-    def scalar_calls(self, sym: str, args: list[_V]) -> _V:
-        """Call scalar `sym` on every lane (the slow path and the scalarized fallback)."""
-        ty = args[0].ty
-        self.decls.add(f"declare {ty} @{sym}({', '.join(ty for _ in args)})")
-        acc = _V(self, "undef", ty)
-        for i in range(self.w):
-            el = [self.emit(f"extractelement {self.vt(ty)} {a.ref}, i32 {i}", ty) for a in args]
-            r = self.emit(f"call {ty} @{sym}({', '.join(f'{ty} {e.ref}' for e in el)})", ty)
-            acc = self.emit(f"insertelement {self.vt(ty)} {acc.ref}, {ty} {r.ref}, i32 {i}", ty)
-        return acc
 
 
 # ---------------------------------------------------------------------------------
@@ -331,78 +177,10 @@ _LN2_F16 = (0.693145751953125, 1.428606765330187e-06)  # hi has 16 bits: k * hi 
 _SIN_BIG_F = 262144.0  # 2**18: r1 = x - n*p1 stays exact; beyond, libm's sinf & co
 
 
-def _taylor(first: int, last: int, step: int = 1, sign: int = 0) -> list[float]:
-    """Coefficients (-1)**((k + sign) // 2) / k! for k = last, last - step, ..., first."""
-    return [(-1.0) ** ((k + sign) // 2 if step == 2 else 0) / math.factorial(k)
-            for k in range(last, first - 1, -step)]
-
-
-def _poly(x: _V, coeffs, exact_tail: int = 3) -> _V:
-    """Evaluate at x: the `exact_tail` lowest terms by Horner (they set the rounding
-    error), the rest by Estrin's scheme, whose short dependency chains let the core
-    overlap the many fmas (Horner made the long polynomials latency-bound)."""
-    b = x.b
-    head, tail = coeffs[: len(coeffs) - exact_tail], coeffs[len(coeffs) - exact_tail:]
-    terms = [x._lift(c) for c in reversed(head)]  # lowest degree first
-    if len(terms) > 1:
-        terms = [b.fma(terms[i + 1], x, terms[i]) if i + 1 < len(terms) else terms[i]
-                 for i in range(0, len(terms), 2)]
-        xp = x * x
-        while len(terms) > 1:
-            terms = [b.fma(terms[i + 1], xp, terms[i]) if i + 1 < len(terms) else terms[i]
-                     for i in range(0, len(terms), 2)]
-            xp = xp * xp if len(terms) > 1 else xp
-    r = terms[0] if terms else b.const(0.0)
-    for c in tail:
-        r = b.fma(r, x, c)
-    return r
-
-
-def _fabs(x): return x.b.call("llvm.fabs", x)
-def _sign(mag, x): return x.b.call("llvm.copysign", mag, x)
-
-
-def _clamp(x, lo, hi):
-    return x.b.call("llvm.maxnum", x.b.call("llvm.minnum", x, x._lift(hi)), x._lift(lo))
-
-
-def _signbit(x): return x.bits().lt(0)
-def _isinf(x): return _fabs(x).eq(math.inf)
-
-
-def _fast2sum(a, c):
-    s = a + c
-    return s, (a - s) + c
-
-
-# AVX2 has no int64 <-> double conversion nor 64-bit arithmetic shift; small integers
-# go through the mantissa of _MAGIC instead (bits(_MAGIC + k) = bits(_MAGIC) + k).
-_MAGIC = 6755399441055744.0  # 1.5 * 2**52
-_MAGIC_F = 12582912.0  # 1.5 * 2**23
-
-
-def _pow2(k: _V) -> _V:
-    """2**k for integral k in the exponent range of k's type."""
-    if k.ty == "float":
-        return ((k + (127.0 + _MAGIC_F)).bits() << 23).asfloat()
-    return ((k + (1023.0 + _MAGIC)).bits() << 52).asfloat()
-
-
-def _i2d(k: _V) -> _V:
-    """Small int64 -> double."""
-    return (k + 0x4338000000000000).asfloat() - _MAGIC
-
-
-def _scale(p: _V, n: _V) -> _V:
-    """p * 2**n for integral double n in [-2000, 2000]: two exact steps, one rounding."""
-    n1 = p.b.call("llvm.floor", n * 0.5)
-    return p * _pow2(n1) * _pow2(n - n1)
-
-
 def _exp_reduce(x, lo, xmin, xmax):
     """x = n ln2 + r with |r| <= ln2/2 (Cody-Waite with fma; r1 is exact)."""
     b = x.b
-    xc = _clamp(x, xmin, xmax)
+    xc = clamp(x, xmin, xmax)
     n = b.call("llvm.rint", xc * _INVLN2[0])
     ln2 = _LN2_F if x.ty == "float" else (_LN2_HI, _LN2_LO)
     r = b.fma(-n, ln2[1], b.fma(-n, ln2[0], xc))
@@ -412,19 +190,19 @@ def _exp_reduce(x, lo, xmin, xmax):
 
 
 def _exp_poly(r, f32):
-    return _poly(r, _taylor(0, 7 if f32 else 13))
+    return poly(r, taylor(0, 7 if f32 else 13))
 
 
 def _expm1_poly(r, f32):
     """exp(r) - 1 = r + r*r (1/2 + r/6 + ...): only the small term carries rounding."""
-    return r.b.fma(r * r, _poly(r, _taylor(2, 8 if f32 else 14)), r)
+    return r.b.fma(r * r, poly(r, taylor(2, 8 if f32 else 14)), r)
 
 
 def _exp(x, f32, lo=None, mul=None):
     """exp(x + lo) * mul, rounded once (also into subnormals)."""
     n, r = _exp_reduce(x, lo, *((-104.0, 89.0) if x.ty == "float" else (-760.0, 720.0)))
     p = _exp_poly(r, f32)
-    return _scale(p if mul is None else p * mul, n)
+    return scale(p if mul is None else p * mul, n)
 
 
 def _nanfix(res, *xs):
@@ -438,38 +216,38 @@ def exp(b, x, f32):
 
 
 def exp2(b, x, f32):
-    xc = _clamp(x, -1100.0, 1100.0)
+    xc = clamp(x, -1100.0, 1100.0)
     n = b.call("llvm.rint", xc)
     f = xc - n
     rh = f * _LN2
     rl = b.fma(f, _LN2, -rh) + f * _LN2_TAIL
     p = _exp_poly(rh, f32)
-    return _nanfix(_scale(b.fma(p, rl, p), n), x)
+    return _nanfix(scale(b.fma(p, rl, p), n), x)
 
 
 def expm1(b, x, f32):
     n, r = _exp_reduce(x, None, -40.0, 710.0)
-    half = _pow2(n - 1.0)
+    half = pow2(n - 1.0)
     res = b.fma(half, _expm1_poly(r, f32), half - 0.5) * 2.0
-    return _nanfix(b.select(_fabs(x).lt(2.0 ** -54), x, res), x)
+    return _nanfix(b.select(fabs(x).lt(2.0 ** -54), x, res), x)
 
 
 def _hyper(x, f32):
     """(|x|, sign-less expm1(|x|) for |x| < 22, exp(|x|)/2, exp(|x|)) for sinh/cosh."""
     b = x.b
-    ax = _fabs(x)
+    ax = fabs(x)
     n, r = _exp_reduce(ax, None, 0.0, 712.0)
     q = _expm1_poly(r, f32)
-    half = _pow2(n - 1.0)
+    half = pow2(n - 1.0)
     em1 = b.fma(half, q, half - 0.5) * 2.0
     p = q + 1.0
-    return ax, em1, _scale(p, n - 1.0), _scale(p, n)
+    return ax, em1, scale(p, n - 1.0), scale(p, n)
 
 
 def sinh(b, x, f32):
     ax, e, half_e, _ = _hyper(x, f32)
     small = (e + e / (e + 1.0)) * 0.5
-    return _nanfix(_sign(b.select(ax.lt(22.0), small, half_e), x), x)
+    return _nanfix(copysign(b.select(ax.lt(22.0), small, half_e), x), x)
 
 
 def cosh(b, x, f32):
@@ -479,11 +257,11 @@ def cosh(b, x, f32):
 
 
 def tanh(b, x, f32):
-    ax = _fabs(x)
+    ax = fabs(x)
     big = ax.ge(1.0)
     t = expm1(b, b.select(big, ax * 2.0, ax * -2.0), f32)
     res = b.select(big, 1.0 - 2.0 / (t + 2.0), -t / (t + 2.0))
-    return _nanfix(_sign(b.select(ax.lt(22.0), res, 1.0), x), x)
+    return _nanfix(copysign(b.select(ax.lt(22.0), res, 1.0), x), x)
 
 
 def _log_parts(x, f32, dd=False):
@@ -496,15 +274,15 @@ def _log_parts(x, f32, dd=False):
     b = x.b
     tiny = x.lt(2.2250738585072014e-308)
     ix = b.select(tiny, x * 2.0 ** 54, x).bits() + ((0x3FF00000 - 0x3FE6A09E) << 32)
-    k = _i2d(ix.lshr(52) - b.select(tiny, b.const(1023 + 54, "i64"), 1023))
+    k = i2d(ix.lshr(52) - b.select(tiny, b.const(1023 + 54, "i64"), 1023))
     m = ((ix & 0x000FFFFFFFFFFFFF) + (0x3FE6A09E << 32)).asfloat()
     f = m - 1.0
     if not dd:
         u = f / (f + 2.0)
         z = u * u
-        r = z * _poly(z, [2 / (2 * j + 1) for j in range(6 if f32 else 12, 0, -1)])
+        r = z * poly(z, [2 / (2 * j + 1) for j in range(6 if f32 else 12, 0, -1)])
         hfsq = f * f * 0.5
-        return k, *_fast2sum(f, u * (hfsq + r) - hfsq)
+        return k, *fast2sum(f, u * (hfsq + r) - hfsq)
     d = f + 2.0
     dl = f - (d - 2.0)
     inv = 1.0 / d
@@ -516,14 +294,14 @@ def _log_parts(x, f32, dd=False):
     e3 = b.fma(u2, uh, -u3) + e2 * uh
     t_hi = u3 * (2 / 3)
     t_err = b.fma(u3, 2 / 3, -t_hi) + e3 * (2 / 3) + u3 * 3.700743415417188e-17
-    tail = u3 * u2 * _poly(u2, [2 / (2 * j + 1) for j in range(12, 1, -1)])
-    hi, err = _fast2sum(uh * 2.0, t_hi)
+    tail = u3 * u2 * poly(u2, [2 / (2 * j + 1) for j in range(12, 1, -1)])
+    hi, err = fast2sum(uh * 2.0, t_hi)
     return k, hi, err + (ul * 2.0 + (t_err + u2 * ul * 2.0 + tail))
 
 
 def _log_dd(x, f32, dd=False):
     k, mh, ml = _log_parts(x, f32, dd)
-    hi, err = _fast2sum(k * _LN2_HI, mh)
+    hi, err = fast2sum(k * _LN2_HI, mh)
     return hi, err + (k * _LN2_LO + ml)
 
 
@@ -548,7 +326,7 @@ def _log_f32(b, x):
     u = f / (f + 2.0)
     z = u * u
     hfsq = f * f * 0.5
-    lm = f - (hfsq - u * (hfsq + z * _poly(z, [2 / 9, 2 / 7, 2 / 5, 2 / 3])))
+    lm = f - (hfsq - u * (hfsq + z * poly(z, [2 / 9, 2 / 7, 2 / 5, 2 / 3])))
     return _logfix(k * _LN2_F16[0] + (lm + k * _LN2_F16[1]), x)
 
 
@@ -569,7 +347,7 @@ def _log_base(x, f32, c, kc):
     k, mh, ml = _log_parts(x, f32)
     p = mh * c[0]
     pe = b.fma(mh, c[0], -p) + (mh * c[1] + ml * c[0])
-    hi, err = _fast2sum(k * kc[0], p)
+    hi, err = fast2sum(k * kc[0], p)
     return _logfix(hi + (err + pe + k * kc[1]), x)
 
 
@@ -585,17 +363,17 @@ def log1p(b, x, f32):
     u = x + 1.0
     c = b.select(u.ge(2.0), 1.0 - (u - x), x - (u - 1.0)) / u
     k, mh, ml = _log_parts(u, f32)
-    hi, err = _fast2sum(k * _LN2_HI, mh)
+    hi, err = fast2sum(k * _LN2_HI, mh)
     res = hi + (err + k * _LN2_LO + ml + c)
-    return b.select(_fabs(x).lt(2.0 ** -60), x, _logfix(res, x, -1.0))
+    return b.select(fabs(x).lt(2.0 ** -60), x, _logfix(res, x, -1.0))
 
 
 def pow(b, x, y, f32):
-    ax, ay = _fabs(x), _fabs(y)
+    ax, ay = fabs(x), fabs(y)
     hi, lo = _log_dd(ax, f32, not f32)
     ph = y * hi
     pl = b.fma(y, hi, -ph) + y * lo
-    mag = _exp(ph, f32, b.select(_fabs(ph).lt(1000.0), pl, 0.0))
+    mag = _exp(ph, f32, b.select(fabs(ph).lt(1000.0), pl, 0.0))
     common = x.gt(0.0) & x.lt(math.inf) & ay.lt(math.inf)  # x = 1 and y = 0 give 1 there
     return b.rare(common ^ True, mag, lambda: _pow_special(x, y, ax, ay, mag))
 
@@ -611,7 +389,7 @@ def _pow_special(x, y, ax, ay, mag):
     yint = b.call("llvm.trunc", y).eq(y)
     yh = y * 0.5
     odd = yint & b.call("llvm.trunc", yh).ne(yh)
-    res = b.select(_signbit(x) & odd, -mag, mag)
+    res = b.select(signbit(x) & odd, -mag, mag)
     res = b.select(x.lt(0.0) & ax.ne(math.inf) & (yint ^ True), math.nan, res)
     res = b.select(x.isnan() | y.isnan(), math.nan, res)
     return b.select(y.eq(0.0) | x.eq(1.0), 1.0, res)
@@ -625,17 +403,17 @@ def _trig(b, x, f32, which):
     was 30% faster but 2.9 ulp: near |r| = pi/2, r + r**3 S(r**2) cancels to ~1.)"""
     native32 = x.ty == "float"
     pio2 = _PIO2_F if native32 else _PIO2
-    ax = _fabs(x)
+    ax = fabs(x)
     ok = ax.le(_SIN_BIG_F if native32 else _SIN_BIG)
     xr = b.select(ok, x, 0.0)
     n = b.call("llvm.rint", xr * 0.6366197723675814)
     r = b.fma(-n, pio2[2], b.fma(-n, pio2[1], b.fma(-n, pio2[0], xr)))
-    q = (n + (_MAGIC_F if native32 else _MAGIC)).bits() + (1 if which == "cos" else 0)
+    q = (n + (MAGIC_F if native32 else MAGIC)).bits() + (1 if which == "cos" else 0)
     z = r * r
-    s = b.fma(r * z, _poly(z, _taylor(3, 9 if f32 else 17, 2, -1)), r)
+    s = b.fma(r * z, poly(z, taylor(3, 9 if f32 else 17, 2, -1)), r)
     hz = z * 0.5
     w = 1.0 - hz
-    c = w + (((1.0 - w) - hz) + z * z * _poly(z, _taylor(4, 10 if f32 else 16, 2)))
+    c = w + (((1.0 - w) - hz) + z * z * poly(z, taylor(4, 10 if f32 else 16, 2)))
     odd = (q & 1).ne(0)
     if which == "tan":
         res = b.select(odd, -c, s) / b.select(odd, s, c)
@@ -656,7 +434,7 @@ def _atan2(y, x, f32):
     """atan(a/c), a = min(|x|,|y|), c = max, with one division: a/c if a/c <= tan(pi/8)
     else pi/4 + atan((a-c)/(a+c)); then k pi/4 +- p for the octant (k pi/4 exact)."""
     b = y.b
-    ax, ay = _fabs(x), _fabs(y)
+    ax, ay = fabs(x), fabs(y)
     a, c = b.call("llvm.minnum", ax, ay), b.call("llvm.maxnum", ax, ay)
     big = c.gt(2.0 ** 1000)
     a, c = b.select(big, a * 2.0 ** -200, a), b.select(big, c * 2.0 ** -200, c)
@@ -666,13 +444,13 @@ def _atan2(y, x, f32):
     den = b.select(infs | c.eq(0.0), 1.0, b.select(mid, a + c, c))
     t = num / den
     z = t * t
-    p = b.fma(t * z, _poly(z, _ATAN_Q32 if f32 else _ATAN_Q64), t)
+    p = b.fma(t * z, poly(z, _ATAN_Q32 if f32 else _ATAN_Q64), t)
     k = b.select(mid, 1.0, 0.0)
     swap = ay.gt(ax)
     k, p = b.select(swap, 2.0 - k, k), b.select(swap, -p, p)
-    neg = _signbit(x)
+    neg = signbit(x)
     k, p = b.select(neg, 4.0 - k, k), b.select(neg, -p, p)
-    res = _sign(k * _PIO4_HI + (p + k * _PIO4_LO), y)
+    res = copysign(k * _PIO4_HI + (p + k * _PIO4_LO), y)
     return b.select(x.isnan() | y.isnan(), x + y, res)
 
 
@@ -708,7 +486,7 @@ def _erfc_tail(ax, f32, for_erf=False):
         return c
 
     ts = t - pick(mids)  # each piece is fitted around its middle
-    h = _poly(ts, [pick([seg[j] for seg in segs]) for j in range(len(segs[0]))])
+    h = poly(ts, [pick([seg[j] for seg in segs]) for j in range(len(segs[0]))])
     x2 = ax * ax
     x2l = b.fma(ax, ax, -x2)
     return _exp(-x2, f32, b.select(x2.lt(1000.0), -x2l, 0.0), h * t)
@@ -718,25 +496,25 @@ def _erf_small(x, f32):
     """x P(x**2) as fma(x, P(0), x z Q(z)): the big term is rounded once."""
     p = _ERF_P32 if f32 else _ERF_P64
     z = x * x
-    return _sign(x.b.fma(x, p[-1], x * z * _poly(z, p[:-1])), x)  # keeps erf(-0) = -0
+    return copysign(x.b.fma(x, p[-1], x * z * poly(z, p[:-1])), x)  # keeps erf(-0) = -0
 
 
 def erf(b, x, f32):
-    ax = _fabs(x)
+    ax = fabs(x)
     # erf(6) rounds to 1; the clamp keeps t inside the fitted [1/6, 1]
-    big = _sign(1.0 - _erfc_tail(b.call("llvm.minnum", ax, b.const(6.0)), f32, True), x)
+    big = copysign(1.0 - _erfc_tail(b.call("llvm.minnum", ax, b.const(6.0)), f32, True), x)
     return _nanfix(b.select(ax.lt(1.0), _erf_small(x, f32), big), x)
 
 
 def erfc(b, x, f32):
-    e = _erfc_tail(_fabs(x), f32)
+    e = _erfc_tail(fabs(x), f32)
     big = b.select(x.lt(0.0), 2.0 - e, e)
-    return _nanfix(b.select(_fabs(x).lt(0.5), 1.0 - _erf_small(x, f32), big), x)
+    return _nanfix(b.select(fabs(x).lt(0.5), 1.0 - _erf_small(x, f32), big), x)
 
 
 def cbrt(b, x, f32):
     """Bit-trick first guess (exponent / 3), Newton steps, a double-double last step."""
-    ax = _fabs(x)
+    ax = fabs(x)
     tiny = ax.lt(2.0 ** -1022)
     a = b.select(tiny, ax * 2.0 ** 54, ax)
     hi = a.bits().lshr(32).cast("trunc", "i32").cast("sitofp", "double") * (1 / 3)
@@ -747,36 +525,36 @@ def cbrt(b, x, f32):
     y3 = y2 * y
     e3 = b.fma(y2, y, -y3) + b.fma(y, y, -y2) * y
     y = y + ((a - y3) - e3) / (y2 * 3.0)
-    res = _sign(b.select(tiny, y * 2.0 ** -18, y), x)
+    res = copysign(b.select(tiny, y * 2.0 ** -18, y), x)
     return _nanfix(b.select(ax.eq(0.0) | ax.eq(math.inf), x, res), x)
 
 
 def hypot(b, x, y, f32):
     """sqrt(a**2 + c**2) with the squares in double-double, scaled, one Newton fix-up."""
-    ax, ay = _fabs(x), _fabs(y)
+    ax, ay = fabs(x), fabs(y)
     a, c = b.call("llvm.maxnum", ax, ay), b.call("llvm.minnum", ax, ay)
     big, small = a.gt(2.0 ** 500), a.lt(2.0 ** -500)
     sc = b.select(big, 2.0 ** -600, b.select(small, 2.0 ** 600, 1.0))
     a, c = a * sc, c * sc
     a2, c2 = a * a, c * c
-    s, se = _fast2sum(a2, c2)
+    s, se = fast2sum(a2, c2)
     lo = se + b.fma(a, a, -a2) + b.fma(c, c, -c2)
     h = b.call("llvm.sqrt", s)
     h = h + (b.fma(-h, h, s) + lo) / (h * 2.0)
     res = b.select(a.eq(0.0), 0.0, h / sc)
     res = b.select(x.isnan() | y.isnan(), math.nan, res)
-    return b.select(_isinf(x) | _isinf(y), math.inf, res)
+    return b.select(isinf(x) | isinf(y), math.inf, res)
 
 
 def fmod(b, x, y, f32):
     """x - trunc(x/y) y with the product inside an fma: exact while |x/y| < 2**52 (the
     quotient is then off by at most one, fixed up); larger quotients go to libm."""
-    ax, ay = _fabs(x), _fabs(y)
+    ax, ay = fabs(x), fabs(y)
     q = b.call("llvm.trunc", ax / ay)
     r = b.fma(-q, ay, ax)
     r = b.select(r.lt(0.0), r + ay, r)
     r = b.select(r.ge(ay), r - ay, r)
-    res = b.select(ay.eq(math.inf), x, _sign(r, x))
+    res = b.select(ay.eq(math.inf), x, copysign(r, x))
     res = b.select(ay.eq(0.0) | ax.eq(math.inf) | x.isnan() | y.isnan(), math.nan, res)
     return b.fallback(ax.gt(ay * 2.0 ** 52) & ax.ne(math.inf), res, "fmod", [x, y])
 
@@ -786,7 +564,7 @@ _IMPL = {f.__name__: f for f in (exp, exp2, expm1, sinh, cosh, tanh, log, log2, 
                                  cbrt, hypot, fmod)}
 
 
-def _scalarized(b: _B, name: str, args: list[_V]) -> _V:
+def _scalarized(b: Builder, name: str, args: list[Vec]) -> Vec:
     return b.scalar_calls(name + ("f" if b.ft == "float" else ""), args)
 
 
@@ -795,7 +573,7 @@ def _libmvec_symbol(name: str, ft: str) -> str:
     return f"_ZGVdN{lanes}{'v' * _ARITY[name]}_{name}{'f' * (ft == 'float')}"
 
 
-def _libmvec(b: _B, name: str, args: list[_V]) -> _V:
+def _libmvec(b: Builder, name: str, args: list[Vec]) -> Vec:
     """glibc's vector variant on width/lanes slices (benchmark comparison only)."""
     ty, sym = args[0].ty, _libmvec_symbol(name, b.ft)
     lanes = 8 if ty == "float" else 4
@@ -843,8 +621,8 @@ def _module(name: str, dtype: str, width: int, variant: str) -> tuple[str, str]:
         raise KeyError(f"vecmath has no function {name!r}")
     ft = _FT[dtype]
     load_runtime()
-    b = _B(ft, width)
-    args = [_V(b, f"%a{i}", ft) for i in range(_ARITY[name])]
+    b = Builder(ft, width)
+    args = [Vec(b, f"%a{i}", ft) for i in range(_ARITY[name])]
     impl = _IMPL[name]
     if variant == "libm":
         res = _scalarized(b, name, args)
@@ -875,115 +653,9 @@ def _module(name: str, dtype: str, width: int, variant: str) -> tuple[str, str]:
     return sym, text
 
 
-# ---------------------------------------------------------------------------------
-# Array driver: used by the tests and the benchmark (`python -m hydra.backends.cpu.vecmath`).
-
-
-def _target_machine():
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, jit=True)
-
-
-@functools.cache
-def array_function(name: str, dtype: str, width: int, variant: str = "inline"):
-    """JIT `name` into `f(*arrays, out=None) -> ndarray`, width lanes at a time."""
-    import numpy as np
-
-    sym, text = _module(name, dtype, width, variant)
-    ft = _FT[dtype]
-    vt = f"<{width} x {ft}>"
-    k = _ARITY[name]
-    # element-typed addressing: <3 x double> would stride by its padded alloc size
-    ins = "".join(f"  %p{i} = getelementptr {ft}, ptr %in{i}, i64 %off\n"
-                  f"  %v{i} = load {vt}, ptr %p{i}, align 1\n" for i in range(k))
-    driver = f"""{text}
-define void @drive({", ".join(f"ptr %in{i}" for i in range(k))}, ptr %out, i64 %n) {{
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [0, %entry], [%i2, %loop]
-  %off = mul i64 %i, {width}
-{ins}  %r = call {vt} @{sym}({", ".join(f"{vt} %v{i}" for i in range(k))})
-  %po = getelementptr {ft}, ptr %out, i64 %off
-  store {vt} %r, ptr %po, align 1
-  %i2 = add i64 %i, 1
-  %c = icmp ult i64 %i2, %n
-  br i1 %c, label %loop, label %exit
-exit:
-  ret void
-}}
-"""
-    mod = llvm.parse_assembly(driver)
-    mod.verify()
-    tm = _target_machine()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
-    cfn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (k + 1), ctypes.c_int64)(
-        engine.get_function_address("drive"))
-    np_dt = np.dtype(dtype)
-
-    def run(*arrays, out=None):
-        xs = [np.ascontiguousarray(a, dtype=np_dt).ravel() for a in np.broadcast_arrays(*arrays)]
-        n = xs[0].size
-        pad = -n % width
-        xs = [np.concatenate([x, np.zeros(pad, np_dt)]) if pad else x for x in xs]
-        if out is None or pad:
-            out = np.empty(n + pad, np_dt)
-        if n:
-            cfn(*[x.ctypes.data for x in xs], out.ctypes.data, (n + pad) // width)
-        return out[:n].reshape(np.broadcast_shapes(*[np.shape(a) for a in arrays]))
-
-    run.engine = engine  # keeps the machine code alive
-    return run
-
-
-def _benchmark(names, n: int = 1 << 20) -> None:
-    """Print ns per element: inline vector code (width 8), libm per lane, glibc's
-    libmvec (AVX2 variants; '-' where absent), NumPy (math.erf per element for erf)."""
-    import time
-
-    import numpy as np
-
-    def best(f, *a, **kw):
-        f(*a, **kw)
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            f(*a, **kw)
-            times.append(time.perf_counter() - t0)
-        return min(times) / n * 1e9
-
-    rng = np.random.default_rng(0)
-    load_runtime()
-    print(f"ns/element over {n} elements; width 8; 'libm' = one libm call per lane")
-    heads = ("libm", "libmvec", "numpy")
-    print(f"{'':8}" + "".join(f"{h:>8}" for d in ("f32", "f64") for h in (d, *heads)))
-    for name in names:
-        row = []
-        for dtype in ("float32", "float64"):
-            lo, hi = {"asin": (-1, 1), "acos": (-1, 1), "sin": (-100, 100), "cos": (-100, 100),
-                      "tan": (-100, 100), "exp": (-80, 80), "erf": (-4, 4)}.get(name, (0.1, 3))
-            args = [rng.uniform(lo, hi, n).astype(dtype) for _ in range(_ARITY[name])]
-            npf = getattr(np, {"atan2": "arctan2", "pow": "power", "asin": "arcsin",
-                               "acos": "arccos", "atan": "arctan"}.get(name, name), None)
-            if npf is None:  # erf, erfc: NumPy has none; math.erf per element via vectorize
-                npf = functools.partial(lambda f, *a, out: f(*a), np.vectorize(
-                    getattr(math, name), otypes=[dtype]))
-            out = np.empty(n, dtype)  # preallocated: page faults would swamp the timings
-            vec = (llvm.address_of_symbol(_libmvec_symbol(name, _FT[dtype]))
-                   and best(array_function(name, dtype, 8, "libmvec"), *args, out=out))
-            row += [best(array_function(name, dtype, 8), *args, out=out),
-                    best(array_function(name, dtype, 8, "libm"), *args, out=out), vec,
-                    best(npf, *args, out=out)]
-        print(f"{name:8}" + "".join(f"{v:8.2f}" if v else f"{'-':>8}" for v in row))
-
-
 if __name__ == "__main__":
     import sys
 
-    _benchmark(sys.argv[1:] or sorted(SUPPORTED))
+    from hydra.backends.cpu.vecmath_jit import benchmark
+
+    benchmark(sys.argv[1:] or sorted(SUPPORTED))
