@@ -551,3 +551,66 @@ def test_return_conventions(backend):
     assert isinstance(got, tuple) and got[0].dtype == np.int64 and got[1].dtype == np.float64
     one = hydra.compile(lambda x: x * 2, varying="x", backend=backend)(np.array([4]))
     assert isinstance(one, np.ndarray) and one.shape == (1,) and one[0] == 8
+
+
+F32 = np.float32(1.5)
+CAPTURED = np.zeros(1000)
+
+
+def loop_variable_after_loop(x):
+    i = -1
+    for i in range(x):  # noqa: B007  (its value after the loop is the point)
+        pass
+    j = 10
+    for j in range(x, 0, -1):
+        if j == 2:
+            break
+    return i, j
+
+
+def keyword_helper(x):
+    return helper_kw(b=x, a=2) + helper_kw(x, b=1)
+
+
+def helper_kw(a, b):
+    return a * SCALE + b
+
+
+def numpy_constant(x):
+    return x * F32, x + SCALE
+
+
+def nested_tuples(x):
+    t = ((x, x + 1), (x * 2, (x * 3,)))
+    (a, b), (c, (d,)) = t
+    return t[1][1][0] + a + b + c + d, t[0]
+
+
+def array_augmented(a, x):
+    a[lane()] += x
+    a[lane()] *= 2
+
+
+def write_captured(x):
+    CAPTURED[lane()] = x * 2.0
+    return CAPTURED[lane()]
+
+
+@pytest.mark.parametrize("lanes", LANE_COUNTS)
+def test_more_python(backend, lanes):
+    lanes = backend.lanes(lanes)
+    x = np.arange(lanes, dtype=np.int64)
+    check_against_oracle(loop_variable_after_loop, [x % 5], lanes, ("x",), backend)
+    check_against_oracle(keyword_helper, [x], lanes, ("x",), backend)
+    got = check_against_oracle(numpy_constant, [x.astype(np.float32)], lanes, ("x",), backend)
+    assert got[0].dtype == got[1].dtype == np.float32
+    check_against_oracle(nested_tuples, [x], lanes, ("x",), backend)
+    check_against_oracle(array_augmented, [x * 1.5, x * 1.0], lanes, ("x",), backend)
+
+
+def test_writes_to_a_captured_array_land_in_it(backend):
+    import hydra
+    CAPTURED[:] = 0
+    got = hydra.compile(write_captured, varying="x", backend=backend)(np.arange(3.0))
+    np.testing.assert_array_equal(got, [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(CAPTURED[:4], [0.0, 2.0, 4.0, 0.0])
