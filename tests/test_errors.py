@@ -250,3 +250,16 @@ def test_range_step_zero_names_the_lane(backend, request):
     k = hydra.compile(stepped, varying=("x", "s"), backend=backend)
     with pytest.raises(ValueError, match=r"must not be zero \(lane 1\)"):
         k(np.arange(3), np.array([1, 0, 2]))
+
+
+def mixed_and_value(x):
+    y = (x & 1) and x < 3
+    return y
+
+
+def test_and_or_value_of_two_types_is_a_clear_compile_error():
+    k = hydra.compile(mixed_and_value, varying="x", backend="numpy")
+    with pytest.raises(hydra.CompileError, match="gives a bool or an int64") as info:
+        k(np.arange(3))
+    assert info.value.line == line_of(mixed_and_value, "y = ")
+    assert "bool(a) and bool(b)" in info.value.hint

@@ -218,6 +218,11 @@ class Builder(LoopMixin, ExprMixin):
                 return t
         elif a is b or a == b:
             return a
+        if name == "$expr":  # the two values of ``a and b``, ``a or b``, ``a if c else b``
+            raise CompileError(
+                f"this expression gives {self.describe_shape(a)} or {self.describe_shape(b)}, "
+                f"depending on which operand it yields; hydra needs one type", loc_b,
+                hint="give both values one type, e.g. bool(a) and bool(b)")
         shown = name.lstrip("$") if not name.startswith("$retval") else "the return value"
         raise CompileError(
             f"'{shown}' is {self.describe_shape(a)} on one path (line {loc_a.line}) and "

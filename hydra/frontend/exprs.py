@@ -325,7 +325,7 @@ class ExprMixin:
             values.append(fn())
             self.region = outer
             arms.append(region)
-        shape = self.join_shapes("the expression", self.shape_of("", values[0], loc),
+        shape = self.join_shapes("$expr", self.shape_of("", values[0], loc),
                                  self.shape_of("", values[1], loc), loc, loc)
         yields = []
         for region, v in zip(arms, values):
