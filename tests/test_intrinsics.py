@@ -240,3 +240,23 @@ def test_intrinsics_in_divergent_and_uniform_loops(backend, lanes):
     got = run(uniform_loop, lanes, backend, x, varying="x")
     assert got == (x.max(), x.max(), True, np.count_nonzero(x > 2))
     assert isinstance(got[3], int)
+
+
+def moves_in_branch(x):
+    r, b, s = -1, -1, -1
+    if lane() % 2 == 0:
+        r = rotate(x, 2)  # with an even lane count, lane i + 2 is even: active
+        b = broadcast(x, 0)
+        s = shuffle(x, (lane() + 4) % nlanes())
+    return r, b, s
+
+
+@pytest.mark.parametrize("lanes", [2, 8, 16, 1000])
+def test_moves_among_active_lanes(backend, lanes):
+    lanes = backend.lanes(lanes)
+    x = np.arange(lanes, dtype=np.int64) * 5 + 3
+    r, b, s = run(moves_in_branch, lanes, backend, x, varying="x")
+    even = np.arange(lanes) % 2 == 0
+    np.testing.assert_array_equal(r, np.where(even, np.roll(x, -2), -1))
+    np.testing.assert_array_equal(b, np.where(even, x[0], -1))
+    np.testing.assert_array_equal(s, np.where(even, np.roll(x, -4), -1))
