@@ -216,3 +216,9 @@ def _structured(kern, types):
     from hydra.passes import run_pipeline
     return run_pipeline(build_function(kern.pyfunc, list(types)), set(kern.varying),
                         linearized=False)
+
+
+def test_fastmath_option_is_accepted_and_keeps_results_close():
+    x = np.linspace(-3, 3, 9)
+    got = hydra.compile(scaled, varying="x", backend="cuda", fastmath=True)(x, np.zeros(9), 0.5)
+    np.testing.assert_allclose(got[0], x * 2)

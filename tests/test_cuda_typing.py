@@ -102,7 +102,7 @@ def _kernels(fn, args, varying):
     def build(linearized):
         return run_pipeline(build_function(kern.pyfunc, list(types)), set(varying),
                             linearized=linearized)
-    choice = choose(build(True), lambda: build(False), True)
+    choice = choose(build(True), lambda: build(False), {})
     return [(src, entry, [(_type(t), bool(v)) for t, v in params], [_type(t) for t in outs])
             for src, entry, params, outs in kernels(choice)]
 

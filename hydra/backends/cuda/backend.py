@@ -43,8 +43,9 @@ class OneKernel:
 
     strategy = "one kernel"
 
-    def __init__(self, fn: Function, boundscheck: bool) -> None:
+    def __init__(self, fn: Function, boundscheck: bool, fastmath: bool = False) -> None:
         self.fn = fn
+        self.fastmath = fastmath
         self.code = generate(fn, boundscheck)
         self.kernel = None
         stored = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
@@ -54,7 +55,8 @@ class OneKernel:
 
     def __call__(self, args: list, lanes: int) -> list:
         if self.kernel is None:
-            self.kernel = launch.build(self.code.source, self.code.entry, self.fn.name)
+            self.kernel = launch.build(self.code.source, self.code.entry, self.fn.name,
+                                       self.fastmath)
         moves = launch.Transfers()
         dev = []
         for p, a, written in zip(self.fn.params, args, self.written):
@@ -89,13 +91,15 @@ class Choice:
     phases: list = field(default_factory=list)
 
 
-def choose(fn: Function, structured, boundscheck: bool) -> Choice:
+def choose(fn: Function, structured, options: dict) -> Choice:
     """One kernel if the function is lane-local, else structured segments if its
     sync points are all at the top level, else phases of the predicated IR."""
+    boundscheck = options.get("boundscheck", True)
     if structured is not None:
         lane_local = structured()
         if fits(lane_local) is None:
-            return Choice("one kernel", lane_local, one=OneKernel(lane_local, boundscheck))
+            return Choice("one kernel", lane_local, one=OneKernel(lane_local, boundscheck,
+                                                                 options.get("fastmath", False)))
         try:
             plans, cut = plan_segments(lane_local, boundscheck)
             return Choice("segments", lane_local, plans=plans, phases=cut)
@@ -109,11 +113,11 @@ class CudaBackend:
     """The cuda backend's entry point (see ``hydra.backends``)."""
 
     name = "cuda"
-    options: tuple[str, ...] = ("boundscheck",)
+    options: tuple[str, ...] = ("boundscheck", "fastmath")
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        choice = choose(fn, structured, options.get("boundscheck", True))
+        choice = choose(fn, structured, options)
         if choice.one is not None:
             return choice.one
 
@@ -121,7 +125,8 @@ class CudaBackend:
             host_args, back = _host_arrays(args)
             try:
                 with np.errstate(all="ignore"):
-                    return phases.PhaseKernel(choice.fn, lanes, choice.plans)(host_args)
+                    return phases.PhaseKernel(choice.fn, lanes, choice.plans,
+                                              options.get("fastmath", False))(host_args)
             finally:
                 for device, host in back:
                     device.copy_to_device(host)
@@ -135,7 +140,7 @@ class CudaBackend:
         without it, the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        choice = choose(fn, structured, options.get("boundscheck", True))
+        choice = choose(fn, structured, options)
         if stage == "numba":
             if choice.one is not None:
                 return "# cuda backend: one kernel, one thread per lane\n" + \

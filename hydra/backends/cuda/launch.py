@@ -19,14 +19,15 @@ from numba import cuda
 BLOCK = 128
 
 
-def build(source: str, entry: str, label: str):
-    """Compile generated source; the ``cuda.jit`` kernel named ``entry``."""
+def build(source: str, entry: str, label: str, fastmath: bool = False):
+    """Compile generated source; the ``cuda.jit`` kernel named ``entry``
+    (``fastmath``: numba's fast-math flags, FMA contraction included)."""
     filename = f"<hydra-cuda {label} {abs(hash(source)):x}>"
     # tracebacks and inspect can then show the generated lines
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict = {}
     exec(compile(source, filename, "exec"), namespace)
-    return cuda.jit(namespace[entry])
+    return cuda.jit(namespace[entry], fastmath=fastmath)
 
 
 def is_device_array(a) -> bool:

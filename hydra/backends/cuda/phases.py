@@ -188,9 +188,11 @@ class PhaseKernel(NumpyKernel):
     """Runs one predicated function: host ops as the numpy backend does, phases as
     CUDA kernels."""
 
-    def __init__(self, fn: Function, lanes: int, plans: dict[int, list]) -> None:
+    def __init__(self, fn: Function, lanes: int, plans: dict[int, list],
+                 fastmath: bool = False) -> None:
         super().__init__(fn, lanes)
         self.plans = plans
+        self.fastmath = fastmath
 
     def __call__(self, args: list) -> list:
         env = Env((p.id, a) for p, a in zip(self.fn.params, args))
@@ -215,7 +217,7 @@ class PhaseKernel(NumpyKernel):
 
     def run_phase(self, phase: Phase, env: Env) -> None:
         if phase.kernel is None:
-            phase.kernel = launch.build(phase.source, phase.label, "phase")
+            phase.kernel = launch.build(phase.source, phase.label, "phase", self.fastmath)
         moves = launch.Transfers()
         args = []
         for v in phase.inputs:
