@@ -298,13 +298,13 @@ class KernelGen(MemoryOps):
         for label, region in ((then, op.regions[0]), (other, op.regions[1])):
             b.start(label)
             reps = self.region_ops(region.ops)
-            incoming.append((self.to_phis(op.results, reps, False), b.block))
+            incoming.append((self.to_phis(op.results, reps, True), b.block))
             b.br(join)
         b.start(join)
         (ins_a, blk_a), (ins_b, blk_b) = incoming
         refs = [b.emit(f"phi {ta} [{ra}, %{blk_a}], [{rb}, %{blk_b}]")
                 for (ta, ra), (_, rb) in zip(ins_a, ins_b)]
-        return self.from_phis(op.results, refs, False)
+        return self.from_phis(op.results, refs, True)
 
     def op_while(self, op: Op):
         before, body = op.regions
@@ -322,8 +322,12 @@ class KernelGen(MemoryOps):
         cond, *vals = self.region_ops(before.ops)
         if not isinstance(cond, Uni):
             raise Unsupported("a varying loop condition (structured IR)")
+        # masks cross into the body and out of the loop as integer vectors: an <8 x i1>
+        # live across blocks is legalized to <8 x i16> and repacked every iteration
+        flat = self.to_phis(body.args, vals, True)
         b.cbr(cond.ref, loop, done)
         b.start(loop)
+        vals = self.from_phis(body.args, [r for _, r in flat], True)
         self.bind(body, vals)
         back = self.to_phis(body.args, self.region_ops(body.ops), True)
         latch = b.block
@@ -331,7 +335,7 @@ class KernelGen(MemoryOps):
         for (name, at, t), (_, a), (_, z) in zip(slots, init, back):
             b.lines[at] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{latch}]"
         b.start(done)
-        return vals
+        return self.from_phis(body.args, [r for _, r in flat], True)
 
     def bind(self, region: Region, reps: list) -> None:
         for a, rep in zip(region.args, reps):
