@@ -17,6 +17,8 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ["HYDRA_CHECK_IR"] = "1"
 
 import contextlib  # noqa: E402
+import io  # noqa: E402
+import re  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -183,8 +185,28 @@ def _fits(values, dtype) -> bool:
                                                  np.dtype(np.bool_))
 
 
+def _captured(run):
+    """``run()``'s result and what it printed."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        result = run()
+    return result, buf.getvalue()
+
+
+def lines_by_lane(text: str) -> dict[str, list[str]]:
+    """Printed lines grouped by their second word (split at spaces or commas), the lane
+    (``print("p", lane(), ...)``):
+    lockstep order interleaves the lanes, but each lane's own lines keep its order."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        words = re.split(r"[ ,]", line, maxsplit=2)
+        out.setdefault(words[1] if len(words) > 1 else "", []).append(line)
+    return out
+
+
 def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend="numpy",
-                         ulps: int | None = None, oracle: bool = True, **options):
+                         ulps: int | None = None, oracle: bool = True, prints: bool = False,
+                         **options):
     """Run ``fn`` with hydra on ``backend`` and compare with the per-lane oracle (numpy
     backend) or with the numpy backend (others), results and array arguments alike.
 
@@ -192,6 +214,8 @@ def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend
     Python's ``math.tanh``/``math.hypot`` and NumPy's differ in the last bit, and the
     reference computes with NumPy; compiled backends may use other vector math.
     ``oracle=False``: the program is not lane-local; compare backends only.
+    ``prints=True``: the program prints lines whose second word is ``lane()``; each
+    lane's lines must be the oracle's, and other backends must print numpy's text.
     Returns hydra's result."""
     varying = (varying,) if isinstance(varying, str) else tuple(varying)
     params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
@@ -199,21 +223,27 @@ def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend
         lanes = len(args[params.index(varying[0])])
     tol = ulps or 0
     mine = _copy(args)
-    got = hydra.compile(fn, lanes=lanes, varying=varying, backend=backend, **options)(*mine)
+    kernel = hydra.compile(fn, lanes=lanes, varying=varying, backend=backend, **options)
+    got, printed = _captured(lambda: kernel(*mine))
     if backend == "numpy":
         if oracle:
             theirs = _copy(args)
-            per_lane = run_oracle(fn, theirs, lanes, varying)
+            per_lane, oracle_printed = _captured(lambda: run_oracle(fn, theirs, lanes, varying))
             want = _stack_lanes(per_lane, got)
             compare_results(got, want, f"{fn.__name__} at {lanes} lanes vs oracle", tol)
             for p, a, b in zip(params, mine, theirs):
                 if isinstance(a, np.ndarray):
                     compare_results(a, b, f"array argument '{p}' vs oracle", tol)
+            if prints:
+                assert lines_by_lane(printed) == lines_by_lane(oracle_printed), \
+                    f"printed:\n{printed}\noracle printed:\n{oracle_printed}"
         return got
     ref_args = _copy(args)
-    want = hydra.compile(fn, lanes=lanes, varying=varying, backend="numpy")(*ref_args)
+    reference = hydra.compile(fn, lanes=lanes, varying=varying, backend="numpy")
+    want, ref_printed = _captured(lambda: reference(*ref_args))
     compare_results(got, want, f"{fn.__name__} at {lanes} lanes: {backend} vs numpy", tol)
     for p, a, b in zip(params, mine, ref_args):
         if isinstance(a, np.ndarray):
             compare_results(a, b, f"array argument '{p}': {backend} vs numpy", tol)
+    assert printed == ref_printed, f"{backend} printed:\n{printed}\nnumpy printed:\n{ref_printed}"
     return got

@@ -197,7 +197,7 @@ class Writer:
 
     def statement(self, depth: int, in_loop: bool, loops_left: int) -> None:
         nested = depth < 4
-        kinds = ["int", "int", "float", "aug", "swap", "store", "buf"]
+        kinds = ["int", "int", "float", "aug", "swap", "store", "buf", "print"]
         if nested:
             kinds += ["if", "if"]
             if loops_left:
@@ -211,6 +211,13 @@ class Writer:
         elif kind == "float":
             self.emit(depth, f"{self.choice(self.floats)} = ({self.float_expr()}) % 1000.0 "
                              f"- 500.0")
+        elif kind == "print":
+            # the lane comes second: tests group the lines by lane (lockstep interleaves)
+            self.emit(depth, self.choice([
+                f'print("p", lane(), {self.int_expr(1)}, {self.float_expr(1)})',
+                f'print(f"f {{lane()}} {{{self.float_expr(1)}:.3f}} {{{self.choice(self.ints)}}}'
+                f'|{{{self.choice(self.floats)}}}")',
+                f'print("s", lane(), {self.choice(self.ints)}, sep=",", end="!\\n")']))
         elif kind == "swap":
             (i, j), f = self.draw(st.permutations(self.ints[:3]))[:2], self.choice(self.floats)
             self.emit(depth, f"{i}, {j}, {f} = {j}, {i}, {self.float_expr(1)} % 1000.0")
@@ -276,7 +283,9 @@ def programs(draw):
     return source, w.used_cross_lane, w.float32
 
 
-_TMP = tempfile.mkdtemp(prefix="hydra_random_")
+#: removed when the test process exits; a failing example's source is in its error
+_TMP_DIR = tempfile.TemporaryDirectory(prefix="hydra_random_")
+_TMP = _TMP_DIR.name
 _ids = itertools.count()
 
 
@@ -313,7 +322,7 @@ def test_random_program(program, args):
         try:
             out = np.full(lanes, -7, dtype=np.int64)
             check_against_oracle(fn, [x[:lanes], y[:lanes], n, A.copy(), out], lanes,
-                                 ("x", "y"), backend, oracle=not cross_lane)
+                                 ("x", "y"), backend, oracle=not cross_lane, prints=True)
         except Exception as e:
             e.add_note(f"backend {backend}, program:\n{source}")
             raise
