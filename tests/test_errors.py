@@ -241,10 +241,7 @@ def constant_step_zero(x):
     return t
 
 
-def test_range_step_zero_names_the_lane(backend, request):
-    if backend == "cuda":
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="cuda/emit.py drops the lane of 'value' errors"))
+def test_range_step_zero_names_the_lane(backend):
     with pytest.raises(hydra.CompileError, match="must not be zero"):
         hydra.compile(constant_step_zero, varying="x", backend=backend)(np.arange(3))
     k = hydra.compile(stepped, varying=("x", "s"), backend=backend)

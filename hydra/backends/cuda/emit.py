@@ -71,10 +71,10 @@ def literal(value, t: ScalarType) -> str:
 class ErrorSites:
     """The error sites of one kernel module, numbered from 1 in program order."""
 
-    sites: list[tuple[str, str, Loc]] = field(default_factory=list)
+    sites: list[tuple[str, str, Loc, bool]] = field(default_factory=list)
 
-    def add(self, kind: str, message: str, loc: Loc) -> int:
-        self.sites.append((kind, message, loc))
+    def add(self, kind: str, message: str, loc: Loc, names_lane: bool = True) -> int:
+        self.sites.append((kind, message, loc, names_lane))
         return len(self.sites)
 
     def raise_first(self, err: np.ndarray) -> None:
@@ -83,9 +83,9 @@ class ErrorSites:
         if failed.size == 0:
             return
         lane = int(min(failed, key=lambda i: (err[i, 0], i)))
-        kind, message, loc = self.sites[int(err[lane, 0]) - 1]
+        kind, message, loc, names_lane = self.sites[int(err[lane, 0]) - 1]
         message = message.format(int(err[lane, 1]), int(err[lane, 2]))
-        raise RUNTIME_ERRORS[kind](message, None if kind == "value" else lane, loc)
+        raise RUNTIME_ERRORS[kind](message, lane if names_lane else None, loc)
 
 
 @dataclass
@@ -136,9 +136,10 @@ class OpEmitter:
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
 
-    def fail(self, kind: str, message: str, loc: Loc, *payload: str) -> None:
+    def fail(self, kind: str, message: str, loc: Loc, *payload: str,
+             names_lane: bool = True) -> None:
         """Record a failure of this lane and leave the kernel."""
-        site = self.frame.sites.add(kind, message, loc)
+        site = self.frame.sites.add(kind, message, loc, names_lane)
         self.line(f"err[lane, 0] = {site}")
         for k, p in enumerate(payload[:2]):
             self.line(f"err[lane, {k + 1}] = {p}")
@@ -305,8 +306,9 @@ class OpEmitter:
         array = op.operands[0]
         opened = self.masked(op)
         if array.id in self.frame.readonly:
+            # the reference names no lane here: the array, not a lane, is at fault
             self.fail("value", f"cannot store into the read-only array {array.name or ''}"
-                      .rstrip(), op.loc)
+                      .rstrip(), op.loc, names_lane=False)
         else:
             sub = self.index(op, array.type.ndim)
             self.line(f"{name(array)}[{sub}] = {name(op.operands[-1])}")
