@@ -109,6 +109,31 @@ def test_sync_points_between_structured_segments(n, capsys):
         np.testing.assert_array_equal(g, w, strict=True)
 
 
+def rounds(x, n):
+    total = 0.0
+    for r in range(n):  # a uniform loop the host drives, a sync point inside
+        s = 0.0
+        j = 0
+        while j < x + r:  # varying: inside one segment kernel
+            s += j * 0.25
+            j += 1
+        if n > 2:
+            print("round", r, s)
+        total += lanesum(s) - s
+    return total
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_sync_points_in_uniform_loops_keep_varying_loops_in_kernels(n, capsys):
+    x = np.arange(9) % 5
+    want = hydra.compile(rounds, varying="x", backend="numpy")(x, n)
+    printed = capsys.readouterr().out
+    got = hydra.compile(rounds, varying="x", backend="cuda")(x, n)
+    assert capsys.readouterr().out == printed
+    np.testing.assert_array_equal(got, want, strict=True)
+    assert strategy_of(rounds, x, n) == "segments"
+
+
 def sized(x, n):
     buf = np.zeros(n)  # a per-lane array whose size is known only at run time
     for j in range(n):

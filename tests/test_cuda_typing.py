@@ -69,6 +69,7 @@ CASES = [
     (runtime.ranked, (np.arange(3),), ("x",)),
     (runtime.varying_sync, (np.arange(3), np.zeros(5, np.int64)), ("x",)),
     (runtime.heavy, (np.arange(3), np.arange(4.0)), ("x",)),
+    (runtime.rounds, (np.arange(3), 3), ("x",)),
     (runtime.sized, (np.arange(3.0), 4), ("x",)),
     (runtime.looped, (np.arange(3), np.zeros(3, np.int64)), ("x",)),
     (runtime.lookup, (np.arange(3),), ("x",)),

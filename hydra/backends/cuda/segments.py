@@ -1,16 +1,17 @@
-"""Sync points only at the top level: structured kernels between them.
+"""Sync points outside varying control flow: structured kernels between them.
 
 Takes: the structured IR (a fresh copy, which this module may change) of a
-function whose sync points all sit at the top level of its body, outside any
-``if``/``while``.  Guarantees: a plan for ``phases.PhaseKernel`` in which every
-maximal run of top-level ops without a sync point - varying loops and branches
-included - is one *segment* kernel of the structured IR (one thread per lane, the
-hardware handles divergence), and the sync points run on the host between them,
-as in the predicated strategy.  This keeps a loop-heavy kernel followed by a
-``lanesum`` at two launches instead of one launch per loop iteration.
+function whose sync points sit only at the top level or inside *uniform*
+``if``/``while`` (never inside varying control flow).  Guarantees: a plan for
+``phases.PhaseKernel`` in which the host drives those uniform branches and loops
+and runs the sync points, and every maximal run of other ops between them -
+varying loops and branches included - is one *segment* kernel of the structured
+IR (one thread per lane, the hardware handles divergence).  This keeps a
+loop-heavy kernel followed by a ``lanesum`` at two launches instead of one launch
+per loop iteration.
 
-The structured IR has no masks: a top-level sync point runs on every lane, so this
-module gives them the entry mask (an ``entry_mask`` op put first in the body),
+The structured IR has no masks: a sync point outside varying control flow runs on
+every lane, so this module gives them the entry mask (an ``entry_mask`` op put first in the body),
 and it moves the captured arrays (``global_array``) to the top of the body so
 that the host can pass them to the segments that use them.
 """
@@ -28,59 +29,94 @@ class Unsuitable(Exception):
     """The function needs the predicated strategy."""
 
 
-def _prepare(fn: Function) -> None:
+def _has_sync(op: Op) -> bool:
+    return any("sync" in inner.attrs for region in op.regions for inner in region.walk())
+
+
+def _uniform_control(op: Op) -> bool:
+    """An ``if``/``while`` every lane takes alike: the host can drive it."""
+    if op.opcode == "if":
+        return op.operands[0].varying is False
+    if op.opcode == "while":
+        return op.regions[0].terminator.operands[0].varying is False
+    return False
+
+
+def _host_driven(fn: Function) -> list[Op]:
+    """The ops the host runs itself: sync points and the uniform control flow around
+    them (``Unsuitable`` if a sync point sits in varying control flow)."""
+    found = []
+
+    def visit(ops) -> None:
+        for op in ops:
+            if "sync" in op.attrs:
+                found.append(op)
+            elif _has_sync(op):
+                if not _uniform_control(op):
+                    raise Unsuitable("a sync point inside varying control flow")
+                found.append(op)
+                for region in op.regions:
+                    visit(region.ops)
+    visit(fn.body.ops)
+    return found
+
+
+def _prepare(fn: Function, host: list[Op]) -> None:
     body = fn.body
-    captured = []
-    for op in list(fn.walk()):
-        if op.opcode == "global_array":
-            captured.append(op)
+    captured = [op for op in fn.walk() if op.opcode == "global_array"]
     for region_op in list(fn.walk()):
         for region in region_op.regions:
             region.ops = [op for op in region.ops if op.opcode != "global_array"]
     top = [op for op in body.ops if op.opcode != "global_array"]
-    loc = fn.loc
-    entry = Value(BOOL, loc, "entry", varying=True)
-    for op in top:
+    entry = Value(BOOL, fn.loc, "entry", varying=True)
+    for op in host:
         if "sync" in op.attrs and op.mask is None:
-            op.mask = entry
-    body.ops = [Op("entry_mask", [], [entry], loc)] + captured + top
+            op.mask = entry  # every enclosing branch is uniform: all lanes are here
+    body.ops = [Op("entry_mask", [], [entry], fn.loc)] + captured + top
 
 
 def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Phase]]:
-    """The plan of ``fn`` (its body only) or ``Unsuitable``."""
+    """The plan of ``fn`` (its body and the regions the host drives) or
+    ``Unsuitable``."""
     why = fits(fn)
     if why is None or not why.startswith("sync point"):
         raise Unsuitable(why or "lane-local: one kernel")
-    for op in fn.body.ops:
-        if any("sync" in inner.attrs for region in op.regions for inner in region.walk()):
-            raise Unsuitable("a sync point inside control flow")
-    _prepare(fn)
+    host = _host_driven(fn)
+    _prepare(fn, host)
+    host_ids = {id(op) for op in host}
     uses = uses_of(fn)
     constants = {op.result.id: op.attrs["value"] for op in fn.walk() if op.opcode == "const"}
-    items: list = []
+    plans: dict[int, list] = {}
     phases: list[Phase] = []
-    run: list[Op] = []
-    pending: set[int] = set()  # values the unfinished run defines
 
-    def close() -> None:
-        label = f"segment{len(phases) + 1}_{ident(fn.name)}"
-        phase = make_phase(run, uses, label, boundscheck, StructuredEmitter, constants)
-        if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
-            raise Unsuitable("a segment hands on a value that is not a scalar")
-        phases.append(phase)
-        items.append(phase)
-        run.clear()
-        pending.clear()
+    def cut(region) -> None:
+        items: list = []
+        run: list[Op] = []
+        pending: set[int] = set()  # values the unfinished run defines
 
-    for op in fn.body.ops:
-        if "sync" in op.attrs or op.info.terminator or op.opcode in ("entry_mask",
-                                                                      "global_array"):
-            if run:
-                close()
-            items.append(op)
-        elif uniform_pure(op) and not pending.intersection(v.id for v in op.inputs()):
-            items.append(op)  # a uniform value: the host computes it ahead
-        else:
-            run.append(op)
-            pending.update(r.id for r in op.results)
-    return {id(fn.body): items}, phases
+        def close() -> None:
+            label = f"segment{len(phases) + 1}_{ident(fn.name)}"
+            phase = make_phase(run, uses, label, boundscheck, StructuredEmitter, constants)
+            if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
+                raise Unsuitable("a segment hands on a value that is not a scalar")
+            phases.append(phase)
+            items.append(phase)
+            run.clear()
+            pending.clear()
+
+        for op in region.ops:
+            if id(op) in host_ids or op.info.terminator or op.opcode in ("entry_mask",
+                                                                           "global_array"):
+                if run:
+                    close()
+                items.append(op)
+                for inner in op.regions:
+                    cut(inner)
+            elif uniform_pure(op) and not pending.intersection(v.id for v in op.inputs()):
+                items.append(op)  # a uniform value: the host computes it ahead
+            else:
+                run.append(op)
+                pending.update(r.id for r in op.results)
+        plans[id(region)] = items
+    cut(fn.body)
+    return plans, phases
