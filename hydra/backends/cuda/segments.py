@@ -96,7 +96,8 @@ def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Ph
 
         def close() -> None:
             label = f"segment{len(phases) + 1}_{ident(fn.name)}"
-            phase = make_phase(run, uses, label, boundscheck, StructuredEmitter, constants)
+            phase = make_phase(list(run), uses, label, boundscheck, StructuredEmitter,
+                               constants)
             if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
                 raise Unsuitable("a segment hands on a value that is not a scalar")
             phases.append(phase)
