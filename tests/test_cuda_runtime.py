@@ -176,6 +176,12 @@ def test_errors_name_the_lowest_failing_lane_and_leave_host_arrays_alone():
     np.testing.assert_array_equal(out, np.full(8, -1))
     k(np.array([0, 1, 2]), out[:3])
     np.testing.assert_array_equal(out[:3], [9, 9, 9])
+    # the error buffer is reused while launches succeed and renewed after a failure
+    for _ in range(2):
+        k(np.array([15, 0, 1, 2, 15, 0, 1, 2]), out)
+    with pytest.raises(AssertionError, match=r"\(lane 2\)"):
+        k(np.array([15, 15, 7, 15, 15, 15, 15, 15]), out)
+    k(np.array([15, 0, 1, 2, 15, 0, 1, 2]), out)
 
 
 def lookup(x):

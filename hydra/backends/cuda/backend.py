@@ -46,6 +46,7 @@ class OneKernel:
     def __init__(self, fn: Function, boundscheck: bool, fastmath: bool = False) -> None:
         self.fn = fn
         self.fastmath = fastmath
+        self.errors = launch.ErrorBuffer()
         self.code = generate(fn, boundscheck)
         self.kernel = None
         stored = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
@@ -68,10 +69,9 @@ class OneKernel:
             dev.append(moves.array(array, written))
         leaves = self.fn.body.terminator.operands
         outs = [cuda.device_array(lanes if v.varying else 1, dtype=v.type.dtype) for v in leaves]
-        err = launch.error_buffer(lanes)
-        launch.launch(self.kernel, lanes, dev + outs + [err])
+        launch.launch(self.kernel, lanes, dev + outs + [self.errors.get(lanes)])
         # a failed launch leaves the caller's host arrays as they were
-        self.code.sites.raise_first(err.copy_to_host())
+        self.errors.check(lanes, self.code.sites)
         moves.finish()
         results = []
         for v, out in zip(leaves, outs):
@@ -120,12 +120,13 @@ class CudaBackend:
         choice = choose(fn, structured, options)
         if choice.one is not None:
             return choice.one
+        errors = launch.ErrorBuffer()
 
         def run(args: list, lanes: int) -> list:
             host_args, back = _host_arrays(args)
             try:
                 with np.errstate(all="ignore"):
-                    return phases.PhaseKernel(choice.fn, lanes, choice.plans,
+                    return phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
                                               options.get("fastmath", False))(host_args)
             finally:
                 for device, host in back:

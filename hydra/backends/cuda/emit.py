@@ -10,10 +10,12 @@ already wrap; shifts and float->int casts are guarded where the two would differ
 (LLVM leaves out-of-range shifts undefined; the simulator cannot cast NaN).
 
 Runtime errors go through an error buffer ``err[lane, 0:3]``: the failing lane
-writes a 1-based *site* number and up to two payload values (an index and a size)
-and returns, so a failing kernel never hangs.  ``ErrorSites`` remembers each
-site's kind, message and source location, and the host turns the first failure
-(lowest site, then lowest lane) into the numpy backend's exception.
+counts itself in ``err[N, 0]``, writes a 1-based *site* number and up to two
+payload values (an index and a size) and returns, so a failing kernel never hangs;
+the host reads the one counter after a launch and the rows only if it is set.
+``ErrorSites`` remembers each site's kind, message and source location, and the
+host turns the first failure (lowest site, then lowest lane) into the numpy
+backend's exception.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ class ErrorSites:
         return len(self.sites)
 
     def raise_first(self, err: np.ndarray) -> None:
-        """Raise the numpy backend's exception for the first failure in ``err``."""
+        """Raise the numpy backend's exception for the first failure in ``err``
+        (the per-lane rows of the error buffer)."""
         failed = np.nonzero(err[:, 0])[0]
         if failed.size == 0:
             return
@@ -140,6 +143,7 @@ class OpEmitter:
              names_lane: bool = True) -> None:
         """Record a failure of this lane and leave the kernel."""
         site = self.frame.sites.add(kind, message, loc, names_lane)
+        self.line("cuda.atomic.add(err, (N, 0), 1)")
         self.line(f"err[lane, 0] = {site}")
         for k, p in enumerate(payload[:2]):
             self.line(f"err[lane, {k + 1}] = {p}")

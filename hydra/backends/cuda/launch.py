@@ -81,5 +81,24 @@ def launch(kernel, lanes: int, args: list) -> None:
         kernel[grid, block](np.int64(lanes), *args)
 
 
-def error_buffer(lanes: int):
-    return cuda.to_device(np.zeros((lanes, 3), dtype=np.int64))
+class ErrorBuffer:
+    """The error buffer of a runner: ``lanes + 1`` rows, the last one counting the
+    failed lanes.  It stays on the device from launch to launch and is only read
+    whole (and then replaced) after a failure: a launch without one costs a copy of
+    one number."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, object] = {}
+
+    def get(self, lanes: int):
+        if lanes not in self.buffers:
+            self.buffers[lanes] = cuda.to_device(np.zeros((lanes + 1, 3), dtype=np.int64))
+        return self.buffers[lanes]
+
+    def check(self, lanes: int, sites) -> None:
+        """Raise the first failure of the last launch, if any lane failed."""
+        d = self.buffers[lanes]
+        if d[lanes:].copy_to_host()[0, 0] == 0:
+            return
+        del self.buffers[lanes]
+        sites.raise_first(d.copy_to_host()[:lanes])

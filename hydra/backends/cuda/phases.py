@@ -189,9 +189,10 @@ class PhaseKernel(NumpyKernel):
     CUDA kernels."""
 
     def __init__(self, fn: Function, lanes: int, plans: dict[int, list],
-                 fastmath: bool = False) -> None:
+                 errors: launch.ErrorBuffer, fastmath: bool = False) -> None:
         super().__init__(fn, lanes)
         self.plans = plans
+        self.errors = errors
         self.fastmath = fastmath
 
     def __call__(self, args: list) -> list:
@@ -235,9 +236,8 @@ class PhaseKernel(NumpyKernel):
                 args.append(launch.scalar_arg(x, v.type.dtype))
         outs = [launch.cuda.device_array(self.lanes if v.varying else 1, dtype=v.type.dtype)
                 for v in phase.outputs]
-        err = launch.error_buffer(self.lanes)
-        launch.launch(phase.kernel, self.lanes, args + outs + [err])
-        phase.sites.raise_first(err.copy_to_host())
+        launch.launch(phase.kernel, self.lanes, args + outs + [self.errors.get(self.lanes)])
+        self.errors.check(self.lanes, phase.sites)
         moves.finish()
         for v, d in zip(phase.outputs, outs):
             env[v.id] = OnDevice(d) if v.varying else d.copy_to_host()[0]
