@@ -180,9 +180,11 @@ def _fits(values, dtype) -> bool:
     same = cast.astype(arr.dtype) == arr
     if arr.dtype.kind == "f":
         same |= np.isnan(arr)
-    # Python ints and floats (int64 / float64 here) carry no dtype of their own
-    return bool(np.all(same)) and arr.dtype in (np.dtype(np.int64), np.dtype(np.float64),
-                                                 np.dtype(np.bool_))
+    # Python ints and floats (int64 / float64 here) carry no dtype of their own; and
+    # hydra types a value statically, so one returned as int32 on one path and int64 on
+    # another is int64 on every lane, where Python keeps each lane's own type
+    untyped = arr.dtype in (np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.bool_))
+    return bool(np.all(same)) and (untyped or np.can_cast(arr.dtype, dtype, "safe"))
 
 
 def _captured(run):

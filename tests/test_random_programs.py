@@ -280,7 +280,7 @@ def programs(draw):
     cross_lane = draw(st.booleans()) and draw(st.booleans())
     w = Writer(draw, cross_lane, float32=draw(st.booleans()))
     source = w.program()
-    return source, w.used_cross_lane, w.float32
+    return source, w.used_cross_lane, w.float32, draw(st.sampled_from([np.int64, np.int32]))
 
 
 #: removed when the test process exits; a failing example's source is in its error
@@ -312,10 +312,10 @@ A = np.array([5, -2, 0, 7, 3, -9, 1], dtype=np.int64)
 @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs(), arguments)
 def test_random_program(program, args):
-    source, cross_lane, float32 = program
+    source, cross_lane, float32, int_type = program
     xs, ys, n = args
     fn = load(source)
-    x = np.array(xs, dtype=np.int64)
+    x = np.array(xs, dtype=int_type)
     y = np.array(ys, dtype=np.float32 if float32 else np.float64)
     for backend in BACKENDS:
         lanes = len(x) if backend != "cuda" else min(len(x), CUDA_MAX_LANES)
