@@ -134,6 +134,24 @@ def test_sync_points_in_uniform_loops_keep_varying_loops_in_kernels(n, capsys):
     assert strategy_of(rounds, x, n) == "segments"
 
 
+def nested_store(x, n, out):
+    if n > 2:
+        print("n", n)
+        if n > 3:
+            return 0
+    if x > 1:
+        out[lane()] = x * n  # a store nested in a branch of a segment kernel
+    return 1
+
+
+def test_stores_nested_in_segment_kernels_land():
+    for n in (3, 4):
+        want, got = np.full(4, -7), np.full(4, -7)
+        hydra.compile(nested_store, varying="x", backend="numpy")(np.arange(4), n, want)
+        hydra.compile(nested_store, varying="x", backend="cuda")(np.arange(4), n, got)
+        np.testing.assert_array_equal(got, want)
+
+
 def sized(x, n):
     buf = np.zeros(n)  # a per-lane array whose size is known only at run time
     for j in range(n):

@@ -121,7 +121,7 @@ def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmi
     lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
               f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
     text = renumber("\n".join(lines)) + "\n"
-    written = {op.operands[0].id for op in ops if op.opcode == "store"}
+    written = {o.operands[0].id for o in walked if o.opcode == "store"}
     return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
                  frame.sites, written, label)
 
