@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+import hydra
 from conftest import LANE_COUNTS, check_against_oracle
 from hydra import lane, nlanes
 
@@ -337,7 +338,6 @@ def test_shared_array_writes_land_in_place(backend, lanes):
 
 
 def test_shared_array_write_is_the_callers_array(backend):
-    import hydra
     out = np.zeros(6)
     x = np.arange(3.0)
     assert hydra.compile(shared_write, varying="x", backend=backend)(out, x) is None
@@ -543,7 +543,6 @@ def constants():
 
 
 def test_return_conventions(backend):
-    import hydra
     got = hydra.compile(constants, lanes=5, backend=backend)()
     assert got == (3, 2.5, True, 5)
     assert [type(v) for v in got] == [int, float, bool, int]
@@ -609,8 +608,22 @@ def test_more_python(backend, lanes):
 
 
 def test_writes_to_a_captured_array_land_in_it(backend):
-    import hydra
     CAPTURED[:] = 0
     got = hydra.compile(write_captured, varying="x", backend=backend)(np.arange(3.0))
     np.testing.assert_array_equal(got, [0.0, 2.0, 4.0])
     np.testing.assert_array_equal(CAPTURED[:4], [0.0, 2.0, 4.0, 0.0])
+
+
+def via_module(x):
+    return x * hydra.nlanes() + hydra.lane()
+
+
+def test_intrinsics_through_the_module(backend):
+    x = np.arange(5, dtype=np.int64)
+    got = check_against_oracle(via_module, [x], 5, ("x",), backend)
+    np.testing.assert_array_equal(got, x * 5 + np.arange(5))
+
+
+def test_the_verifier_runs_after_every_pass():
+    # conftest turns it on before hydra is imported; without it IR bugs pass silently
+    assert hydra.api.CHECK_IR

@@ -300,7 +300,9 @@ def load(source: str):
     return module.prog
 
 
-arguments = st.integers(1, 17).flatmap(lambda lanes: st.tuples(
+#: mostly small lane counts (cheap, and every partial mask shape), sometimes many
+LANES = st.one_of(st.integers(1, 17), st.sampled_from([64, 300]))
+arguments = LANES.flatmap(lambda lanes: st.tuples(
     st.lists(st.integers(-50, 50), min_size=lanes, max_size=lanes),
     st.lists(st.floats(-100, 100, allow_nan=False), min_size=lanes, max_size=lanes),
     st.integers(-3, 6),
