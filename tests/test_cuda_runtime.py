@@ -159,9 +159,16 @@ def sized(x, n):
     return buf[n - 1] + buf[0]
 
 
+def sized_and_summed(x, n):
+    s = lanesum(x)
+    return sized(x, n) + s
+
+
 def test_per_lane_arrays_of_run_time_size():
     got = hydra.compile(sized, varying="x", backend="cuda")(np.arange(6.0), 4)
     np.testing.assert_array_equal(got, np.arange(6.0) * 2 + 3)
+    got = hydra.compile(sized_and_summed, varying="x", backend="cuda")(np.arange(6.0), 4)
+    np.testing.assert_array_equal(got, np.arange(6.0) * 2 + 3 + 15)
 
 
 def talk(x):

@@ -78,14 +78,16 @@ def _prepare(fn: Function, host: list[Op]) -> None:
 def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Phase]]:
     """The plan of ``fn`` (its body and the regions the host drives) or
     ``Unsuitable``."""
-    why = fits(fn)
-    if why is None or not why.startswith("sync point"):
-        raise Unsuitable(why or "lane-local: one kernel")
+    if fits(fn) is None:
+        raise Unsuitable("lane-local: one kernel")
+    constants = {op.result.id: op.attrs["value"] for op in fn.walk() if op.opcode == "const"}
+    for op in fn.walk():
+        if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
+            raise Unsuitable("a per-lane array whose size is not a constant")
     host = _host_driven(fn)
     _prepare(fn, host)
     host_ids = {id(op) for op in host}
     uses = uses_of(fn)
-    constants = {op.result.id: op.attrs["value"] for op in fn.walk() if op.opcode == "const"}
     plans: dict[int, list] = {}
     phases: list[Phase] = []
 
