@@ -5,13 +5,16 @@
 - **one kernel** (``structured.py``): a function without sync points, per-lane
   arrays of constant shape and scalar results runs as a single launch of its
   structured IR, divergence left to the hardware;
-- **segments** (``segments.py``): sync points only at the top level: structured
-  kernels between them, the sync points on the host;
+- **segments** (``segments.py``): sync points outside varying control flow: the
+  host drives the uniform branches and loops around them, structured kernels run
+  everything in between;
 - **phases** (``phases.py``): anything else runs its predicated IR from the host,
   lane-local stretches as kernels and sync points between them.
 
-Both raise the numpy backend's errors (same class, message, lane) from the
-kernels' error buffers, and write the caller's arrays in place.  With
+All three raise the numpy backend's errors (same class, message, lane) from the
+kernels' error buffers, and write the caller's arrays in place.  Nothing here has
+run on a real GPU yet: the simulator runs the kernels, and
+``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR).  With
 ``NUMBA_ENABLE_CUDASIM=1`` everything runs on numba's CUDA simulator, which has no
 PTX: ``dump(..., "ptx")`` says so.
 """
@@ -29,8 +32,6 @@ from ...types import ArrayType, scalar
 from . import launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
-
-
 
 
 def _on_simulator() -> bool:

@@ -12,6 +12,12 @@ the loads and stores that are sync points, and the cross-lane intrinsics (their
 ``cuda`` lowerings, on the phase's values copied back from the device).  A sync
 point inside a varying loop is therefore simply a host-driven loop that launches
 the loop body's phases each iteration.
+
+Per-lane values a phase computes stay in device arrays (``OnDevice``) for the
+phases after it; the host copies one back only when a host op reads it.  Shared
+and per-lane arrays live on the host and travel to each phase that touches them
+(and back when it writes them).  ``segments.py`` reuses ``PhaseKernel`` with
+structured kernels.
 """
 
 from __future__ import annotations
