@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import hydra  # noqa: E402
+from lockstep_oracle import run_lockstep  # noqa: E402
 from hydra.backends import available  # noqa: E402
 
 BACKENDS = [name for name in ("numpy", "cpu", "cuda") if available(name)]
@@ -208,7 +209,7 @@ def lines_by_lane(text: str) -> dict[str, list[str]]:
 
 def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend="numpy",
                          ulps: int | None = None, oracle: bool = True, prints: bool = False,
-                         **options):
+                         lockstep: bool = False, **options):
     """Run ``fn`` with hydra on ``backend`` and compare with the per-lane oracle (numpy
     backend) or with the numpy backend (others), results and array arguments alike.
 
@@ -218,6 +219,9 @@ def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend
     ``oracle=False``: the program is not lane-local; compare backends only.
     ``prints=True``: the program prints lines whose second word is ``lane()``; each
     lane's lines must be the oracle's, and other backends must print numpy's text.
+    ``lockstep=True``: also compare the numpy backend with the lockstep AST interpreter
+    of ``lockstep_oracle`` (results, arrays and the exact printed text), which also
+    holds for programs that are not lane-local.
     Returns hydra's result."""
     varying = (varying,) if isinstance(varying, str) else tuple(varying)
     params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount])
@@ -239,6 +243,17 @@ def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend
             if prints:
                 assert lines_by_lane(printed) == lines_by_lane(oracle_printed), \
                     f"printed:\n{printed}\noracle printed:\n{oracle_printed}"
+        if lockstep:
+            theirs = _copy(args)
+            per_lane, oracle_printed = _captured(lambda: run_lockstep(fn, theirs, lanes,
+                                                                      varying))
+            want = _stack_lanes(per_lane, got)
+            compare_results(got, want, f"{fn.__name__} at {lanes} lanes vs lockstep", tol)
+            for p, a, b in zip(params, mine, theirs):
+                if isinstance(a, np.ndarray):
+                    compare_results(a, b, f"array argument '{p}' vs lockstep", tol)
+            assert printed == oracle_printed, \
+                f"printed:\n{printed}\nlockstep oracle printed:\n{oracle_printed}"
         return got
     ref_args = _copy(args)
     reference = hydra.compile(fn, lanes=lanes, varying=varying, backend="numpy")

@@ -14,8 +14,10 @@ Undefined behaviour is kept out by construction: every assignment wraps its valu
 into a small range so products stay far from int64 overflow, shift counts are masked,
 integer divisors are never zero, float divisors are at least 1, and ``int()`` only
 sees bounded floats.  The numpy backend is checked against the per-lane oracle (the
-plain Python function) when the program is lane-local; every other available backend
-is checked against numpy always.  A disagreement is a bug in hydra.
+plain Python function) when the program is lane-local, and always against the lockstep
+AST interpreter of ``lockstep_oracle`` (cross-lane calls and the exact print order
+included); every other available backend is checked against numpy.  A disagreement is
+a bug in hydra (or in an oracle).
 """
 
 from __future__ import annotations
@@ -83,7 +85,11 @@ class Writer:
     # --- expressions ---------------------------------------------------------------
 
     def int_leaf(self) -> str:
-        kind = self.choice(["var", "var", "lit", "x", "n", "lane", "load", "out"])
+        kind = self.choice(["var", "var", "lit", "x", "n", "lane", "load", "out"]
+                           + ["cross"] * self.cross_lane)
+        if kind == "cross":
+            self.used_cross_lane = True
+            return self.choice(CROSS_LANE).format(self.choice(self.ints))
         if kind == "var":
             return self.choice(self.ints)
         if kind == "lit":
@@ -277,7 +283,7 @@ class Writer:
 
 @st.composite
 def programs(draw):
-    cross_lane = draw(st.booleans()) and draw(st.booleans())
+    cross_lane = draw(st.booleans())
     w = Writer(draw, cross_lane, float32=draw(st.booleans()))
     source = w.program()
     return source, w.used_cross_lane, w.float32, draw(st.sampled_from([np.int64, np.int32]))
@@ -324,7 +330,8 @@ def test_random_program(program, args):
         try:
             out = np.full(lanes, -7, dtype=np.int64)
             check_against_oracle(fn, [x[:lanes], y[:lanes], n, A.copy(), out], lanes,
-                                 ("x", "y"), backend, oracle=not cross_lane, prints=True)
+                                 ("x", "y"), backend, oracle=not cross_lane, prints=True,
+                                 lockstep=True)
         except Exception as e:
             e.add_note(f"backend {backend}, program:\n{source}")
             raise
