@@ -13,8 +13,10 @@ from hydra.intrinsics import INTRINSICS
 
 
 def run(fn, lanes, backend, *args, varying=()):
-    """Run on ``backend``; on other backends than numpy, also check it agrees with numpy."""
-    return check_against_oracle(fn, list(args), lanes, varying, backend, oracle=False)
+    """Run on ``backend`` and check it: numpy against the lockstep oracle, the other
+    backends against numpy."""
+    return check_against_oracle(fn, list(args), lanes, varying, backend, oracle=False,
+                                lockstep=True)
 
 
 def reductions(x):
