@@ -192,13 +192,17 @@ def looped(x, out):
         i += 1
 
 
-def test_errors_name_the_lowest_failing_lane_and_leave_host_arrays_alone():
+def test_errors_name_the_failing_lane_and_leave_arrays_as_the_reference_does():
     out = np.full(8, -1)
+    x = np.array([15, 15, 0, 20, 15, 4, 15, 5])
     k = hydra.compile(looped, varying="x", backend="cuda")
     with pytest.raises(AssertionError, match=r"too far \(lane 5\)") as info:
-        k(np.array([15, 15, 0, 20, 15, 4, 15, 5]), out)
+        k(x, out)
     assert isinstance(info.value, hydra.HydraError) and info.value.lane == 5
-    np.testing.assert_array_equal(out, np.full(8, -1))
+    want = np.full(8, -1)
+    with pytest.raises(AssertionError):
+        hydra.compile(looped, varying="x", backend="numpy")(x, want)
+    np.testing.assert_array_equal(out, want)
     k(np.array([0, 1, 2]), out[:3])
     np.testing.assert_array_equal(out[:3], [9, 9, 9])
     # the error buffer is reused while launches succeed and renewed after a failure
@@ -207,6 +211,26 @@ def test_errors_name_the_lowest_failing_lane_and_leave_host_arrays_alone():
     with pytest.raises(AssertionError, match=r"\(lane 2\)"):
         k(np.array([15, 15, 7, 15, 15, 15, 15, 15]), out)
     k(np.array([15, 0, 1, 2, 15, 0, 1, 2]), out)
+
+
+def late_and_early(x, out):
+    i = 0
+    while i < 4:
+        if i == 3:
+            assert x != 1, "lane one"  # source first, lockstep later
+        if i == 1:
+            assert x != 2, "lane two"
+        out[lane()] = i
+        i += 1
+
+
+def test_lanes_failing_at_different_statements_fail_in_lockstep_order():
+    for backend in ("numpy", "cuda"):
+        out = np.full(4, -1)
+        with pytest.raises(AssertionError, match=r"lane two \(lane 2\)"):
+            hydra.compile(late_and_early, varying="x", backend=backend)(np.arange(4), out)
+        # as the reference: the stores before the failing statement landed
+        np.testing.assert_array_equal(out, [0, 0, 0, 0])
 
 
 def lookup(x):
