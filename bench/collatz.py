@@ -3,19 +3,13 @@
 import numba
 import numpy as np
 
+from examples.collatz import collatz_steps  # the per-lane function of the example
+
 NAME = "collatz"
 VARYING = ("n",)
 
 
-def kernel(n: int) -> int:
-    steps = 0
-    while n != 1:
-        if n % 2 == 0:
-            n = n // 2
-        else:
-            n = 3 * n + 1
-        steps += 1
-    return steps
+kernel = collatz_steps
 
 
 def setup():

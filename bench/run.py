@@ -84,11 +84,38 @@ def run(name: str, repeat: int) -> list[tuple]:
     return rows
 
 
+def boundscheck_cost(name: str, repeat: int) -> tuple[float, float]:
+    """hydra on one core with bounds checks on and off, timed alternately (min of runs)."""
+    mod = importlib.import_module(f"bench.{name}")
+    args = mod.setup()
+    fast = getattr(mod, "TRANSCENDENTAL", False)
+    ks = [hydra.compile(mod.kernel, lanes=getattr(mod, "LANES", None), varying=mod.VARYING,
+                        backend="cpu", threads=1, fastmath=fast, boundscheck=bc)
+          for bc in (True, False)]
+    times: list[list[float]] = [[], []]
+    for k in ks:
+        k(*args)
+    for _ in range(repeat):
+        for k, ts in zip(ks, times):
+            t = time.perf_counter()
+            k(*args)
+            ts.append(time.perf_counter() - t)
+    return min(times[0]), min(times[1])
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", default=list(WORKLOADS))
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--boundscheck-cost", action="store_true",
+                    help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.boundscheck_cost:
+        for name in a.names:
+            on, off = boundscheck_cost(name, 2 * a.repeat)
+            print(f"{name:14} checks on {on * 1e3:8.1f} ms  off {off * 1e3:8.1f} ms  "
+                  f"cost {100 * (on / off - 1):+.1f}%", flush=True)
+        return
     print(f"# {platform.processor() or platform.machine()}, {numba.config.NUMBA_NUM_THREADS} "
           f"threads, numba {numba.__version__}, numpy {np.__version__}")
     print(f"{'workload':14} {'implementation':26} {'median ms':>10} {'vs numba':>9} "

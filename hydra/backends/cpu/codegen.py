@@ -390,29 +390,20 @@ class KernelGen(MemoryOps):
         return []
 
 
-_ERR_FN = """
-define internal void @hydra_err(ptr %err, i64 %kind, i64 %lane, i64 %site,
-                                i64 %v0, i64 %v1, i64 %v2) noinline cold {
-  %r = cmpxchg ptr %err, i64 0, i64 1 seq_cst seq_cst
-  %won = extractvalue { i64, i1 } %r, 1
-  br i1 %won, label %w, label %done
-w:
-  %p1 = getelementptr i64, ptr %err, i64 1
-  store i64 %kind, ptr %p1
-  %p2 = getelementptr i64, ptr %err, i64 2
-  store i64 %lane, ptr %p2
-  %p3 = getelementptr i64, ptr %err, i64 3
-  store i64 %site, ptr %p3
-  %p4 = getelementptr i64, ptr %err, i64 4
-  store i64 %v0, ptr %p4
-  %p5 = getelementptr i64, ptr %err, i64 5
-  store i64 %v1, ptr %p5
-  %p6 = getelementptr i64, ptr %err, i64 6
-  store i64 %v2, ptr %p6
-  br label %done
-done:
-  ret void
-}"""
+_ERR_FN = "\n".join([
+    "define internal void @hydra_err(ptr %err, i64 %kind, i64 %lane, i64 %site,",
+    "                                i64 %v0, i64 %v1, i64 %v2) noinline cold {",
+    "  %r = cmpxchg ptr %err, i64 0, i64 1 seq_cst seq_cst",  # the first error wins
+    "  %won = extractvalue { i64, i1 } %r, 1",
+    "  br i1 %won, label %w, label %done",
+    "w:",
+    *(f"  %p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 %{name}, ptr %p{k}"
+      for k, name in enumerate(["kind", "lane", "site", "v0", "v1", "v2"], 1)),
+    "  br label %done",
+    "done:",
+    "  ret void",
+    "}",
+])
 
 
 # --- intrinsics: the lane-local ones lower here; cross-lane ones are sync points that the
