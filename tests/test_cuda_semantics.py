@@ -73,11 +73,25 @@ def test_floor_division_modulo_and_float_zero_division(strategy):
 
 
 def casts(f):
-    return int(f), np.int32(f), np.uint8(int(f) & 255), bool(f), np.float32(f)
+    return (int(f), np.int32(f), np.uint8(int(f) & 255), bool(f), np.float32(f), np.int8(f),
+            np.int16(f), np.uint16(f), np.uint8(f), np.int32(np.float32(f)))
+
+
+def unsigned_casts(f):
+    return np.uint32(f), np.uint64(f)
+
+
+def test_unsigned_casts_in_range(strategy):
+    # out of range, NumPy's own uint32 results depend on the array's length (SIMD
+    # paths differ); in range and -1.0 they are stable
+    same(unsigned_casts, np.array([1.9, -1.0, 3e9, 300.7, 0.0, 2.0 ** 63 + 4096.0]),
+         varying=("f",))
 
 
 def test_casts(strategy):
-    same(casts, np.array([1.9, -1.9, 1e300, -1e300, math.nan, 0.0, -0.5, 3e9]), varying=("f",))
+    same(casts, np.array([1.9, -1.9, 1e300, -1e300, math.nan, 0.0, -0.5, 3e9, 300.7, -300.2,
+                          -1.0, 70000.5, 2.0 ** 31, -(2.0 ** 31), 2.0 ** 63, math.inf]),
+         varying=("f",))
 
 
 def minmax(a, b):

@@ -62,6 +62,7 @@ CASES = [
     (semantics.powers, (np.arange(3), np.arange(3)), ("x", "e")),
     (semantics.divisions, (np.arange(3), np.arange(1, 4), np.arange(3.0)), ("x", "y", "f")),
     (semantics.casts, (np.arange(3.0),), ("f",)),
+    (semantics.unsigned_casts, (np.arange(3.0),), ("f",)),
     (semantics.minmax, (np.arange(3.0), np.arange(3.0)), ("a", "b")),
     (semantics.domains, (np.arange(3.0),), ("x",)),
     (semantics.booleans, (np.arange(3), np.arange(3)), ("x", "y")),

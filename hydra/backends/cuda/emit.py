@@ -232,10 +232,26 @@ class OpEmitter:
         if t.name == "bool":
             return f"bool({x} != 0)"
         if src.kind == "f" and t.kind in "iu":
-            # NumPy on x86 gives the minimum for NaN; the simulator cannot cast NaN
-            low = int(np.iinfo(t.dtype).min)
-            return f"({np_type(t)}({x}) if {x} == {x} else {np_type(t)}({low}))"
+            return OpEmitter.float_to_int(x, t)
         return f"{np_type(t)}({x})"
+
+    @staticmethod
+    def float_to_int(x: str, t: ScalarType) -> str:
+        """NumPy's float->int cast on x86, spelled so that a GPU (whose conversions
+        saturate) and the simulator (which cannot convert NaN) both give it: int32
+        and int64 take their minimum for NaN and out-of-range values (cvttsd2si),
+        8- and 16-bit types go through int32 and wrap, unsigned 32- and 64-bit ones
+        through int64 (NumPy's own results differ there out of range)."""
+        def guarded(bits: int) -> str:
+            edge = float(2 ** (bits - 1))
+            return (f"(np.int{bits}({x}) if {-edge!r} <= {x} < {edge!r} "
+                    f"else np.int{bits}({-2 ** (bits - 1)}))")
+        if t.name in ("int64", "int32"):
+            return guarded(t.bits)
+        if t.name == "uint64":
+            top = float(2 ** 64)
+            return f"(np.uint64({x}) if 0 <= {x} < {top!r} else np.uint64({guarded(64)}))"
+        return f"{np_type(t)}({guarded(32 if t.bits < 32 else 64)})"
 
     # --- ops with statements -----------------------------------------------------------
 
