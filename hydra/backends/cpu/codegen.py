@@ -4,9 +4,11 @@ Takes: a list of top-level ops of a predicated function (a *phase*: no sync poin
 it), the values it reads from outside (``inputs``) and the values later phases or the
 caller need (``outputs``).  Guarantees: ``generate`` returns an LLVM module defining
 
-    void @<name>(i64 g0, i64 g1, i64 n, ptr err, <inputs...>, <outputs...>)
+    void @<name>(i64 chunk, i64 ngangs, i64 n, ptr err, <inputs...>, <outputs...>)
 
-that runs gangs ``g0 <= g < g1`` of ``G`` lanes each (lanes ``>= n`` are off).  Inputs
+that runs gangs ``0 <= g < ngangs`` of ``G`` lanes each (lanes ``>= n`` are off), taking
+``chunk`` gangs at a time from a counter in ``err[7]``: any number of threads may call
+it at once and the work balances dynamically.  Inputs
 are passed as: uniform scalar -> the scalar; varying scalar -> ``ptr`` to ``n``
 contiguous values; array -> ``ptr`` data, then shape and byte strides as i64 (a
 varying array's lane axis first).  Outputs are ``ptr``s to ``n`` values (varying) or
@@ -75,10 +77,22 @@ class KernelGen(MemoryOps):
         b.start("entry")
         self.scratch = b.emit(f"alloca [{self.geo.lanes} x i64], align 64", "scratch")
         self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
+        # dynamic scheduling: each caller (one per thread) grabs the next chunk of gangs
+        # from the counter in err[7] until none is left
+        ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
+        b.br("grab")
+        b.start("grab")
+        c = b.emit(f"atomicrmw add ptr {ctr}, i64 1 monotonic", "chunk")
+        g0 = b.emit(f"mul i64 {c}, %chunk", "g0")
+        b.cbr(b.emit(f"icmp slt i64 {g0}, %ngangs"), "range", "exit")
+        b.start("range")
+        end = b.emit(f"add i64 {g0}, %chunk")
+        g1 = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %ngangs')}, i64 {end}, "
+                    f"i64 %ngangs", "g1")
         b.br("head")
         b.start("head")
-        g = b.emit("phi i64 [%g0, %entry], [%gnext, %latch]", "g")
-        b.cbr(b.emit(f"icmp slt i64 {g}, %g1"), "check", "exit")
+        g = b.emit(f"phi i64 [{g0}, %range], [%gnext, %latch]", "g")
+        b.cbr(b.emit(f"icmp slt i64 {g}, {g1}"), "check", "grab")
         b.start("check")
         e = b.emit("load atomic i64, ptr %err monotonic, align 8")
         b.cbr(b.emit(f"icmp eq i64 {e}, 0"), "body", "exit")
@@ -103,7 +117,7 @@ class KernelGen(MemoryOps):
         b.br("head")
         b.start("exit")
         b.do("ret void")
-        sig = ", ".join(["i64 %g0", "i64 %g1", "i64 %n", "ptr %err"] + params)
+        sig = ", ".join(["i64 %chunk", "i64 %ngangs", "i64 %n", "ptr %err"] + params)
         text = [f"define void @{self.name}({sig}) {{", *b.lines, "}", _ERR_FN, *sorted(b.decls)]
         return "\n".join(text) + "\n"
 

@@ -3,9 +3,11 @@
 Takes: the LLVM text of one phase kernel (``codegen``), its symbol, and what each of its
 arguments is ("scalar", "buf" = a per-lane buffer, "array" = data + shape + strides).
 Guarantees: ``Driver.run(n, args, err, threads)`` runs all gangs of ``n`` lanes:
-small runs on the calling thread (a plain ``@njit`` driver), larger ones with
-``prange`` over chunks of gangs and dynamic scheduling (``numba.set_parallel_chunksize``),
-so cheap and expensive gangs (aobench's sky pixels) balance across cores.
+small runs on the calling thread (a plain ``@njit`` driver), larger ones with a
+``prange`` over the threads, each of which calls the kernel; the kernel takes small
+chunks of gangs from a shared atomic counter until none are left (dynamic scheduling:
+numba's own prange schedule is static, which left one core idle when cheap and
+expensive gangs, like aobench's sky and hit pixels, sat in different halves).
 
 The kernel is linked into a numba ``CodeLibrary`` from inside a small ``@intrinsic``
 that unpacks arrays into data pointers, shapes and strides; LLVM then inlines it into
@@ -59,7 +61,7 @@ def _library(context, key: str):
 
 
 def make_call(key: str, symbol: str, kinds: list[str]):
-    """An ``@intrinsic`` ``call(g0, g1, n, err, *args)`` that calls the kernel."""
+    """An ``@intrinsic`` ``call(chunk, ngangs, n, err, *args)`` that calls the kernel."""
     def codegen(context, builder, sig, args):
         context.active_code_library.add_linking_library(_library(context, key))
         llargs = list(args[:3])
@@ -98,15 +100,14 @@ _call = registered_call("{key}")
 
 @numba.njit(nogil=True, cache={cache})
 def serial(ngangs, n, err, {args}):
-    _call(0, ngangs, n, err, {args})
+    _call(ngangs, ngangs, n, err, {args})
 
 
 @numba.njit(parallel=True, nogil=True, cache={cache})
-def parallel(ngangs, chunk, n, err, {args}):
-    nchunks = (ngangs + chunk - 1) // chunk
-    for c in numba.prange(nchunks):
-        g0 = c * chunk
-        _call(g0, min(g0 + chunk, ngangs), n, err, {args})
+def parallel(threads, ngangs, chunk, n, err, {args}):
+    # one call per thread; each takes chunks from the shared counter (dynamic schedule)
+    for t in numba.prange(threads):
+        _call(chunk, ngangs, n, err, {args})
 '''
 
 _CALLS: dict[str, object] = {}
@@ -154,8 +155,9 @@ class Driver:
         spec.loader.exec_module(mod)
         return mod
 
-    def run(self, n: int, args: list, err: np.ndarray, threads: int) -> None:
-        ngangs = (n + self.G - 1) // self.G
+    def run(self, n: int, args: list, err: np.ndarray, threads: int,
+            one_gang: bool = False) -> None:
+        ngangs = 1 if one_gang else (n + self.G - 1) // self.G
         if threads <= 1 or ngangs < PARALLEL_GANGS:
             self.module.serial(ngangs, n, err, *args)
             return
@@ -163,9 +165,7 @@ class Driver:
         chunk = max(1, min(64, ngangs // (threads * 32)))
         old = numba.get_num_threads()
         numba.set_num_threads(threads)
-        numba.set_parallel_chunksize(1)
         try:
-            self.module.parallel(ngangs, chunk, n, err, *args)
+            self.module.parallel(threads, ngangs, chunk, n, err, *args)
         finally:
-            numba.set_parallel_chunksize(0)
             numba.set_num_threads(old)

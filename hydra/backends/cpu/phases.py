@@ -81,6 +81,7 @@ class Phase:
         self.gen: KernelGen | None = None
         self.text = ""
         self.driver: Driver | None = None
+        self.one_gang = False
 
 
 class Plan:
@@ -106,9 +107,12 @@ class Plan:
 
     def _cut(self) -> list:
         ops = self.fn.body.ops[:-1]
-        steps: list = []
+        # captured arrays first: they depend on nothing, and must not split a phase
+        steps: list = [op for op in ops if op.opcode == "global_array"]
         run: list[Op] = []
         for op in ops:
+            if op.opcode == "global_array":
+                continue
             if id(op) in self.host:
                 if run:
                     steps.append(Phase(run))
@@ -136,6 +140,9 @@ class Plan:
                          and v.id not in defined}
                 step.ops = [*dict.fromkeys(remat.values()), *step.ops]
                 step.inputs = list({v.id: v for v in used if v.id not in remat}.values())
+                # no per-lane result and nothing that writes or raises: one gang will do
+                step.one_gang = not any(v.varying for v in step.outputs) and not any(
+                    o.info.effect or o.info.traps for op in step.ops for o in [op, *op_walk(op)])
                 self._generate(step, len(steps))
                 used = [v for v in used if v.id not in remat]
             later.update(v.id for v in used)
@@ -194,7 +201,7 @@ class Plan:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
         err = np.zeros(8, np.int64)
-        phase.driver.run(lanes, vals + outs, err, threads)
+        phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0]:
             self._raise(phase, err)
         for v, o in zip(phase.outputs, outs):
@@ -216,6 +223,11 @@ class Plan:
 class _Failed(Exception):
     def __init__(self, op: Op | None, reason: str) -> None:
         self.op, self.reason = op, reason
+
+
+def op_walk(op: Op):
+    for r in op.regions:
+        yield from r.walk()
 
 
 def _kind(v: Value) -> str:
