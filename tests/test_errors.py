@@ -260,3 +260,25 @@ def test_and_or_value_of_two_types_is_a_clear_compile_error():
         k(np.arange(3))
     assert info.value.line == line_of(mixed_and_value, "y = ")
     assert "bool(a) and bool(b)" in info.value.hint
+
+
+def literal_too_big_for_uint32(x):
+    return x + (-1)
+
+
+def literal_too_big_for_int32(x):
+    return x * 3000000000
+
+
+@pytest.mark.parametrize("fn,dtype,shown", [
+    (literal_too_big_for_uint32, np.uint32, "the integer -1 does not fit in uint32"),
+    (literal_too_big_for_int32, np.int32, "the integer 3000000000 does not fit in int32"),
+])
+def test_python_int_out_of_range_of_the_numpy_type(fn, dtype, shown):
+    # NumPy 2 (NEP 50) raises OverflowError for these; hydra refuses them at compile time
+    with pytest.raises(OverflowError):
+        fn(dtype(3))
+    k = hydra.compile(fn, varying="x", backend="numpy")
+    with pytest.raises(hydra.CompileError, match=shown) as info:
+        k(np.arange(3, dtype=dtype))
+    assert info.value.line == line_of(fn, "return")

@@ -156,3 +156,14 @@ def test_intrinsics_through_the_module(backend):
 def test_the_verifier_runs_after_every_pass():
     # conftest turns it on before hydra is imported; without it IR bugs pass silently
     assert hydra.api.CHECK_IR
+
+
+def compare_out_of_range(x):
+    return x == -1, x != -1, x < -1, x > -1, -1 < x, x <= 5000000000, x == 4294967295
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.uint64, np.int8, np.uint8])
+def test_comparisons_with_python_ints_out_of_range(backend, dtype):
+    # NumPy 2 compares by value: a uint32 is never -1, whatever its bits
+    x = np.array([0, 5, np.iinfo(dtype).max], dtype=dtype)
+    check_against_oracle(compare_out_of_range, [x], 3, ("x",), backend)

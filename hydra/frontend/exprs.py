@@ -265,7 +265,26 @@ class ExprMixin:
         if t.kind == "f" and name in ("lshift", "rshift", "bitand", "bitor", "bitxor"):
             raise CompileError(f"unsupported operand types for {_SYMBOL[name]}: {a.type} and "
                                f"{b.type}", loc)
+        for v in (a, b):
+            c = self._out_of_range(v, t)
+            if c is not None:  # NumPy 2 raises OverflowError here; wrapping would hide it
+                info = np.iinfo(t.dtype)
+                raise CompileError(f"the integer {c} does not fit in {t}, the type of the "
+                                   f"other operand", loc,
+                                   hint=f"NumPy 2 raises OverflowError here too; use a "
+                                        f"constant in {info.min}..{info.max}")
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
+
+    def _out_of_range(self, v: Value, t: ScalarType):
+        """A Python int constant ``v`` that does not fit the fixed-width integer type
+        ``t`` it meets (NEP 50: Python ints take the NumPy type, if they fit), else None."""
+        c = self.constant_value(v)
+        if c is None or isinstance(c, bool) or not (v.type.weak and v.type.kind in "iu"):
+            return None
+        if t.weak or t.kind not in "iu":
+            return None
+        info = np.iinfo(t.dtype)
+        return None if info.min <= int(c) <= info.max else int(c)
 
     def expr_unaryop(self, node: ast.UnaryOp):
         loc = self.loc(node)
@@ -311,6 +330,19 @@ class ExprMixin:
                 raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
                                    loc)
         t = promote(a.type, b.type)
+        for v in (a, b):
+            c = self._out_of_range(v, t)
+            if c is None:
+                continue
+            # NumPy 2 compares a Python int with any integer by value: do so in int64,
+            # which holds every value of the narrower types; a uint64 is never negative
+            if t.name != "uint64":
+                t = INT64
+            else:
+                return self.const({"lt": c > 0, "le": c > 0, "gt": c < 0, "ge": c < 0,
+                                   "eq": False, "ne": True}[name] if v is b else
+                                  {"lt": c < 0, "le": c < 0, "gt": c > 0, "ge": c > 0,
+                                   "eq": False, "ne": True}[name], loc)
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], BOOL, loc)
 
     # --- per-lane short circuit ---------------------------------------------------------
