@@ -223,6 +223,8 @@ def cast(lz: Lanes, src: ScalarType, dst: ScalarType, a):
                         src, a, Uni(z), w=w)
     if src.kind == "f" and dst.kind == "f":
         op = "fpext" if dst.bits > src.bits else "fptrunc"
+    elif src.kind == "f" and (dst.kind == "i" or dst.bits < 32):
+        return x86_float_to_int(lz, src, dst, a, w)
     elif src.kind == "f":
         wide = ScalarType("int64") if dst.kind == "i" or dst.bits < 64 else dst
         conv = "fptoui" if wide.kind == "u" else "fptosi"
@@ -239,6 +241,23 @@ def cast(lz: Lanes, src: ScalarType, dst: ScalarType, a):
     else:
         return a  # same width, other signedness: the bits are the value
     return lz.apply(f"{op} {{0}} {{1}} to {target}", src, a, w=w)
+
+
+def x86_float_to_int(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
+    """NumPy's float -> signed int (and narrow unsigned) cast on x86: cvtt to int32 (int64
+    for int64), whose out-of-range and NaN result is the minimum, then truncation."""
+    via = ScalarType("int64" if dst.bits == 64 else "int32")
+    lo, hi = float(-(2 ** (via.bits - 1))), float(2 ** (via.bits - 1))
+    inside = lz.apply("and {0} {1}, {2}", _BOOL,
+                      compare(lz, "ge", src, a, Uni(const_text(lo, src))),
+                      compare(lz, "lt", src, a, Uni(const_text(hi, src))))
+    vt = f"<{w} x {lty(via)}>" if lz.varying else lty(via)
+    x = lz.apply("freeze {0} {1}", via, lz.apply(f"fptosi {{0}} {{1}} to {vt}", src, a, w=w), w=w)
+    x = lz.sel(inside, x, Uni(const_text(lo, via)), via, w=w)
+    if dst.bits == via.bits:
+        return x
+    target = f"<{w} x {lty(dst)}>" if lz.varying else lty(dst)
+    return lz.apply(f"trunc {{0}} {{1}} to {target}", via, x, w=w)
 
 
 def math_call(lz: Lanes, fn: str, t: ScalarType, args):
