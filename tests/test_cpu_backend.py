@@ -177,3 +177,15 @@ def test_cache_lets_a_second_process_skip_compilation(tmp_path):
     assert built1 == "1"  # the first process built the LLVM library
     assert built2 == "0"  # the second loaded machine code from numba's cache
     assert hits2 == "1"
+
+
+def casts(x):
+    return np.int8(x), np.uint8(x), np.int16(x), np.uint16(x), np.int32(x), int(x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_to_int_casts_out_of_range_match_numpy(dtype):
+    x = np.array([3e9, -3e9, 1e20, np.nan, np.inf, 70000.0, -129.0, 300.0, -0.5, 2.7], dtype)
+    want = hydra.compile(casts, varying=("x",), backend="numpy")(x)
+    for got, ref in zip(cpu(casts, varying=("x",))(x), want):
+        np.testing.assert_array_equal(got, ref)
