@@ -1,1 +1,11 @@
-"""CPU backend: lowers predicated SSA to LLVM IR and runs it through llvmlite's JIT."""
+"""CPU backend: predicated SSA -> LLVM IR with explicit vectors, run by numba drivers on all
+cores (see ``backend.CpuBackend``).
+
+Modules: ``vectors`` (gang geometry, value representations), ``emit`` (the LLVM text
+builder), ``arith`` / ``memory`` (per-op rules), ``codegen`` (one phase -> one kernel),
+``phases`` (cutting a kernel at its sync points, running it), ``driver`` (numba drivers,
+disk cache), ``backend`` (compile and dump), ``vecmath`` (vector math functions).
+
+``CpuBackend`` is not exported here yet: ``hydra.backends.get_backend("cpu")`` imports it
+from this package, and ``default_backend()`` picks "cpu" as soon as that works.
+"""
