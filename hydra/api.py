@@ -75,7 +75,7 @@ class Kernel:
         lengths = {}
         for name, a in zip(self.param_names, args):
             if name in self.varying:
-                shape = np.shape(a)
+                shape = tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
                 if not shape:
                     raise ValueError(f"varying argument '{name}' must be an array with one "
                                      f"entry per lane, got a scalar")
@@ -100,14 +100,16 @@ class Kernel:
                             f"argument(s) ({', '.join(self.param_names)}), {len(args)} given")
         values, types = [], []
         for name, a in zip(self.param_names, args):
-            if name in self.varying:
+            if _is_device_array(a):
+                t = self._device_array_type(name, a)
+            elif name in self.varying:
                 if not isinstance(a, np.ndarray):
                     a = np.asarray(a)
                 try:
                     dt = scalar(a.dtype)
                 except TypeError:
                     raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
-                t: Type = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1)
+                t = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1)
             else:
                 t = typeof_python(a)
                 if t is None:
@@ -122,6 +124,21 @@ class Kernel:
             types.append(t)
         return values, types
 
+    def _device_array_type(self, name: str, a) -> Type:
+        """The type of a GPU array argument (numba device arrays, CuPy, anything with
+        ``__cuda_array_interface__``): passed to the cuda backend without a copy."""
+        if self.backend_name != "cuda":
+            raise TypeError(f"argument '{name}' is a GPU array; only backend='cuda' takes "
+                            f"those (copy it to the host for the {self.backend_name} backend)")
+        try:
+            dt = scalar(np.dtype(a.dtype))
+        except TypeError:
+            raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
+        ndim = len(a.shape)
+        if name in self.varying:
+            return dt if ndim == 1 else ArrayType(dt, ndim - 1)
+        return ArrayType(dt, ndim)
+
     def _check_aliasing(self, fn: Function, values, types) -> None:
         stored = {op.operands[0].id for op in fn.walk()
                   if op.opcode == "store" or (op.opcode == "intrinsic"
@@ -130,6 +147,8 @@ class Kernel:
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):
             for q, b in arrays[i + 1:]:
+                if _is_device_array(a) or _is_device_array(b):
+                    continue  # GPU memory: numpy cannot tell; the cuda backend copies nothing
                 if (p.id in stored or q.id in stored) and np.shares_memory(a, b):
                     raise ValueError(f"arguments '{p.name}' and '{q.name}' share memory and the "
                                      f"kernel writes one of them; pass separate arrays")
@@ -145,13 +164,17 @@ class Kernel:
                 self._cache[key] = self._specialize(types)
         return self._cache[key]
 
-    def _specialize(self, types: list[Type]) -> tuple[Function, object]:
+    def _structured(self, types: list[Type]):
+        """A builder of the unlinearized IR, for backends whose hardware diverges."""
         def structured() -> Function:
             ir = build_function(self.pyfunc, list(types))
             return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
+        return structured
+
+    def _specialize(self, types: list[Type]) -> tuple[Function, object]:
         fn = build_function(self.pyfunc, list(types))
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
-        runner = self.backend.compile(fn, self.options, structured)
+        runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
 
     def __call__(self, *args):
@@ -188,6 +211,8 @@ class Kernel:
         dump = getattr(backend, "dump", None)
         if dump is None:
             raise ValueError(f"the {backend_name} backend has no stage {stage!r}")
+        if "structured" in inspect.signature(dump).parameters:
+            return dump(fn, stage, self.options, structured=self._structured(types))
         return dump(fn, stage, self.options)
 
 
@@ -210,6 +235,11 @@ def _progress(what: str, after: float = 2.0):
         elapsed = time.perf_counter() - start
         if elapsed >= after:
             print(f"hydra: {what}: done in {elapsed:.1f} s", file=sys.stderr, flush=True)
+
+
+def _is_device_array(a) -> bool:
+    return not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
+                                              or hasattr(a, "copy_to_host"))
 
 
 def _tuple_argument(name: str, a: tuple, t: TupleType) -> tuple:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import hydra
+import hydra.backends
 
 
 def distance_plus(x, centre):
@@ -24,3 +25,22 @@ def test_tuple_argument_of_strings_is_a_type_error():
     k = hydra.compile(distance_plus, varying="x", backend="numpy")
     with pytest.raises(TypeError, match="argument 'centre' has unsupported type tuple"):
         k(np.arange(3.0), (1.0, "a"))
+
+
+def test_device_arrays_reach_the_cuda_backend_without_copies():
+    import os
+    if not os.environ.get("NUMBA_ENABLE_CUDASIM") or not hydra.backends.available("cuda"):
+        pytest.skip("needs the cuda backend")
+    from numba import cuda
+
+    from hydra import lane
+
+    def double_into(x, out):
+        out[lane()] = x * 2
+
+    out = cuda.to_device(np.zeros(4))
+    k = hydra.compile(double_into, varying="x", backend="cuda")
+    k(cuda.to_device(np.arange(4.0)), out)
+    np.testing.assert_array_equal(out.copy_to_host(), [0.0, 2.0, 4.0, 6.0])
+    with pytest.raises(TypeError, match="argument 'out' is a GPU array"):
+        hydra.compile(double_into, varying="x", backend="numpy")(np.arange(4.0), out)
