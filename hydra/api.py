@@ -30,7 +30,7 @@ from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
-COMMON_OPTIONS = ("threads", "fastmath", "boundscheck", "cache")
+COMMON_OPTIONS = ("threads", "fastmath", "boundscheck", "cache", "exactmath")
 STAGES = ("ast", "ssa", "predicated", "numba", "llvm", "asm", "ptx")
 #: the backends that make each code stage (the first is used for kernels of other backends)
 STAGE_BACKEND = {"llvm": ("cpu",), "asm": ("cpu",), "ptx": ("cuda",), "numba": ("cpu", "cuda")}

@@ -31,8 +31,10 @@ BACKENDS = [name for name in ("numpy", "cpu", "cuda") if available(name)]
 LANE_COUNTS = (1, 3, 8, 17, 1000)
 #: the CUDA simulator costs ~10 us per loop iteration per lane: keep it small
 CUDA_MAX_LANES = 64
-#: ulps allowed between backends for programs using transcendental math
-TRANSCENDENTAL_ULPS = 4
+#: ulps allowed between backends for programs using transcendental math: the largest
+#: documented error of the cpu backend's vector math (hydra/backends/cpu/vecmath.ULP,
+#: checked in tests/test_vecmath.py)
+TRANSCENDENTAL_ULPS = 5
 
 
 class Backend(str):

@@ -6,6 +6,10 @@ builder), ``arith`` / ``memory`` (per-op rules), ``codegen`` (one phase -> one k
 ``phases`` (cutting a kernel at its sync points, running it), ``driver`` (numba drivers,
 disk cache), ``backend`` (compile and dump), ``vecmath`` (vector math functions).
 
-``CpuBackend`` is not exported here yet: ``hydra.backends.get_backend("cpu")`` imports it
-from this package, and ``default_backend()`` picks "cpu" as soon as that works.
+``hydra.backends.get_backend("cpu")`` imports ``CpuBackend`` from this package, and
+``default_backend()`` picks "cpu" where it imports.
 """
+
+from .backend import CpuBackend
+
+__all__ = ["CpuBackend"]

@@ -276,7 +276,7 @@ def math_call(lz: Lanes, fn: str, t: ScalarType, args):
     if fn not in vecmath.SUPPORTED or t.kind != "f":
         raise Unsupported(f"math.{fn} on {t}")
     w = lz.b.geo.width(t)
-    if not lz.b.fflags and (fn, t.name) not in _NO_EXACT:
+    if lz.b.exact_math and not lz.b.fflags and (fn, t.name) not in _NO_EXACT:
         return libm_lanes(lz, fn, t, args)
     sym, text = vecmath.llvm_ir(fn, t.name, w)
     lz.b.modules.add(text)

@@ -2,7 +2,9 @@
 
 Options: ``threads`` (default all cores), ``fastmath`` (contraction and reassociation;
 off so results match the reference bit for bit), ``boundscheck`` (default on),
-``cache`` (numba's disk cache for the drivers; see ``driver``).
+``cache`` (numba's disk cache for the drivers; see ``driver``), ``exactmath`` (math
+functions as one libm call per lane, NumPy's bits exactly, instead of the inline
+vector functions of ``vecmath``, which are within ``vecmath.ULP``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from ...ir.core import Function
 from .phases import Phase, Plan
 from .vectors import init_llvm
 
-OPTIONS = ("threads", "fastmath", "boundscheck", "cache")
+OPTIONS = ("threads", "fastmath", "boundscheck", "cache", "exactmath")
 
 
 class CpuBackend:

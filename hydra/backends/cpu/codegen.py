@@ -59,7 +59,7 @@ class KernelGen(MemoryOps):
         #: value id -> captured array (global_array): shapes and strides fold into the code
         self.constants = constants or {}
         self.geo = geo
-        self.b = Builder(geo, bool(options.get("fastmath")))
+        self.b = Builder(geo, bool(options.get("fastmath")), bool(options.get("exactmath")))
         self.boundscheck = options.get("boundscheck", True)
         self.env: dict[int, object] = {}
         self.sites: list[tuple[Op, str]] = []  # error sites: (op, kind)

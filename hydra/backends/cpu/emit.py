@@ -14,8 +14,10 @@ from .vectors import Geometry, Uni, Unsupported, Var, lty, vty
 
 
 class Builder:
-    def __init__(self, geo: Geometry, fastmath: bool) -> None:
+    def __init__(self, geo: Geometry, fastmath: bool, exact_math: bool = False) -> None:
         self.geo = geo
+        #: math functions as one libm call per lane (NumPy's bits) instead of vecmath
+        self.exact_math = exact_math
         self.lines: list[str] = []
         self.decls: set[str] = set()
         self.modules: set[str] = set()  # vecmath modules to link in
