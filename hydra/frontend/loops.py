@@ -13,7 +13,7 @@ import ast
 
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
-from ..types import BOOL, ScalarType, join
+from ..types import BOOL, ScalarType, Type, join
 from .common import Meta, Partial, assigned_names, has_return, loop_exits
 
 
@@ -152,7 +152,9 @@ class LoopMixin:
                 yields += self.leaves_as(frame.env[n], shapes[n], loc)
             body_region.ops.append(Op("yield", yields, [], loc))
             self.region = outer
-            op = self.emit_op("while", init, types, loc, regions=[before, body_region])
+            op = self.emit_op("while", init, types, loc, regions=[before, body_region],
+                              attrs={"exit_flags": self.leaf_indices(carried, shapes,
+                                                                     {brk, frame.ret})})
             frame.env, frame.partial = dict(entry_env), dict(entry_partial)
             results = iter(op.results)
             for n in carried:
@@ -166,6 +168,20 @@ class LoopMixin:
                 del frame.env[brk]
             return
         raise CompileError("the types of the loop's variables do not settle", loc)
+
+    def leaf_indices(self, carried: list[str], shapes: dict, names: set[str]) -> list[int]:
+        """Positions, among the loop's carried leaves, of the carried ``names``."""
+        out, pos = [], 0
+        for n in carried:
+            if n in names:
+                out.append(pos)
+            pos += len(self.leaves_as_types(shapes[n]))
+        return out
+
+    def leaves_as_types(self, shape) -> list:
+        if isinstance(shape, tuple):
+            return [t for s in shape for t in self.leaves_as_types(s)]
+        return [shape] if isinstance(shape, Type) else []
 
     def bind(self, carried, shapes, args, entry_env, loc) -> None:
         it = iter(args)

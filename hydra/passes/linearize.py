@@ -21,7 +21,11 @@ Follows partial linearization (Karrenberg & Hack, CGO 2011; Moll & Hack, PLDI
   so carried values need no select in the body and uniform ones stay scalars.
 
 ``break``/``continue``/``return`` arrive as flag variables (see the frontend), so
-after this pass they are exactly mask updates.  Arms that hold only a handful of
+after this pass they are exactly mask updates.  The flags that leave a loop
+(``attrs["exit_flags"]``: break, return) are false on every active lane, so inside the
+loop they are the constant False; a lane that sets one drops out of the loop mask at
+the end of that iteration, its live-outs taken there, and simplify then removes the
+flag from the loop's carried values.  Arms that hold only a handful of
 pure ops get no ``any`` guard: the guard would cost more than the ops.
 """
 
@@ -162,12 +166,19 @@ class _Linearizer:
             region.args = [m, *region.args, *lives]
             return m, lives
 
+        flags = op.attrs.pop("exit_flags", [])
+        false = self.new("const", [], BOOL, loc, False, value=False) if flags else None
         m_before, lives_before = fresh_args(before)
+        for k in flags:  # an active lane has not broken out or returned (yet)
+            self.subst[before.args[1 + k].id] = false  # (before has its mask argument now)
+            self.subst[body.args[k].id] = false
         ops = self.region_ops(before, m_before)
         cond_op = ops.pop()
         saved, self.out = self.out, ops
         c = cond_op.operands[0]
         passed = cond_op.operands[1:]
+        for k in flags:  # pass the flag on unchanged, so that simplify can drop it
+            passed[k] = before.args[1 + k]
         not_c = self.new("not", [c], BOOL, loc, True)
         exiting = self.new("bitand", [m_before, not_c], BOOL, loc, True, "m.exit")
         new_lives = []
@@ -182,8 +193,26 @@ class _Linearizer:
 
         m_body, lives_body = fresh_args(body)
         body.ops = self.region_ops(body, m_body)
-        term = body.ops[-1]
-        term.operands = [m_body, *term.operands, *lives_body]
+        term = body.ops.pop()
+        yielded = term.operands
+        m_stay, lives_out = m_body, lives_body
+        if flags:
+            # Lanes that set an exit flag leave the loop mask here, at the end of the
+            # iteration, and their live-out values are taken now; the flag itself need
+            # not travel around the loop.
+            saved, self.out = self.out, body.ops
+            leave = yielded[flags[0]]
+            for k in flags[1:]:
+                leave = self.new("bitor", [leave, yielded[k]], BOOL, loc, True)
+            leaving = self.new("bitand", [m_body, leave], BOOL, loc, True, "m.leave")
+            not_leave = self.new("not", [leave], BOOL, loc, True)
+            m_stay = self.new("bitand", [m_body, not_leave], BOOL, loc, True, "m.loop")
+            lives_out = [self.new("select", [leaving, yielded[i], lives_body[k]],
+                                  op.results[i].type, loc, True, op.results[i].name)
+                         for k, i in enumerate(live)]
+            body.ops, self.out = self.out, saved
+        term.operands = [m_stay, *yielded, *lives_out]
+        body.ops.append(term)
 
         final_mask = Value(BOOL, loc, "m.done", varying=True)
         carried = [Value(r.type, r.loc, r.name, varying=r.varying) for r in op.results]
