@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
+from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
 from .loops import LoopMixin
@@ -55,7 +56,7 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, ExprMixin):
+class Builder(LoopMixin, CallMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:

@@ -1,0 +1,269 @@
+"""Calls for the builder: the builtins, ``math``/``numpy`` functions on scalars, casts,
+per-lane arrays, ``print``, lane intrinsics (through ``hydra.intrinsics``) and inlined
+calls of other Python functions (recursion is a ``CompileError``).
+"""
+
+from __future__ import annotations
+
+import ast
+import types as pytypes
+
+import numpy as np
+
+from .. import intrinsics
+from ..errors import CompileError, Loc
+from ..ir.core import Value
+from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
+                     promote, scalar)
+from .common import Meta
+from .exprs import _NUMPY_SCALAR_TYPES
+from .source import parse_function
+from .subset import check_subset
+
+#: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
+MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
+    **{f: (f, 1, "float") for f in (
+        "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
+        "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
+        "fabs", "exp2", "cbrt")},
+    "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
+    "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
+    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
+    "isfinite": ("isfinite", 1, "bool"),
+    "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
+}
+_NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+                  "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
+                  "abs": "abs", "absolute": "abs", "minimum": "min", "maximum": "max",
+                  "fmin": "min", "fmax": "max"}
+_MATH_TO_INT = ("floor", "ceil", "trunc")  # math.floor returns an int in Python
+
+
+class CallMixin:
+    """Call translation; mixed into ``Builder``."""
+
+    def expr_call(self, node: ast.Call):
+        loc = self.loc(node)
+        callee = self.expr(node.func)
+        if not isinstance(callee, Meta):
+            raise CompileError(f"{self.describe(callee)} is not callable", loc)
+        fn = callee.obj
+        if fn is print:
+            return self.call_print(node, loc)
+        if any(k.arg is None for k in node.keywords):
+            raise CompileError("**kwargs in calls are not supported", loc)
+        args = [self.expr(a) for a in node.args]
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        name = getattr(fn, "__hydra_intrinsic__", None)
+        if name is not None:
+            return self.call_intrinsic(name, args, kwargs, loc)
+        if getattr(fn, "__hydra_kernel__", None) is not None:
+            fn = fn.__hydra_kernel__
+        if fn in (abs, min, max, int, float, bool, len, range, round):
+            return self.call_builtin(fn, args, kwargs, loc)
+        module = getattr(fn, "__module__", None) or ""
+        fname = getattr(fn, "__name__", "")
+        if fn in _NUMPY_SCALAR_TYPES:
+            return self.call_cast(scalar(fn), args, kwargs, loc)
+        if module == "math" or isinstance(fn, np.ufunc) or module.startswith("numpy"):
+            return self.call_math(fn, fname, args, kwargs, loc)
+        if isinstance(fn, pytypes.FunctionType):
+            return self.call_inline(fn, args, kwargs, loc)
+        raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
+
+    def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
+        entry = intrinsics.INTRINSICS[name]
+        if kwargs or len(args) != entry.nargs:
+            raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)
+        for a in args:
+            if not isinstance(a, Value):
+                raise CompileError(f"{name}() takes numbers, not {self.describe(a)}", loc)
+        problem = intrinsics.check_argument_types(name, [a.type for a in args])
+        if problem:
+            raise CompileError(problem, loc)
+        if name == "atomic_add":
+            array, index, v = args
+            if array.type.ndim != 1:
+                raise CompileError("atomic_add needs a 1-d array", loc)
+            index = self.coerce(index, INT64, loc)
+            v = self.coerce(v, array.type.dtype, loc)
+            self.emit_op("intrinsic", [array, index, v], [], loc, {"name": name})
+            return None
+        if name in ("broadcast", "shuffle", "rotate"):
+            args = [args[0], self.coerce(args[1], INT64, loc)]
+        result = entry.result([a.type for a in args])
+        return self.emit("intrinsic", args, result, loc, {"name": name})
+
+    def call_builtin(self, fn, args, kwargs, loc: Loc):
+        if kwargs:
+            raise CompileError(f"{fn.__name__}() keyword arguments are not supported", loc)
+        if fn is range:
+            raise CompileError("range() is only supported as the iterable of a for loop", loc)
+        if fn is len:
+            if len(args) != 1:
+                raise CompileError("len() takes one argument", loc)
+            (a,) = args
+            if isinstance(a, tuple):
+                return self.const(len(a), loc)
+            if isinstance(a, Value) and isinstance(a.type, ArrayType):
+                return self.emit("array_dim", [a], WEAK_INT, loc, {"axis": 0})
+            raise CompileError(f"len() of {self.describe(a)} is not supported", loc)
+        if fn in (min, max):
+            if len(args) == 1 and isinstance(args[0], tuple):
+                args = list(args[0])
+            if len(args) < 2:
+                raise CompileError(f"{fn.__name__}() needs at least two numbers", loc)
+            result = args[0]
+            for b in args[1:]:
+                result = self.arith(fn.__name__, result, b, loc)
+            return result
+        if len(args) != 1:
+            raise CompileError(f"{fn.__name__}() takes one argument here", loc)
+        (a,) = args
+        if not isinstance(a, Value) or not isinstance(a.type, ScalarType):
+            raise CompileError(f"{fn.__name__}() of {self.describe(a)} is not supported", loc)
+        if fn is abs:
+            t = WEAK_INT if a.type.kind == "b" else a.type
+            return self.emit("abs", [self.coerce(a, t, loc)], t, loc)
+        if fn is bool:
+            return self.truthy(a, loc)
+        if fn is int:
+            return self.coerce(a, WEAK_INT, loc) if a.type.kind != "f" else \
+                self.emit("cast", [a], WEAK_INT, loc)
+        if fn is float:
+            return self.coerce(a, WEAK_FLOAT, loc)
+        if fn is round:
+            if a.type.kind != "f":
+                return a
+            return self.emit("cast", [self.emit("math", [a], a.type, loc, {"fn": "rint"})],
+                             WEAK_INT, loc)
+        raise CompileError(f"{fn.__name__}() is not supported", loc)
+
+    def call_cast(self, t: ScalarType, args, kwargs, loc: Loc) -> Value:
+        if kwargs or len(args) != 1 or not isinstance(args[0], Value):
+            raise CompileError(f"{t.name}() takes one number", loc)
+        a = args[0]
+        if t.kind == "b":
+            return self.truthy(a, loc)
+        return self.coerce(a, t, loc)
+
+    def call_math(self, fn, fname: str, args, kwargs, loc: Loc):
+        from_numpy = fn.__module__ != "math" if hasattr(fn, "__module__") else True
+        if fname in ("zeros", "empty", "ones", "full") and from_numpy:
+            return self.call_local_array(fname, args, kwargs, loc)
+        name = _NUMPY_ALIASES.get(fname, fname)
+        if name in ("abs", "min", "max"):
+            return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
+        if name not in MATH_FUNCTIONS or kwargs:
+            raise CompileError(f"{getattr(fn, '__module__', 'numpy')}.{fname} is not supported in "
+                               f"kernels", loc)
+        ir_name, arity, kind = MATH_FUNCTIONS[name]
+        if len(args) != arity or not all(isinstance(a, Value) and isinstance(a.type, ScalarType)
+                                         for a in args):
+            raise CompileError(f"{fname}() takes {arity} number(s)", loc)
+        t = args[0].type
+        for a in args[1:]:
+            t = promote(t, a.type)
+        if t.kind != "f":
+            t = WEAK_FLOAT if t.weak else FLOAT64
+        operands = [self.coerce(a, t, loc) for a in args]
+        result_type = BOOL if kind == "bool" else t
+        result = self.emit("math", operands, result_type, loc, {"fn": ir_name})
+        if not from_numpy and name in _MATH_TO_INT:
+            result = self.emit("cast", [result], WEAK_INT, loc)
+        return result
+
+    def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:
+        if not args:
+            raise CompileError(f"np.{fname}() needs a shape", loc)
+        shape = args[0] if isinstance(args[0], tuple) else (args[0],)
+        dtype_arg = kwargs.pop("dtype", args[2] if fname == "full" and len(args) > 2 else
+                               (args[1] if len(args) > 1 and fname != "full" else None))
+        fill = {"zeros": 0, "ones": 1, "empty": 0}.get(fname)
+        if fname == "full":
+            if len(args) < 2:
+                raise CompileError("np.full() needs a shape and a fill value", loc)
+            fill = self.constant_value(args[1])
+            if fill is None:
+                raise CompileError("np.full() in a kernel needs a constant fill value", loc)
+        if kwargs:
+            raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
+        dtype = FLOAT64 if dtype_arg is None else self.scalar_type_of(
+            dtype_arg.obj if isinstance(dtype_arg, Meta) else None)
+        if dtype is None:
+            raise CompileError(f"np.{fname}(): the dtype must be a NumPy scalar type", loc)
+        dims = []
+        for d in shape:
+            if not isinstance(d, Value) or d.type.kind not in "iu":
+                raise CompileError(f"np.{fname}(): the shape must be integers", loc)
+            dims.append(self.coerce(d, INT64, loc))
+        return self.emit("local_array", dims, ArrayType(dtype, len(dims)), loc,
+                         {"dtype": dtype.name, "fill": fill})
+
+    def call_print(self, node: ast.Call, loc: Loc) -> None:
+        operands: list[Value] = []
+        options = {"sep": " ", "end": "\n"}
+        for k in node.keywords:
+            v = self.expr(k.value)
+            if k.arg not in options or not (isinstance(v, Meta) and isinstance(v.obj, str)):
+                raise CompileError("print() supports only sep= and end= with string constants",
+                                   loc)
+            options[k.arg] = v.obj
+        template = [self.print_piece(a, operands, loc) for a in node.args]
+        self.emit_op("print", operands, [], loc, {"parts": template, **options})
+        return None
+
+    def print_piece(self, node: ast.expr, operands: list[Value], loc: Loc):
+        if isinstance(node, ast.JoinedStr):
+            pieces = []
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    pieces.append(part.value)
+                else:
+                    spec = ""
+                    if part.format_spec is not None:
+                        if not all(isinstance(p, ast.Constant) for p in part.format_spec.values):
+                            raise CompileError("nested f-string formats are not supported", loc)
+                        spec = "".join(p.value for p in part.format_spec.values)
+                    conv = chr(part.conversion) if part.conversion > 0 else ""
+                    pieces.append(("fmt", self.print_piece(part.value, operands, loc), conv, spec))
+            return ("fstr", pieces)
+        value = self.expr(node)
+        return self.print_value(value, operands, loc)
+
+    def print_value(self, value, operands: list[Value], loc: Loc):
+        if isinstance(value, Meta) and (isinstance(value.obj, str) or value.obj is None):
+            return ("str", value.obj)
+        if isinstance(value, tuple):
+            return ("tuple", [self.print_value(v, operands, loc) for v in value])
+        if isinstance(value, Value) and isinstance(value.type, ScalarType):
+            operands.append(value)
+            return ("val", len(operands) - 1)
+        raise CompileError(f"cannot print {self.describe(value)}", loc)
+
+    def call_inline(self, fn, args, kwargs, loc: Loc):
+        if fn in self.call_stack:
+            raise CompileError(f"recursive call to {fn.__name__} is not supported", loc,
+                               hint="rewrite the recursion as a loop")
+        parsed = parse_function(fn)
+        check_subset(parsed)
+        node = parsed.node
+        names = [a.arg for a in node.args.args]
+        if kwargs:
+            for k in kwargs:
+                if k not in names:
+                    raise CompileError(f"{fn.__name__}() got an unexpected keyword argument "
+                                       f"'{k}'", loc)
+        if len(args) + len(kwargs) != len(names):
+            raise CompileError(f"{fn.__name__}() takes {len(names)} argument(s), "
+                               f"{len(args) + len(kwargs)} given", loc)
+        env = dict(zip(names, args))
+        env.update(kwargs)
+        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
+            if isinstance(node, ast.Lambda) else node.body
+        self.call_stack.append(fn)
+        try:
+            leaves, tree = self.translate_function(parsed, env, body, loc)
+        finally:
+            self.call_stack.pop()
+        return self.unflatten(leaves, tree)
