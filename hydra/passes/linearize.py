@@ -16,9 +16,11 @@ Follows partial linearization (Karrenberg & Hack, CGO 2011; Moll & Hack, PLDI
   (a uniform ``if``) so an arm that no lane takes costs nothing, with a
   ``select`` per result at the join;
 - a **varying** ``while`` becomes a loop that repeats while *any* lane is active.
-  Its loop mask is carried (``m' = m & c`` where the condition is evaluated); a
-  lane's live-out values are captured when it leaves (``L = select(m & ~c, x, L)``),
-  so carried values need no select in the body and uniform ones stay scalars.
+  Its loop mask is carried (``m' = m & c`` where the condition is evaluated).  A
+  carried value that is varying inside the loop and used after it is frozen for
+  lanes that have left (``x' = select(m, x_new, x)`` at the end of the body); one
+  that is uniform inside the loop stays a scalar, and each lane's copy of it is
+  captured when the lane leaves (``L = select(m & ~c, x, L)``): temporal divergence.
 
 ``break``/``continue``/``return`` arrive as flag variables (see the frontend), so
 after this pass they are exactly mask updates.  The flags that leave a loop
@@ -152,7 +154,12 @@ class _Linearizer:
     def varying_while(self, op: Op, mask: Value) -> None:
         loc = op.loc
         before, body = op.regions
-        live = [i for i, r in enumerate(op.results) if r.id in self.used]
+        used = [i for i, r in enumerate(op.results) if r.id in self.used]
+        # A value varying inside the loop is frozen for lanes that left by selecting with
+        # the loop mask, so it is its own result; a value uniform inside the loop stays a
+        # scalar and gets a per-lane live-out copy, taken as each lane leaves.
+        frozen = [i for i in used if body.args[i].varying]
+        live = [i for i in used if i not in frozen]
         live_init = []
         for i in live:
             u = Value(op.results[i].type, loc, varying=True)
@@ -211,6 +218,12 @@ class _Linearizer:
                                   op.results[i].type, loc, True, op.results[i].name)
                          for k, i in enumerate(live)]
             body.ops, self.out = self.out, saved
+        if frozen:
+            saved, self.out = self.out, body.ops
+            for i in frozen:
+                yielded[i] = self.new("select", [m_body, yielded[i], body.args[1 + i]],
+                                      op.results[i].type, loc, True, op.results[i].name)
+            body.ops, self.out = self.out, saved
         term.operands = [m_stay, *yielded, *lives_out]
         body.ops.append(term)
 
@@ -220,6 +233,8 @@ class _Linearizer:
                        for i in live]
         for k, i in enumerate(live):
             self.subst[op.results[i].id] = final_lives[k]
+        for i in frozen:
+            self.subst[op.results[i].id] = carried[i]
         op.operands = [mask, *op.operands, *live_init]
         op.results = [final_mask, *carried, *final_lives]
         op.attrs["varying"] = True
