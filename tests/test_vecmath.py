@@ -1,4 +1,9 @@
-"""Vector math (hydra/backends/cpu/vecmath.py) against NumPy, in ulp, plus special values."""
+"""Vector math (hydra/backends/cpu/vecmath.py) against NumPy, in ulp, plus special values.
+
+float32 results are measured against NumPy's float64 result rounded once to float32
+(the correctly rounded value, in practice), not against NumPy's float32 functions:
+those differ by machine (on AVX-512 CPUs NumPy dispatches SVML code that is itself up
+to 3 ulp from the correctly rounded float32), and the accuracy claim must not."""
 
 import math
 
@@ -29,8 +34,12 @@ DOMAINS = {
 
 
 def reference(name, *xs):
-    """NumPy's result (math.erf/erfc in float64, rounded, where NumPy has none)."""
+    """NumPy's result (math.erf/erfc in float64, rounded, where NumPy has none); for
+    float32, NumPy's float64 result rounded to float32."""
     dt = xs[0].dtype
+    if dt == np.float32:
+        with np.errstate(over="ignore"):
+            return reference(name, *[x.astype(np.float64) for x in xs]).astype(dt)
     if name in ("erf", "erfc"):
         f = getattr(math, name)
         return np.array([f(float(v)) for v in xs[0]]).astype(dt)
@@ -80,9 +89,7 @@ def test_against_numpy(name, dtype):
 def test_float32_within_1ulp_of_correctly_rounded(name):
     """float32 results against float64 NumPy rounded once to float32."""
     xs = [samples(name, "float32", 3000, seed) for seed in range(1, vm._ARITY[name] + 1)]
-    ref = reference(name, *[x.astype(np.float64) for x in xs])
-    with np.errstate(over="ignore"):
-        ref = ref.astype(np.float32)
+    ref = reference(name, *xs)
     got = array_function(name, "float32", 8)(*xs)
     assert ulp_error(got, ref).max() <= 1
 
