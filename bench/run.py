@@ -43,8 +43,8 @@ def _agree(a, b) -> bool:
 
 def implementations(mod, args):
     lanes = getattr(mod, "LANES", None)
-    # transcendental workloads also run with fastmath: vecmath's inline vector functions
-    # (within vecmath.ULP) instead of one libm call per lane (bit for bit with NumPy)
+    # transcendental workloads also run with fastmath (FMA contraction, reassociation):
+    # the gain is largest where long chains of multiply-adds feed the math functions
     for fastmath in (False, True) if getattr(mod, "TRANSCENDENTAL", False) else (False,):
         for threads in (1, numba.config.NUMBA_NUM_THREADS):
             k = hydra.compile(mod.kernel, lanes=lanes, varying=mod.VARYING, backend="cpu",
@@ -66,8 +66,17 @@ def implementations(mod, args):
         yield "jax jit(vmap)", lambda: np.asarray(f(*args))
 
 
+def _module(name: str):
+    """The workload module of ``name``, as printed ("mc-pi") or as its file ("mcpi")."""
+    module = name.replace("-", "").replace("_", "")
+    if module not in WORKLOADS:
+        raise SystemExit(f"bench: no workload {name!r}; the workloads are "
+                         "mandelbrot, black-scholes, collatz, aobench, mc-pi")
+    return importlib.import_module(f"bench.{module}")
+
+
 def run(name: str, repeat: int) -> list[tuple]:
-    mod = importlib.import_module(f"bench.{name}")
+    mod = _module(name)
     args = mod.setup()
     t0 = time.perf_counter()
     mod.numba_scalar(*args)
@@ -86,7 +95,7 @@ def run(name: str, repeat: int) -> list[tuple]:
 
 def boundscheck_cost(name: str, repeat: int) -> tuple[float, float]:
     """hydra on one core with bounds checks on and off, timed alternately (min of runs)."""
-    mod = importlib.import_module(f"bench.{name}")
+    mod = _module(name)
     args = mod.setup()
     fast = getattr(mod, "TRANSCENDENTAL", False)
     ks = [hydra.compile(mod.kernel, lanes=getattr(mod, "LANES", None), varying=mod.VARYING,
