@@ -281,7 +281,9 @@ class KernelGen(MemoryOps):
         or LLVM shrinks the phi to i1 and x86 repacks it every iteration."""
         it = f"<{w} x i{self.geo.vbits // w}>"
         x = self.b.emit(f"sext <{w} x i1> {p} to {it}")
-        return it, self.b.emit(f'call {it} asm "", "=x,0"({it} {x})')
+        # "v" reaches all 32 AVX-512 registers, "x" the 16 of AVX2
+        reg = "v" if self.geo.vbits == 512 else "x"
+        return it, self.b.emit(f'call {it} asm "", "={reg},0"({it} {x})')
 
     def from_phis(self, values: list[Value], refs: list[str], carried: bool) -> list:
         refs = list(refs)

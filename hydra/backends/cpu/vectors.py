@@ -2,8 +2,9 @@
 
 A *gang* is ``G`` lanes run together.  A varying value of element type ``T`` is held as
 ``G / w`` LLVM vectors ``<w x T>`` ("parts"), ``w`` = one hardware vector of ``T``
-(AVX2: 8 x float, 4 x double): every op is emitted once per part, which gives the CPU
-several independent chains and avoids LLVM's packing of wide ``<16 x i1>`` masks.
+(AVX2: 8 x float, 4 x double; AVX-512: 16 x float, 8 x double): every op is emitted
+once per part, which gives the CPU several independent chains and avoids LLVM's
+packing of wide ``<16 x i1>`` masks.
 Uniform values stay scalars and are splatted where a varying op meets them.
 
 This module knows nothing of the IR; ``emit.Emitter`` uses it.
@@ -40,12 +41,28 @@ def init_llvm() -> None:
     llvm.initialize_native_asmparser()
 
 
+#: x86 features a 512-bit gang needs: vector ops on every element size and masks
+_AVX512 = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
+
+
 @functools.cache
 def vector_bits() -> int:
-    """Width of the host's vector registers that we use: 256 with AVX2, else 128.
-    (AVX-512 machines also get 256: 512-bit masks and frequency drops rarely pay.)"""
+    """Width of the vector registers we use: 512 with AVX-512 (F, BW, DQ, VL), 256 with
+    AVX2, else 128; ``HYDRA_CPU_VECTOR_BITS`` (128, 256 or 512) overrides it.
+
+    512 is measured, not assumed: on a 2-core AMD Zen 4 it ran mandelbrot 1.26x, mc-pi
+    1.15x and aobench 1.2x faster than 256-bit code (bench/RESULTS.md).  On Intel
+    parts that lower their clock for 512-bit work, ``HYDRA_CPU_VECTOR_BITS=256`` may
+    be faster."""
+    forced = os.environ.get("HYDRA_CPU_VECTOR_BITS")
+    if forced:
+        if forced not in ("128", "256", "512"):
+            raise ValueError(f"HYDRA_CPU_VECTOR_BITS={forced!r}: use 128, 256 or 512")
+        return int(forced)
     init_llvm()
     features = llvm.get_host_cpu_features()
+    if all(features.get(f) for f in _AVX512):
+        return 512
     return 256 if features.get("avx2") or features.get("avx") else 128
 
 
@@ -71,7 +88,7 @@ def gang_vectors() -> int:
 
 def geometry(types: list[ScalarType]) -> Geometry:
     """The gang shape for a kernel whose varying values have ``types``: K vectors of
-    32-bit elements (G = 16 on AVX2); masks take the width of the widest
+    32-bit elements (G = 16 on AVX2, 32 on AVX-512); masks take the width of the widest
     element so that compares of doubles need no reshuffling."""
     vbits = vector_bits()
     lanes = gang_vectors() * vbits // 32
