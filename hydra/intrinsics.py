@@ -139,9 +139,10 @@ _add(
               lambda vs: True, _ref_lane, cross_lane=False),
     Intrinsic("nlanes", 0, "the number of lanes N", lambda ts: WEAK_INT,
               lambda vs: False, _ref_nlanes, cross_lane=False),
-    Intrinsic("lanesum", 1, "sum of x over the active lanes", _summed,
+    Intrinsic("lanesum", 1, "sum of x over the active lanes, in the type of x (int32 "
+              "stays int32; bools count as int64)", _summed,
               lambda vs: False, _reduce("lanesum", np.add, 0)),
-    Intrinsic("laneprod", 1, "product of x over the active lanes", _summed,
+    Intrinsic("laneprod", 1, "product of x over the active lanes, in the type of x", _summed,
               lambda vs: False, _reduce("laneprod", np.multiply, 1)),
     Intrinsic("lanemin", 1, "minimum of x over the active lanes", _same,
               lambda vs: False, _reduce("lanemin", np.minimum, None)),

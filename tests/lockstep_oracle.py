@@ -291,7 +291,10 @@ class Lockstep:
                 arr = np.array(vals)
                 ufunc = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
                          "lanemax": np.maximum}[name]
-                r = ufunc.reduce(arr)
+                # hydra's rule: a sum or product keeps the lanes' type (int32 stays
+                # int32, as in CUDA and JAX; np.sum would widen it), bools count as int64
+                keep = np.int64 if arr.dtype == np.bool_ else arr.dtype
+                r = ufunc.reduce(arr, dtype=keep if name in ("lanesum", "laneprod") else None)
             return [r] * n
         if name == "prefixsum":
             out, total = [None] * n, x[act[0]] * 0  # a zero of the lanes' type
