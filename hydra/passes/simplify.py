@@ -77,15 +77,35 @@ def _fold_bool(op: Op, consts: dict):
     return None
 
 
+def _merge_selects(op: Op, defs: dict[int, Op], seen: dict) -> bool:
+    """``select(a, select(b, x, y), y)`` -> ``select(a & b, x, y)`` if ``a & b`` exists
+    (an ``if`` nested in a loop selects twice, and the loop mask already holds both)."""
+    inner = defs.get(op.operands[1].id)
+    if inner is None or inner.opcode != "select" or inner.operands[2] is not op.operands[2]:
+        return False
+    a, b = op.operands[0], inner.operands[0]
+    for pair in ((a.id, b.id), (b.id, a.id)):
+        both = seen.get(("bitand", a.type, a.varying or b.varying, pair, ()))
+        if both is not None:
+            op.operands = [both, inner.operands[1], op.operands[2]]
+            return True
+    return False
+
+
 def _fold_region(region: Region, subst: dict[int, Value], consts=None, seen=None) -> bool:
     consts = dict(consts or {})
     seen = dict(seen or {})
     changed = False
     new_ops: list[Op] = []
+    defs: dict[int, Op] = {}
     for op in region.ops:
         op.operands = [_resolve(subst, v) for v in op.operands]
         if op.mask is not None:
             op.mask = _resolve(subst, op.mask)
+        for r in op.results:
+            defs[r.id] = op
+        if op.opcode == "select":
+            changed |= _merge_selects(op, defs, seen)
         if op.opcode == "cast" and op.operands[0].type == op.result.type:
             subst[op.result.id] = op.operands[0]
             changed = True
