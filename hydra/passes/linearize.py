@@ -93,6 +93,8 @@ class _Linearizer:
             elif op.opcode == "while" and op.regions[0].terminator.operands[0].varying:
                 self.varying_while(op, mask)
             else:
+                # a uniform loop's break/return flags are ordinary uniform values
+                op.attrs.pop("exit_flags", None)
                 if _needs_mask(op):
                     op.mask = mask
                 for r in op.regions:
