@@ -1,4 +1,5 @@
-"""Run the benchmarks: ``python -m bench [names...] [--repeat N]``.
+"""Run the benchmarks: ``python -m bench [names...] [--repeat N]``; with ``--gpu [--scale
+S]`` the GPU comparison of ``bench/gpu.py`` instead.
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi) it times hydra's
 cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar loop),
@@ -119,9 +120,17 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", default=list(WORKLOADS))
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--gpu", action="store_true",
+                    help="hydra cuda vs a hand-written numba.cuda kernel vs hydra cpu")
+    ap.add_argument("--scale", type=float, default=1,
+                    help="with --gpu: the workloads at this many times their CPU size")
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.gpu:
+        from .gpu import run as run_gpu
+        run_gpu(a.names, a.repeat, a.scale)
+        return
     if a.boundscheck_cost:
         for name in a.names:
             on, off = boundscheck_cost(name, 2 * a.repeat)
