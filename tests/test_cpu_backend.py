@@ -67,6 +67,36 @@ def test_hot_loop_is_packed_vector_code():
     assert "vcmpltps" in asm or "vcmpnleps" in asm
 
 
+def nested_exits(x: np.int64) -> np.int64:
+    """Loop-carried masks of two nested varying loops, with break and continue."""
+    s = 0
+    for i in range(x % 7):
+        j = 0
+        while j < x % 5:
+            j += 1
+            if (i + j) % 3 == 0:
+                continue
+            if i * j > x % 11:
+                break
+            s += i * j
+    return s
+
+
+@pytest.mark.parametrize("avx512", [True, False], ids=["k-register masks", "widened masks"])
+def test_loop_carried_masks_in_both_forms(monkeypatch, avx512):
+    """AVX-512 hosts carry loop masks as i1 phis (k registers), others widen them through
+    an empty inline asm; both forms run here whatever the host is."""
+    from hydra.backends.cpu import codegen
+    monkeypatch.setattr(codegen, "host_has_avx512", lambda: avx512)
+    args = grid(17)
+    k = cpu(mandel, varying=("c_re", "c_im"))
+    np.testing.assert_array_equal(k(*args), REFERENCE(*args))
+    assert ('asm ""' in dump(k, "llvm", *args)) is not avx512
+    x = np.arange(-20, 77, dtype=np.int64)
+    np.testing.assert_array_equal(cpu(nested_exits, varying=("x",))(x),
+                                  [nested_exits(v) for v in x])
+
+
 @pytest.mark.parametrize("lanes", [1, 3, 17, 1000])
 def test_lane_counts_that_do_not_fill_a_gang(lanes):
     args = grid(lanes)

@@ -46,6 +46,14 @@ _AVX512 = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
 
 
 @functools.cache
+def host_has_avx512() -> bool:
+    """AVX-512 F/BW/DQ/VL: vectors of every element size and mask (k) registers."""
+    init_llvm()
+    features = llvm.get_host_cpu_features()
+    return all(features.get(f) for f in _AVX512)
+
+
+@functools.cache
 def vector_bits() -> int:
     """Width of the vector registers we use: 512 with AVX-512 (F, BW, DQ, VL), 256 with
     AVX2, else 128; ``HYDRA_CPU_VECTOR_BITS`` (128, 256 or 512) overrides it.
@@ -58,11 +66,14 @@ def vector_bits() -> int:
     if forced:
         if forced not in ("128", "256", "512"):
             raise ValueError(f"HYDRA_CPU_VECTOR_BITS={forced!r}: use 128, 256 or 512")
+        if forced == "512" and not host_has_avx512():
+            raise ValueError("HYDRA_CPU_VECTOR_BITS=512 needs AVX-512 (F, BW, DQ, VL), "
+                             "which this CPU does not have")
         return int(forced)
+    if host_has_avx512():
+        return 512
     init_llvm()
     features = llvm.get_host_cpu_features()
-    if all(features.get(f) for f in _AVX512):
-        return 512
     return 256 if features.get("avx2") or features.get("avx") else 128
 
 
