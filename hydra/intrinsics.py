@@ -122,10 +122,6 @@ def _ref_atomic_add(args, mask, lanes, fail):
     return None
 
 
-def _array_elem(ts: list[Type]) -> Type | None:
-    return None
-
-
 INTRINSICS: dict[str, Intrinsic] = {}
 
 

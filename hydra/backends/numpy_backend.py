@@ -91,10 +91,6 @@ def format_print(parts, values, lane: int, types) -> list[str]:
     return [render(p) for p in parts]
 
 
-class _Fail(Exception):
-    pass
-
-
 class NumpyKernel:
     """Runs one predicated function for ``lanes`` lanes."""
 

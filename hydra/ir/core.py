@@ -67,8 +67,6 @@ OPCODES: dict[str, OpInfo] = {
     "cast": OpInfo("convert to the result type (float->int truncates toward zero)"),
     "select": OpInfo("per lane: c ? a : b"),
     "math": OpInfo("a math function; attrs: fn (sqrt, exp, ...)"),
-    "tuple": OpInfo("build a tuple"),
-    "tuple_get": OpInfo("element of a tuple; attrs: index"),
     "global_array": OpInfo("a NumPy array captured at compile time; attrs: array, name"),
     "array_dim": OpInfo("size of an axis of an array; attrs: axis"),
     "local_array": OpInfo("a new per-lane array of shape operands; attrs: dtype, fill"),
@@ -155,7 +153,6 @@ class Function:
     param_names: list[str]
     body: Region
     loc: Loc
-    result_type: Type | None = None
     #: facts passes attach for later stages and tools (e.g. sync points)
     notes: dict = field(default_factory=dict)
 

@@ -33,11 +33,6 @@ def simplify(fn: Function) -> Function:
             return fn
 
 
-def _const_of(op_by_result: dict[int, Op], v: Value):
-    op = op_by_result.get(v.id)
-    return op.attrs["value"] if op is not None and op.opcode == "const" else None
-
-
 def _cse_key(op: Op):
     """A key equal for ops that compute the same value, or None if not a candidate."""
     if op.regions or op.mask is not None or len(op.results) != 1 or not _is_removable(op):

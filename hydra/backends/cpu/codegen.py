@@ -65,7 +65,6 @@ class KernelGen(MemoryOps):
         self.env: dict[int, object] = {}
         self.sites: list[tuple[Op, str]] = []  # error sites: (op, kind)
         self.top: Op | None = None
-        self.lane_rep: Var | None = None  # the last lane() value: a[lane()] is contiguous
 
     # --- the function -----------------------------------------------------------------
 
@@ -209,12 +208,6 @@ class KernelGen(MemoryOps):
     def op_any(self, op: Op):
         return [Uni(self.b.any(self.env[op.operands[0].id]))]
 
-    def op_tuple(self, op: Op):
-        return [tuple(self.env[v.id] for v in op.operands)]
-
-    def op_tuple_get(self, op: Op):
-        return [self.env[op.operands[0].id][op.attrs["index"]]]
-
     def op_cast(self, op: Op):
         lz = arith.Lanes(self.b, bool(op.result.varying))
         return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
@@ -242,24 +235,6 @@ class KernelGen(MemoryOps):
         return [Uni(self.env[op.operands[0].id].shape[op.attrs["axis"]])]
 
     # --- control flow -----------------------------------------------------------------
-
-    def canon(self, rep, t: ScalarType, varying: bool, carried: bool) -> tuple[str, str]:
-        """(LLVM type, value) of a leaf in the form it takes through a phi."""
-        if not varying:
-            return lty(t), rep.ref
-        w = self.geo.width(t)
-        parts = self.b.parts(rep, t, w)
-        if len(parts) > 1:
-            raise AssertionError("canon takes one part at a time")
-        return vty(t, w), parts[0]
-
-    def phi_leaves(self, t: Type, varying: bool) -> list[tuple[ScalarType, int]]:
-        """(scalar type, part index) per phi of a value of type t."""
-        out = []
-        for s in leaves(t):
-            n = self.geo.lanes // self.geo.width(s) if varying else 1
-            out += [(s, k) for k in range(n)]
-        return out
 
     def to_phis(self, values: list[Value], reps: list, carried: bool) -> list[tuple[str, str]]:
         """The incoming (type, ref) of each phi for these values' reps."""
@@ -429,8 +404,7 @@ _ERR_FN = "\n".join([
 @lowers("cpu", "lane")
 def _lane(gen: KernelGen, op: Op):
     w = gen.geo.width(_I64)
-    gen.lane_rep = Var(gen.b.lane_ids(gen.base, w), w)
-    return [gen.lane_rep]
+    return [Var(gen.b.lane_ids(gen.base, w), w)]
 
 
 @lowers("cpu", "nlanes")

@@ -203,10 +203,6 @@ class OpEmitter:
         if n == "math":
             call = f"{MATH[op.attrs['fn']]}({', '.join(o)})"
             return f"{np_type(t)}({call})"
-        if n == "tuple":
-            return "(" + "".join(x + ", " for x in o) + ")"
-        if n == "tuple_get":
-            return f"{o[0]}[{op.attrs['index']}]"
         if n == "entry_mask":
             return "True"
         if n == "array_dim":
