@@ -140,9 +140,7 @@ class Kernel:
         return ArrayType(dt, ndim)
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
-        stored = {op.operands[0].id for op in fn.walk()
-                  if op.opcode == "store" or (op.opcode == "intrinsic"
-                                              and op.attrs["name"] == "atomic_add")}
+        stored = {op.written_array.id for op in fn.walk() if op.written_array is not None}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):

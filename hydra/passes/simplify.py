@@ -166,14 +166,7 @@ def _resolve(subst: dict[int, Value], v: Value) -> Value:
 
 
 def _is_removable(op: Op) -> bool:
-    info = OPCODES[op.opcode]
-    if info.effect or info.terminator or op.mask is not None:
-        return False
-    if info.traps and not (op.opcode in ("floordiv", "mod") and op.result.type.kind == "f"):
-        return False
-    if op.opcode == "intrinsic" and not op.results:
-        return False
-    return True
+    return not (op.effect or op.traps or op.info.terminator or op.mask is not None)
 
 
 def _dce(fn: Function) -> bool:

@@ -411,14 +411,3 @@ def _lane(gen: KernelGen, op: Op):
 def _nlanes(gen: KernelGen, op: Op):
     return [Uni("%n")]
 
-
-def _at_sync_point(gen: KernelGen, op: Op):
-    """Cross-lane intrinsics read (or, for atomic_add, write for) every lane: the phase
-    planner cuts the kernel there and runs the op over all lanes at once, by the
-    intrinsic's reference rule, between two native phases (see phases.py)."""
-    raise Unsupported(f"{op.attrs['name']} is a sync point")
-
-
-for _name, _entry in INTRINSICS.items():
-    if _entry.cross_lane:
-        lowers("cpu", _name)(_at_sync_point)

@@ -142,7 +142,7 @@ class Plan:
                 step.inputs = list({v.id: v for v in used if v.id not in remat}.values())
                 # no per-lane result and nothing that writes or raises: one gang will do
                 step.one_gang = not any(v.varying for v in step.outputs) and not any(
-                    o.info.effect or o.info.traps for op in step.ops for o in [op, *op_walk(op)])
+                    o.effect or o.traps for op in step.ops for o in [op, *op_walk(op)])
                 self._generate(step, len(steps))
                 used = [v for v in used if v.id not in remat]
             later.update(v.id for v in used)

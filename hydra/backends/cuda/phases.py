@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...intrinsics import INTRINSICS
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
 from ..numpy_backend import NumpyKernel
@@ -53,8 +52,8 @@ def in_kernel(op: Op) -> bool:
 def uniform_pure(op: Op) -> bool:
     """A pure op of uniform values only: the host may compute it ahead of the
     kernel run it sits in (its operands never come from a kernel)."""
-    return (not op.info.effect and not op.info.terminator and not op.regions
-            and "sync" not in op.attrs and not op.info.traps
+    return (not op.effect and not op.info.terminator and not op.regions
+            and "sync" not in op.attrs and not op.traps
             and all(v.varying is False for v in op.inputs() + op.results))
 
 
@@ -247,20 +246,3 @@ class PhaseKernel(NumpyKernel):
         moves.finish()
         for v, d in zip(phase.outputs, outs):
             env[v.id] = OnDevice(d) if v.varying else d.copy_to_host()[0]
-
-    def op_intrinsic(self, op: Op, env) -> list:
-        """Cross-lane intrinsics through their ``cuda`` lowering, on the host."""
-        name_ = op.attrs["name"]
-        if name_ in LANE_LOCAL:
-            return super().op_intrinsic(op, env)
-        mask = env[op.mask.id] if op.mask is not None else np.ones(self.lanes, dtype=bool)
-        args = [env[v.id] if isinstance(v.type, ArrayType)
-                else np.broadcast_to(env[v.id], (self.lanes,)) for v in op.operands]
-
-        def fail(kind, message, lane):
-            self.fail(kind, message, lane, op.loc)
-        out = INTRINSICS[name_].lowerings["cuda"](args, mask, self.lanes, fail)
-        if not op.results:
-            return []
-        out = np.asarray(out).astype(op.result.type.dtype)
-        return [out if op.result.varying else out[()]]
