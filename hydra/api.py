@@ -21,7 +21,7 @@ import weakref
 import numpy as np
 
 from .backends import default_backend, get_backend
-from .backends.numpy_backend import python_scalar
+from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .ir.core import Function
 from .ir.printer import print_function

@@ -1,6 +1,6 @@
 """Pure per-lane ops of the cpu code generator: arithmetic, compares, casts, math.
 
-Each rule reproduces ``numpy_backend`` bit for bit (without ``fastmath``): Python's
+Each rule reproduces the host rules (``host.py``) bit for bit (without ``fastmath``): Python's
 floor division and modulo (NumPy's ``divmod`` algorithm for floats), NumPy's shifts
 (0 or -1 for out-of-range counts), min/max as ``where(b < a, b, a)``, wrapping integer
 arithmetic.  A rule works on uniform scalars and on varying parts alike: ``apply``

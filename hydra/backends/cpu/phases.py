@@ -27,7 +27,7 @@ import numpy as np
 from ...errors import RUNTIME_ERRORS
 from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
-from ..numpy_backend import NumpyKernel
+from ..host import Host, run_op
 from .codegen import KINDS, KernelGen
 from .driver import Driver
 from .vectors import Geometry, Unsupported, geometry
@@ -174,7 +174,7 @@ class Plan:
 
     def run(self, args: list, lanes: int) -> list:
         fn = self.fn
-        ref = NumpyKernel(fn, lanes)
+        ref = Host(fn, lanes)
         if self.whole_host:
             return ref(args)
         self.drivers()
@@ -186,7 +186,7 @@ class Plan:
                 if isinstance(step, Phase):
                     self._run_phase(step, env, lanes, threads)
                 else:
-                    _host_op(ref, step, env)
+                    run_op(ref, step, env)
         return [env[v.id] for v in fn.body.terminator.operands]
 
     def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
@@ -235,13 +235,3 @@ def _kind(v: Value) -> str:
         return "array"
     return "buf" if v.varying else "scalar"
 
-
-def _host_op(ref: NumpyKernel, op: Op, env: dict) -> None:
-    """One top-level op over all lanes, by the reference interpreter's rules."""
-    method = getattr(ref, "op_" + op.opcode, None)
-    if method is not None:
-        results = method(op, env)
-    else:
-        results = ref.elementwise(op, [env[v.id] for v in op.operands])
-    for r, value in zip(op.results, results):
-        env[r.id] = value

@@ -8,10 +8,10 @@ checks) become one generated kernel, one thread per lane; everything else runs o
 the host between phases, in program order, which keeps the lockstep order:
 uniform values and control flow (the host drives every ``if``/``while``), the
 ``any`` of a mask, per-lane array allocation, prints (lane order per statement),
-the loads and stores that are sync points, and the cross-lane intrinsics (their
-``cuda`` lowerings, on the phase's values copied back from the device).  A sync
-point inside a varying loop is therefore simply a host-driven loop that launches
-the loop body's phases each iteration.
+the loads and stores that are sync points, and the cross-lane intrinsics (all by
+``host.run_op``, on the phase's values copied back from the device).  A sync point
+inside a varying loop is therefore simply a host-driven loop that launches the loop
+body's phases each iteration.
 
 Per-lane values a phase computes stay in device arrays (``OnDevice``) for the
 phases after it; the host copies one back only when a host op reads it.  Shared
@@ -28,7 +28,7 @@ import numpy as np
 
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
-from ..numpy_backend import NumpyKernel
+from ..host import Host, run_op
 from . import launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .lowerings import LANE_LOCAL
@@ -189,7 +189,7 @@ class Env(dict):
         return dict.__getitem__(self, key)
 
 
-class PhaseKernel(NumpyKernel):
+class PhaseKernel(Host):
     """Runs one predicated function: host ops as the numpy backend does, phases as
     CUDA kernels."""
 
@@ -214,11 +214,7 @@ class PhaseKernel(NumpyKernel):
                 # carried values stay where they are (a loop's phases keep theirs on
                 # the device); the host reads only what it needs
                 return [env.raw(v.id) for v in item.operands]
-            rule = getattr(self, "op_" + item.opcode, None)
-            values = [env[v.id] for v in item.operands]
-            results = self.elementwise(item, values) if rule is None else rule(item, env)
-            for r, value in zip(item.results, results):
-                env[r.id] = value
+            run_op(self, item, env)
         raise AssertionError("region without terminator")
 
     def run_phase(self, phase: Phase, env: Env) -> None:
