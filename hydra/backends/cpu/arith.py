@@ -260,6 +260,12 @@ def x86_float_to_int(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
     return lz.apply(f"trunc {{0}} {{1}} to {target}", via, x, w=w)
 
 
+def native_math(fn: str, t: ScalarType) -> bool:
+    """Does ``math_call`` lower ``fn`` on ``t``?"""
+    return fn in _LLVM_MATH or fn in ("copysign", "isnan", "isinf", "isfinite") or (
+        fn in vecmath.SUPPORTED and t.kind == "f")
+
+
 def math_call(lz: Lanes, fn: str, t: ScalarType, args):
     """A math function on floats (ints were cast by the frontend)."""
     if fn in _LLVM_MATH:

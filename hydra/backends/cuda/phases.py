@@ -28,6 +28,7 @@ import numpy as np
 
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
+from ..cut import Run, cut, nested, users_of
 from ..host import Host, run_op
 from . import launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
@@ -73,37 +74,11 @@ class Phase:
     kernel: object = None
 
 
-def uses_of(fn: Function) -> dict[int, list[Op]]:
-    uses: dict[int, list[Op]] = {}
-    for op in fn.walk():
-        for v in op.inputs():
-            uses.setdefault(v.id, []).append(op)
-    return uses
-
-
-def _nested(op: Op):
-    yield op
-    for region in op.regions:
-        yield from region.walk()
-
-
-def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmitter,
-           constants=None) -> Phase:
-    """One kernel for ``ops`` (with the regions they own, if the emitter takes them):
-    its inputs are the values it reads from outside, its outputs the values of its
-    top-level ops that something outside reads."""
-    walked = [o for op in ops for o in _nested(op)]
-    members = {id(o) for o in walked}
-    defined = {r.id for o in walked for r in o.results}
-    defined |= {a.id for o in walked for region in o.regions for a in region.args}
-    inputs, seen = [], set()
-    for o in walked:
-        for v in o.inputs():
-            if v.id not in defined and v.id not in seen:
-                seen.add(v.id)
-                inputs.append(v)
-    outputs = [r for op in ops for r in op.results
-               if any(id(u) not in members for u in uses.get(r.id, []))]
+def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
+               constants=None) -> Phase:
+    """One kernel for a run of the cutter (its ops with the regions they own, if the
+    emitter takes them): the run's live-ins are its inputs, its live-outs its outputs."""
+    ops, inputs, outputs = run.ops, run.inputs, run.outputs
     frame = Frame(ErrorSites(), boundscheck=boundscheck)
     em = emitter(frame)
     em.constants.update(constants or {})
@@ -126,7 +101,8 @@ def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmi
     lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
               f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
     text = renumber("\n".join(lines)) + "\n"
-    written = {o.operands[0].id for o in walked if o.opcode == "store"}
+    written = {o.written_array.id for op in ops for o in nested(op)
+               if o.written_array is not None}
     return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
                  frame.sites, written, label)
 
@@ -134,30 +110,24 @@ def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmi
 def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[Phase]]:
     """For every region (by id): its items in order, each an ``Op`` run on the host
     or a ``Phase``; and every phase in the order they were cut."""
-    uses = uses_of(fn)
+    users = users_of(fn)
     plans: dict[int, list] = {}
     phases: list[Phase] = []
 
-    def cut(region: Region) -> None:
-        items: list = []
-        run: list[Op] = []
-        for op in region.ops:
-            for inner in op.regions:
-                cut(inner)
-            if in_kernel(op):
-                run.append(op)
+    def visit(region: Region) -> None:
+        # a uniform op joins no kernel; the host computes it ahead of the run it sits in
+        items = cut(region.ops, in_kernel, users, lambda op, run: bool(run) and uniform_pure(op))
+        for k, item in enumerate(items):
+            if isinstance(item, Run):
                 continue
-            if run and uniform_pure(op):
-                items.append(op)  # computed now, on the host: the run goes on
-                continue
-            if run:
+            for inner in item.regions:  # (numbered before the run this op closes)
+                visit(inner)
+            if k and isinstance(items[k - 1], Run):
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
-                phases.append(make_phase(run, uses, label, boundscheck))
-                items.append(phases[-1])
-                run = []
-            items.append(op)
+                phases.append(make_phase(items[k - 1], label, boundscheck))
+                items[k - 1] = phases[-1]
         plans[id(region)] = items
-    cut(fn.body)
+    visit(fn.body)
     return plans, phases
 
 
