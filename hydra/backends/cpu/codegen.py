@@ -23,6 +23,7 @@ from __future__ import annotations
 from ...errors import RUNTIME_ERRORS
 from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
+from .. import PROTOCOLS
 from ..cut import nested
 from ...types import ArrayType, ScalarType, TupleType, Type
 from . import arith
@@ -73,13 +74,10 @@ def _lowerable_here(op: Op) -> tuple[bool, str]:
     name = op.opcode
     if "sync" in op.attrs:
         return False, f"sync point: {op.attrs['sync']}"
-    if name == "intrinsic" and "cpu" not in INTRINSICS[op.attrs["name"]].lowerings:
-        return False, f"{op.attrs['name']} runs over all lanes on the host"
-    if name == "global_array":
-        return False, "a captured array: its data is passed to the kernels"
-    if not (name in BINARY_OPS or name in UNARY_OPS or op.info.terminator
-            or hasattr(KernelGen, "op_" + name)):
-        return False, f"no vector code for {name}"
+    key = {"intrinsic": f"intrinsic {op.attrs.get('name')}",
+           "math": f"math {op.attrs.get('fn')}"}.get(name, name)
+    if key in PROTOCOLS["cpu"].host_only:
+        return False, PROTOCOLS["cpu"].host_only[key]
     if name == "math" and not arith.native_math(op.attrs["fn"], op.operands[0].type):
         return False, f"no vector code for math.{op.attrs['fn']} on {op.operands[0].type}"
     values = op.results + [a for r in op.regions for a in r.args]
