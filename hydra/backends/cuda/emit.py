@@ -49,6 +49,14 @@ MATH = {
 }
 
 
+#: the math functions ``expr`` lowers: the table and pow (as ``**``, or ``ipow``)
+NATIVE_MATH = frozenset(MATH) | {"pow"}
+#: the opcodes ``OpEmitter.expr`` spells as one expression (the others have ``op_*``)
+EXPR_OPS = frozenset(_INFIX) | frozenset(_COMPARE) | {
+    "pow", "lshift", "rshift", "min", "max", "neg", "not", "invert", "abs", "const", "undef",
+    "cast", "select", "math", "entry_mask", "array_dim", "intrinsic"}
+
+
 def np_type(t: ScalarType) -> str:
     return "bool" if t.name == "bool" else f"np.{t.name}"
 
@@ -210,7 +218,7 @@ class OpEmitter:
             return f"np.int64({o[0]}.shape[{axis}])"
         if n == "intrinsic":
             return INTRINSICS[op.attrs["name"]].lowerings["cuda"](op)
-        raise NotImplementedError(f"cuda backend: no rule for {n}")
+        raise AssertionError(f"{n} is not in EXPR_OPS")
 
     @staticmethod
     def shift(n: str, o: list[str], t: ScalarType) -> str:
