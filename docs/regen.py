@@ -10,10 +10,36 @@ import re
 import sys
 from pathlib import Path
 
-from hydra.backends import markdown_tables
-from hydra.intrinsics import markdown_table
+from hydra.backends import PROTOCOLS
+from hydra.intrinsics import INTRINSICS
 
 GUIDE = Path(__file__).with_name("guide.md")
+
+
+def markdown_table() -> str:
+    """The intrinsics table, from the table of ``hydra.intrinsics``."""
+    rows = ["| call | result | meaning |", "|---|---|---|"]
+    for e in INTRINSICS.values():
+        kind = "none" if e.effect else ("varying" if e.varying([True] * e.nargs) else "uniform")
+        rows.append(f"| `{e.name}({', '.join(e.params)})` | {kind} | {e.doc} |")
+    return "\n".join(rows)
+
+
+def markdown_tables() -> dict[str, str]:
+    """The guide's generated tables: every option on every backend, and what each
+    compiled backend runs on the host and why."""
+    names = list(PROTOCOLS)
+    rows = ["| option | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for option in PROTOCOLS["numpy"].options:
+        rows.append(f"| `{option}` | " + " | ".join(PROTOCOLS[n].options[option]
+                                                      for n in names) + " |")
+    host = ["| backend | runs on the host | why |", "|---|---|---|"]
+    for n in names:
+        by_reason: dict[str, list[str]] = {}
+        for key, why in PROTOCOLS[n].host_only.items():
+            by_reason.setdefault(why, []).append(f"`{key}`")
+        host += [f"| {n} | {', '.join(keys)} | {why} |" for why, keys in by_reason.items()]
+    return {"options": "\n".join(rows), "host": "\n".join(host)}
 
 
 def regenerated(text: str) -> str:

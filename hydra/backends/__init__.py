@@ -89,23 +89,6 @@ PROTOCOLS = {
 }
 
 
-def markdown_tables() -> dict[str, str]:
-    """The guide's generated tables: every option on every backend, and what each
-    compiled backend runs on the host and why."""
-    names = list(PROTOCOLS)
-    rows = ["| option | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for option in PROTOCOLS["numpy"].options:
-        rows.append(f"| `{option}` | " + " | ".join(PROTOCOLS[n].options[option]
-                                                      for n in names) + " |")
-    host = ["| backend | runs on the host | why |", "|---|---|---|"]
-    for n in names:
-        by_reason: dict[str, list[str]] = {}
-        for key, why in PROTOCOLS[n].host_only.items():
-            by_reason.setdefault(why, []).append(f"`{key}`")
-        host += [f"| {n} | {', '.join(keys)} | {why} |" for why, keys in by_reason.items()]
-    return {"options": "\n".join(rows), "host": "\n".join(host)}
-
-
 def stage_backend(name: str, stage: str) -> str:
     """The backend that makes dump stage ``stage`` for a kernel of backend ``name``:
     its own if it makes that stage, else the first that does (asm of a numpy kernel)."""

@@ -58,7 +58,6 @@ _ARITH = {
     "eq": "a == b", "ne": "a != b", "min": "min(a, b)", "max": "max(a, b)",
 }
 BINARY_OPS = frozenset(_ARITH)
-COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 UNARY_OPS = frozenset({"neg", "invert", "not", "abs"})
 
 OPCODES: dict[str, OpInfo] = {

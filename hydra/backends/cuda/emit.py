@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import RUNTIME_ERRORS, Loc
 from ...intrinsics import INTRINSICS
 from ...ir.core import Op, Value
-from ...types import ArrayType, ScalarType
+from ...types import ScalarType
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
           "bitxor": "^", "floordiv": "//", "mod": "%"}
@@ -376,11 +376,3 @@ class OpEmitter:
         if value is None:
             raise NotImplementedError("local array of a size that is not a constant")
         return int(value)
-
-
-def is_scalar(v: Value) -> bool:
-    return isinstance(v.type, ScalarType)
-
-
-def is_array(v: Value) -> bool:
-    return isinstance(v.type, ArrayType)
