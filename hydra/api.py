@@ -157,8 +157,12 @@ class Kernel:
                 self._cache[key] = self._specialize(types)
         return self._cache[key]
 
-    def _structured(self, types: list[Type]):
-        """A builder of the unlinearized IR, for backends whose hardware diverges."""
+    def _structured(self, types: list[Type], backend=None):
+        """A builder of the unlinearized IR, for backends whose hardware diverges (their
+        protocol says they take it); None for the others."""
+        if not (backend or self.backend).protocol.structured:
+            return None
+
         def structured() -> Function:
             ir = build_function(self.pyfunc, list(types))
             return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
@@ -198,7 +202,7 @@ class Kernel:
         if stage in ("ssa", "predicated"):
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
-        return backend.dump(fn, stage, self.options, self._structured(types))
+        return backend.dump(fn, stage, self.options, self._structured(types, backend))
 
 
 @contextlib.contextmanager

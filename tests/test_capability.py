@@ -122,6 +122,19 @@ def test_cpu_dump_names_each_host_step_and_why():
     assert "host step" not in text and "hydra_vm_asinh" in text
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_each_backend_states_what_it_lowers_before_generating_code(name):
+    from hydra.frontend import build_function
+    from hydra.passes import run_pipeline
+    from hydra.types import FLOAT64
+    fn = run_pipeline(build_function(with_sum, [FLOAT64]), {"x"})
+    lowerable = get_backend(name).lowerable
+    verdicts = {op.opcode: lowerable(op) for op in fn.body.ops}
+    ok, why = verdicts["intrinsic"]
+    assert not ok and why
+    assert verdicts["sub"][0] == (name != "numpy")  # the reference runs all on the host
+
+
 @pytest.mark.skipif("cuda" not in BACKENDS, reason="the cuda backend is not available here")
 def test_cuda_dump_names_each_host_op_and_why():
     text = hydra.compile(with_sum, varying=("x",), backend="cuda").dump_ir(

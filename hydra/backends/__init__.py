@@ -3,15 +3,16 @@
 Each backend declares itself in ``PROTOCOLS`` (``Protocol``: its name, what every
 option does there, the dump-ir stages it makes, and whether it takes the structured
 IR as well), and the API asks that declaration instead of inspecting the backend.
-A backend is a class with ``protocol``, ``compile(fn, options, structured) ->
-runner`` and ``dump(fn, stage, options, structured) -> str``: ``fn`` is the
+A backend is a class with ``protocol``, ``lowerable(op) -> (bool, reason)`` (decided
+before any code is generated), ``compile(fn, options, structured) -> runner`` and
+``dump(fn, stage, options, structured) -> str`` (for its stages): ``fn`` is the
 predicated SSA, ``structured()`` builds a fresh copy without linearization (varying
 branches kept, sync points marked) for backends whose hardware handles divergence,
 and ``runner(args, lanes)`` returns the leaves of the function's result
-(``fn.body.terminator.operands``).  Each compiled backend also declares, in its
-lowering table, what it never runs natively and why (``host_only``; ``lowerable(op)``
-decides per op before code is generated).  ``numpy`` is the reference and defines
-the semantics (``host.py``); the others must agree with it.
+(``fn.body.terminator.operands``).  Each compiled backend also declares what it
+never runs natively and why (``host_only``, which its ``lowerable`` reads).
+``numpy`` is the reference and defines the semantics (``host.py``); the others must
+agree with it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ class NumpyBackend:
     protocol = PROTOCOLS["numpy"]
 
     @staticmethod
+    def lowerable(op) -> tuple[bool, str]:
+        return False, "the reference runs every op by its host rule"
+
+    @staticmethod
     def compile(fn: Function, options: dict, structured=None):
         def run(args: list, lanes: int) -> list:
             return Host(fn, lanes)(args)

@@ -16,6 +16,7 @@ from numba.core.registry import cpu_target
 
 from ...ir.core import Function
 from .. import PROTOCOLS
+from .codegen import lowerable
 from .phases import Phase, Plan
 from .vectors import init_llvm
 
@@ -23,6 +24,7 @@ class CpuBackend:
     """Explicit SIMD through llvmlite, all cores (see ``hydra.backends``)."""
 
     protocol = PROTOCOLS["cpu"]
+    lowerable = staticmethod(lowerable)
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):

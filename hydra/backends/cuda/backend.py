@@ -125,6 +125,8 @@ class CudaBackend:
     """The cuda backend's entry point (see ``hydra.backends``)."""
 
     protocol = PROTOCOLS["cuda"]
+    #: of the phases strategy (the one kernel and segments run everything else)
+    lowerable = staticmethod(phases.lowerable)
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):

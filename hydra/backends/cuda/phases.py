@@ -2,10 +2,11 @@
 
 Takes: the predicated SSA (every ``if``/``while`` uniform) of any function.
 Guarantees: the same results, prints, errors and in-place writes as the numpy
-backend.  Each region is cut into *phases*: maximal runs of lane-local ops with a
-varying result (arithmetic, casts, selects, math, lane-private loads and stores,
-checks) become one generated kernel, one thread per lane; everything else runs on
-the host between phases, in program order, which keeps the lockstep order:
+backend.  Each region is cut (``hydra.backends.cut``, with ``lowerable`` as the
+capability) into *phases*: maximal runs of lane-local ops with a varying result
+(arithmetic, casts, selects, math, lane-private loads and stores, checks) become one
+generated kernel, one thread per lane; everything else runs on the host between
+phases, in program order, which keeps the lockstep order:
 uniform values and control flow (the host drives every ``if``/``while``), the
 ``any`` of a mask, per-lane array allocation, prints (lane order per statement),
 the loads and stores that are sync points, and the cross-lane intrinsics (all by
