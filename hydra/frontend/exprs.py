@@ -12,8 +12,8 @@ import numpy as np
 
 from ..errors import CompileError, Loc
 from ..ir.core import Region, Value
-from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType, Type,
-                     promote, scalar, typeof_python)
+from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
+                     Type, promote, scalar, typeof_python)
 from .common import Meta
 from .subset import EXPRESSIONS
 
@@ -26,6 +26,14 @@ _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
            "pow": "**", "lshift": "<<", "rshift": ">>", "bitand": "&", "bitor": "|",
            "bitxor": "^"}
+
+_PYTHON_INT_OPS = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y, "pow": lambda x, y: x ** y,
+    "lshift": lambda x, y: x << y, "rshift": lambda x, y: x >> y,
+    "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
+    "min": min, "max": max,
+}
 
 _NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -76,13 +84,16 @@ class ExprMixin:
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             if not -2**63 <= int(value) < 2**64:
                 raise CompileError(f"the integer {value} does not fit in 64 bits", loc)
-        return self.emit("const", [], t, loc, {"value": _python_scalar(value, t)})
+        attrs = {"value": _python_scalar(value, t)}
+        if isinstance(t, ScalarType) and t.weak and t.kind == "i" and attrs["value"] != value:
+            attrs["_python"] = int(value)  # a Python int in 2**63..2**64-1: keep its value
+        return self.emit("const", [], t, loc, attrs)
 
     def constant_value(self, v):
         """The Python value of a constant, or None."""
         if isinstance(v, Value):
             for op in self._defining_ops(v):
-                return op.attrs["value"]
+                return op.attrs.get("_python", op.attrs["value"])
         return None
 
     def _defining_ops(self, v: Value):
@@ -236,6 +247,9 @@ class ExprMixin:
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"unsupported operand for {_SYMBOL.get(name, name)}: "
                                    f"{self.describe(v)}", loc)
+        folded = self._fold_python_ints(name, a, b, loc)
+        if folded is not None:
+            return folded
         t = promote(a.type, b.type)
         if name == "truediv" and t.kind in "biu":
             t = WEAK_FLOAT if t.weak else FLOAT64
@@ -254,6 +268,21 @@ class ExprMixin:
                                    hint=f"NumPy 2 raises OverflowError here too; use a "
                                         f"constant in {info.min}..{info.max}")
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
+
+    def _fold_python_ints(self, name: str, a: Value, b: Value, loc: Loc) -> Value | None:
+        """Arithmetic on two Python int constants, done as Python does it (``500 + 500``
+        is the Python int 1000 before it meets an int8, as in NumPy), or None."""
+        x, y = self.constant_value(a), self.constant_value(b)
+        if not (a.type.weak and b.type.weak and a.type.kind == "i" == b.type.kind
+                and isinstance(x, int) and isinstance(y, int)):
+            return None
+        if name in ("floordiv", "mod") and y == 0 or name in ("pow", "lshift", "rshift") \
+                and not 0 <= y <= 64:
+            return None  # a run-time error, a float, or a number beyond 64 bits
+        r = _PYTHON_INT_OPS[name](x, y) if name in _PYTHON_INT_OPS else None
+        if r is None or not -2**63 <= r < 2**64:
+            return None  # left to the 64-bit arithmetic at run time, which wraps
+        return self.const(r, loc)
 
     def _out_of_range(self, v: Value, t: ScalarType):
         """A Python int constant ``v`` that does not fit the fixed-width integer type
@@ -309,21 +338,49 @@ class ExprMixin:
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
                                    loc)
+        if self._unsigned64(a) and self._maybe_negative(b) or \
+                self._unsigned64(b) and self._maybe_negative(a):
+            return self.compare_signed_unsigned(name, a, b, loc)
         t = promote(a.type, b.type)
         for v in (a, b):
-            c = self._out_of_range(v, t)
-            if c is None:
-                continue
             # NumPy 2 compares a Python int with any integer by value: do so in int64,
-            # which holds every value of the narrower types; a uint64 is never negative
-            if t.name != "uint64":
+            # which holds every value of the narrower types (uint64 went above)
+            if self._out_of_range(v, t) is not None or (
+                    v.type.weak and v.type.kind == "i" and self.constant_value(v) is None
+                    and t.kind in "iu" and not t.weak and t.bits < 64):
                 t = INT64
-            else:
-                return self.const({"lt": c > 0, "le": c > 0, "gt": c < 0, "ge": c < 0,
-                                   "eq": False, "ne": True}[name] if v is b else
-                                  {"lt": c < 0, "le": c < 0, "gt": c > 0, "ge": c > 0,
-                                   "eq": False, "ne": True}[name], loc)
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], BOOL, loc)
+
+    def _unsigned64(self, v: Value) -> bool:
+        """A uint64, or a Python int constant only uint64 holds (2**63 and up)."""
+        if v.type.kind == "u" and v.type.bits == 64:
+            return True
+        c = self.constant_value(v)
+        return v.type.weak and isinstance(c, int) and c >= 2**63
+
+    def _maybe_negative(self, v: Value) -> bool:
+        """A signed integer that is not a known non-negative constant."""
+        if v.type.kind != "i":
+            return False
+        c = self.constant_value(v)
+        return not (isinstance(c, int) and c >= 0)
+
+    def compare_signed_unsigned(self, name: str, a: Value, b: Value, loc: Loc) -> Value:
+        """An exact comparison of a uint64 with a signed integer, as NumPy 2 makes it
+        (promoting both to float64 would call 2**63 equal to 2**63 - 1): a negative
+        signed value is below every uint64; otherwise both compare as uint64."""
+        u_first = self._unsigned64(a) and self._maybe_negative(b)
+        u, s = (a, b) if u_first else (b, a)
+        u = self.coerce(u, UINT64, loc)
+        s = self.coerce(s, INT64, loc)
+        negative = self.emit("lt", [s, self.const(0, loc, INT64)], BOOL, loc)
+        as_u = self.coerce(s, UINT64, loc)
+        same = self.emit(name, [u, as_u] if u_first else [as_u, u], BOOL, loc)
+        # the result where s < 0, s being below u: stays an op on u, so that a varying u
+        # gives a varying result even when s is a constant
+        if name in (("gt", "ge", "ne") if u_first else ("lt", "le", "ne")):
+            return self.emit("bitor", [negative, same], BOOL, loc)
+        return self.emit("bitand", [self.emit("not", [negative], BOOL, loc), same], BOOL, loc)
 
     # --- per-lane short circuit ---------------------------------------------------------
 
