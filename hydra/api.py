@@ -139,6 +139,18 @@ class Kernel:
             return dt if ndim == 1 else ArrayType(dt, ndim - 1)
         return ArrayType(dt, ndim)
 
+    def _refuse_written_lists(self, fn: Function, args) -> None:
+        """A varying argument that is not an array (a list) reaches the kernel as a copy:
+        writes into it would be lost, so a kernel that writes one is refused."""
+        written = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
+        params = dict(zip(fn.param_names, fn.params))
+        for name, a in zip(self.param_names, args):
+            if name in self.varying and params[name].id in written \
+                    and not isinstance(a, np.ndarray) and not _is_device_array(a):
+                raise TypeError(f"argument '{name}' is a {type(a).__name__}, which the kernel "
+                                f"writes: the writes would be lost; pass a NumPy array "
+                                f"(np.asarray({name})) and read the results from it")
+
     def _check_aliasing(self, fn: Function, values, types) -> None:
         stored = {op.operands[0].id for op in fn.walk()
                   if op.opcode == "store" or (op.opcode == "intrinsic"
@@ -181,7 +193,9 @@ class Kernel:
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
+        self._refuse_written_lists(fn, args)
         values, types = _flatten_tuples(values, types)
+        _check_python_ints(fn, values)
         self._check_aliasing(fn, values, types)
         leaves = runner(values, lanes)
         return _result(fn, leaves, lanes)
@@ -267,6 +281,18 @@ def _flatten_tuples(values: list, types: list[Type]) -> tuple[list, list[Type]]:
             flat_values.append(v)
             flat_types.append(t)
     return flat_values, flat_types
+
+
+def _check_python_ints(fn: Function, values: list) -> None:
+    """A Python int argument must fit every NumPy type it meets in the kernel (NumPy 2
+    raises OverflowError otherwise): checked here, before anything runs."""
+    for name, a in zip(fn.param_names, values):
+        for tname, loc in fn.notes.get("python_int_params", {}).get(name, {}).items():
+            info = np.iinfo(tname)
+            if not info.min <= int(a) <= info.max:
+                raise OverflowError(f"argument '{name}' = {int(a)} does not fit in {tname}, "
+                                    f"the type it meets at {loc} (NumPy 2 raises "
+                                    f"OverflowError there too)")
 
 
 def _scalar_argument(name: str, a, t: ScalarType):

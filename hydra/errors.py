@@ -61,6 +61,11 @@ class CompileError(HydraError):
         super().__init__(_render(message, loc, hint))
 
 
+class CompileOverflowError(CompileError, OverflowError):
+    """A Python int constant that does not fit the NumPy type it meets: NumPy 2 raises
+    ``OverflowError`` there, so ``except OverflowError`` catches this one too."""
+
+
 class LaneError(HydraError):
     """Mixin data for run-time errors raised on behalf of one lane."""
 
@@ -108,6 +113,14 @@ class KernelValueError(ValueError, HydraError):
         super().__init__(_lane_message(message, lane, loc))
 
 
+class KernelOverflowError(OverflowError, HydraError):
+    """A Python int computed in a kernel that does not fit the NumPy type it meets."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
 class InactiveLaneError(HydraError):
     """A cross-lane operation read a value from a lane that is not active."""
 
@@ -122,4 +135,5 @@ RUNTIME_ERRORS = {
     "assert": KernelAssertionError,
     "value": KernelValueError,
     "inactive": InactiveLaneError,
+    "overflow": KernelOverflowError,
 }

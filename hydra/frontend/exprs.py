@@ -10,7 +10,7 @@ import types as pytypes
 
 import numpy as np
 
-from ..errors import CompileError, Loc
+from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
                      Type, promote, scalar, typeof_python)
@@ -113,8 +113,32 @@ class ExprMixin:
             raise CompileError(f"cannot convert {v.type} to {t}", loc)
         c = self.constant_value(v)
         if c is not None:
+            if self._out_of_range(v, t) is not None:
+                raise CompileOverflowError(
+                    f"the Python int {c} does not fit in {t}, the type it meets here", loc,
+                    hint=_overflow_hint(t))
             return self.const(c, loc, t)
+        if v.type.weak and v.type.kind == "i" and t.kind in "iu" and not t.weak \
+                and t.name != "int64":
+            self.check_python_int(v, t, loc)
         return self.emit("cast", [v], t, loc)
+
+    def check_python_int(self, v: Value, t: ScalarType, loc: Loc) -> None:
+        """NumPy 2 raises OverflowError where a Python int meets a NumPy type too narrow
+        for it: a kernel argument is checked at the call (noted here), a value computed
+        in the kernel at run time, naming the lane."""
+        param = self.param_names_by_id.get(v.id)
+        if param is not None:
+            self.python_int_params.setdefault(param, {}).setdefault(t.name, loc)
+            return
+        info = np.iinfo(t.dtype)
+        ok = self.emit("ge", [v, self.const(max(info.min, -2**63), loc, v.type)], BOOL, loc)
+        if info.max < 2**63 - 1:
+            below = self.emit("le", [v, self.const(info.max, loc, v.type)], BOOL, loc)
+            ok = self.emit("bitand", [ok, below], BOOL, loc)
+        self.emit_op("check", [ok], [], loc,
+                     {"kind": "overflow", "message": f"Python integer out of bounds for "
+                                                     f"{t.name} (NumPy 2 raises here too)"})
 
     def condition(self, node: ast.expr) -> Value:
         """``node`` as a bool where only its truth counts (``if``, ``while``, ``assert``,
@@ -262,11 +286,8 @@ class ExprMixin:
         for v in (a, b):
             c = self._out_of_range(v, t)
             if c is not None:  # NumPy 2 raises OverflowError here; wrapping would hide it
-                info = np.iinfo(t.dtype)
-                raise CompileError(f"the integer {c} does not fit in {t}, the type of the "
-                                   f"other operand", loc,
-                                   hint=f"NumPy 2 raises OverflowError here too; use a "
-                                        f"constant in {info.min}..{info.max}")
+                raise CompileOverflowError(f"the integer {c} does not fit in {t}, the type of "
+                                           f"the other operand", loc, hint=_overflow_hint(t))
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
 
     def _fold_python_ints(self, name: str, a: Value, b: Value, loc: Loc) -> Value | None:
@@ -304,6 +325,8 @@ class ExprMixin:
         if isinstance(node.op, ast.UAdd):
             return v
         t = v.type
+        if t.kind == "b" and isinstance(node.op, ast.Invert):
+            return self.emit("not", [v], BOOL, loc)  # NumPy: ~ of a bool is logical not
         if t.kind == "b":
             t = WEAK_INT
             v = self.coerce(v, t, loc)
@@ -446,10 +469,18 @@ class ExprMixin:
             raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
                                f"{len(items)} index(es) were given; index every dimension", loc)
         out = []
-        for v in items:
+        for axis, v in enumerate(items):
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType) \
                     or v.type.kind not in "iub":
                 raise CompileError(f"array indices must be integers, not {self.describe(v)}", loc)
+            if v.type.name == "uint64":
+                # indices are int64 from here on: 2**63 and up would wrap to negative
+                # indices and count from the end; NumPy calls them out of bounds
+                small = self.emit("lt", [v, self.const(2**63, loc, v.type)], BOOL, loc)
+                self.emit_op("check", [small], [], loc, {
+                    "kind": "index",
+                    "message": f"index out of bounds for axis {axis}: a uint64 index of "
+                               f"2**63 or more"})
             out.append(self.coerce(v, INT64, loc))
         return out
 
@@ -477,6 +508,11 @@ class ExprMixin:
             raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
         value = self.coerce(value, array.type.dtype, loc)
         self.emit_op("store", [array, *indices, value], [], loc)
+
+
+def _overflow_hint(t: ScalarType) -> str:
+    info = np.iinfo(t.dtype)
+    return f"NumPy 2 raises OverflowError here too; use a value in {info.min}..{info.max}"
 
 
 def _python_scalar(value, t: Type):
