@@ -23,6 +23,7 @@ import numpy as np
 from .backends import default_backend, get_backend
 from .backends.numpy_backend import python_scalar
 from .frontend import build_function, check_subset, parse_function
+from .frontend.binding import binder, parameter_names
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
@@ -50,7 +51,8 @@ class Kernel:
         self.__hydra_kernel__ = self.pyfunc
         functools.update_wrapper(self, self.pyfunc)
         self.lanes = None if lanes is None else int(lanes)
-        self.param_names = [a.arg for a in self.parsed.node.args.args]
+        self.param_names = parameter_names(self.parsed.node)
+        self._bind = binder(self.pyfunc)  # positional, keyword and default, as Python binds
         self.varying = (varying,) if isinstance(varying, str) else tuple(varying)
         unknown = [v for v in self.varying if v not in self.param_names]
         if unknown:
@@ -189,7 +191,8 @@ class Kernel:
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = self._bind(*args, **kwargs)
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
@@ -210,7 +213,7 @@ class Kernel:
         if stage == "ast":
             return ast.dump(self.parsed.node, indent=2) + "\n"
         if types is None:
-            _, types = self._signature(example_args)
+            _, types = self._signature(self._bind(*example_args))
         fn = build_function(self.pyfunc, list(types))
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
@@ -336,9 +339,24 @@ _spmd_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def spmd(lanes: int, fn, *args, varying=(), backend: str | None = None, **options):
-    """Run ``fn`` on ``lanes`` lanes once (compiling it, cached per function and options)."""
+    """Run ``fn`` on ``lanes`` lanes once (compiling it, cached per function and options).
+
+    Keyword arguments are options (``varying=``, ``backend=``, ``threads=``, ...), never
+    the kernel's: pass the kernel's arguments by position, or leave them to their
+    defaults; for keyword arguments call ``hydra.compile(fn, lanes=N)(..., name=value)``."""
     key = (lanes, tuple(varying) if not isinstance(varying, str) else (varying,), backend,
            tuple(sorted(options.items())))
+    unknown = set(options) - set(COMMON_OPTIONS)
+    params: set = set()
+    if unknown:
+        with contextlib.suppress(TypeError, ValueError):  # no signature: Kernel says why
+            params = set(inspect.signature(fn).parameters)
+    if unknown & params:
+        name = sorted(unknown & params)[0]
+        raise TypeError(f"hydra.spmd takes its keyword arguments as options, and '{name}' "
+                        f"is a parameter of {getattr(fn, '__name__', 'the kernel')}, not an "
+                        f"option: pass it by position (hydra.spmd(N, fn, ...)) or call "
+                        f"hydra.compile(fn, lanes=N)(..., {name}=...)")
     per_fn = _spmd_cache.setdefault(fn, {}) if inspect.isfunction(fn) else {}
     if key not in per_fn:
         per_fn[key] = Kernel(fn, lanes=lanes, varying=varying, backend=backend, **options)

@@ -66,6 +66,11 @@ class CompileOverflowError(CompileError, OverflowError):
     ``OverflowError`` there, so ``except OverflowError`` catches this one too."""
 
 
+class CompileTypeError(CompileError, TypeError):
+    """A call inside a kernel that Python would refuse (a missing, unexpected or
+    duplicate argument), in Python's words; ``except TypeError`` catches it too."""
+
+
 class LaneError(HydraError):
     """Mixin data for run-time errors raised on behalf of one lane."""
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
+from .binding import parameter_names
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
@@ -94,7 +95,7 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
 
     def build(self, param_types: list[Type]) -> Function:
         node = self.root.node
-        names = [a.arg for a in node.args.args]
+        names = parameter_names(node)
         loc = self.root.loc(node)
         # A tuple argument is passed as its leaves (params "p_0", "p_1", ...) and seen
         # by the body as a tuple; ``hydra.api`` flattens the caller's tuples the same way.
