@@ -92,6 +92,16 @@ def test_narrow_int_against_a_big_python_int_compares_by_value(backend):
                          backend=backend)
 
 
+def compare_with_huge_constants(x):
+    return x < 2**63, x == 2**64 - 1, 2**63 + 1 > x, x != -2**63
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.uint64, np.int32, np.int64])
+def test_any_integer_against_constants_beyond_int64(backend, dtype):
+    x = np.array([0, 5, 255, np.iinfo(dtype).max, np.iinfo(dtype).min], dtype)
+    check_against_oracle(compare_with_huge_constants, [x], varying="x", backend=backend)
+
+
 # --- item 6: Python ints that do not fit raise OverflowError, as early as known -----------
 
 def line_of(fn, text: str) -> int:

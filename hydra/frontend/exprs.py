@@ -79,14 +79,16 @@ class ExprMixin:
 
     # --- constants and conversions -----------------------------------------------------
 
-    def const(self, value, loc: Loc, type_: Type | None = None) -> Value:
+    def const(self, value, loc: Loc, type_: Type | None = None, folded: bool = False) -> Value:
+        """A constant; ``folded``: a Python int computed from constants, which may be
+        beyond 64 bits until it meets a type (``2**64 - 1``)."""
         t = type_ or typeof_python(value)
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            if not -2**63 <= int(value) < 2**64:
+            if not folded and not -2**63 <= int(value) < 2**64:
                 raise CompileError(f"the integer {value} does not fit in 64 bits", loc)
         attrs = {"value": _python_scalar(value, t)}
         if isinstance(t, ScalarType) and t.weak and t.kind == "i" and attrs["value"] != value:
-            attrs["_python"] = int(value)  # a Python int in 2**63..2**64-1: keep its value
+            attrs["_python"] = int(value)  # a Python int beyond int64: keep its value
         return self.emit("const", [], t, loc, attrs)
 
     def constant_value(self, v):
@@ -275,6 +277,11 @@ class ExprMixin:
         if folded is not None:
             return folded
         t = promote(a.type, b.type)
+        for v in (a, b):
+            c = self.constant_value(v)
+            if t.weak and t.kind == "i" and isinstance(c, int) and not -2**63 <= c < 2**64:
+                raise CompileOverflowError(f"the integer {c} does not fit in 64 bits", loc,
+                                           hint="hydra's Python ints are 64-bit")
         if name == "truediv" and t.kind in "biu":
             t = WEAK_FLOAT if t.weak else FLOAT64
         elif t.kind == "b" and name in ("add", "sub", "mul", "floordiv", "mod", "pow", "lshift",
@@ -301,9 +308,9 @@ class ExprMixin:
                 and not 0 <= y <= 64:
             return None  # a run-time error, a float, or a number beyond 64 bits
         r = _PYTHON_INT_OPS[name](x, y) if name in _PYTHON_INT_OPS else None
-        if r is None or not -2**63 <= r < 2**64:
+        if r is None or r.bit_length() > 4096:
             return None  # left to the 64-bit arithmetic at run time, which wraps
-        return self.const(r, loc)
+        return self.const(r, loc, folded=True)
 
     def _out_of_range(self, v: Value, t: ScalarType):
         """A Python int constant ``v`` that does not fit the fixed-width integer type
@@ -333,7 +340,7 @@ class ExprMixin:
         if isinstance(node.op, ast.USub):
             c = self.constant_value(v)
             if c is not None:
-                return self.const(-c, loc, t)
+                return self.const(-c, loc, t, folded=True)
             return self.emit("neg", [v], t, loc)
         if t.kind == "f":
             raise CompileError("bad operand type for unary ~: float", loc)
@@ -367,11 +374,12 @@ class ExprMixin:
         t = promote(a.type, b.type)
         for v in (a, b):
             # NumPy 2 compares a Python int with any integer by value: do so in int64,
-            # which holds every value of the narrower types (uint64 went above)
+            # which holds every value of the narrower types (signed against uint64 went
+            # above), or in uint64 for a constant from 2**63 on (the other is unsigned)
             if self._out_of_range(v, t) is not None or (
                     v.type.weak and v.type.kind == "i" and self.constant_value(v) is None
                     and t.kind in "iu" and not t.weak and t.bits < 64):
-                t = INT64
+                t = UINT64 if self._unsigned64(a) or self._unsigned64(b) else INT64
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], BOOL, loc)
 
     def _unsigned64(self, v: Value) -> bool:
