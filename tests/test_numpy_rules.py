@@ -268,3 +268,17 @@ def test_a_list_the_kernel_writes_is_a_type_error(backend):
     array = np.array(rows)
     hydra.compile(writes_its_row, varying="a", backend=backend)(array)
     np.testing.assert_array_equal(array[:, 0], [1.0, 1.0])
+
+
+def full_of(x):
+    a = np.full(2, 300, dtype=np.int8)
+    return x + a[0]
+
+
+def test_a_fill_value_that_does_not_fit_fails_at_compile_time():
+    with pytest.raises(OverflowError):
+        np.full(2, 300, dtype=np.int8)
+    k = hydra.compile(full_of, varying="x", backend="numpy")
+    with pytest.raises(OverflowError, match="the Python int 300 does not fit in int8") as info:
+        k(np.zeros(2, np.int8))
+    assert info.value.line == line_of(full_of, "np.full")

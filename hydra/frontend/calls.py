@@ -193,6 +193,8 @@ class CallMixin:
             dtype_arg.obj if isinstance(dtype_arg, Meta) else None)
         if dtype is None:
             raise CompileError(f"np.{fname}(): the dtype must be a NumPy scalar type", loc)
+        if fname == "full":
+            self.coerce(args[1], dtype, loc)  # a Python int fill must fit (OverflowError)
         dims = []
         for d in shape:
             if not isinstance(d, Value) or d.type.kind not in "iu":
