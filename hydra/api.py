@@ -197,8 +197,9 @@ class Kernel:
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
         self._refuse_written_lists(fn, args)
+        shown = _leaf_names(self.param_names, types)
         values, types = _flatten_tuples(values, types)
-        _check_python_ints(fn, values)
+        _check_python_ints(fn, values, shown)
         self._check_aliasing(fn, values, types)
         leaves = runner(values, lanes)
         return _result(fn, leaves, lanes)
@@ -286,16 +287,28 @@ def _flatten_tuples(values: list, types: list[Type]) -> tuple[list, list[Type]]:
     return flat_values, flat_types
 
 
-def _check_python_ints(fn: Function, values: list) -> None:
+def _leaf_names(names: list[str], types: list[Type]) -> list[str]:
+    """The names of the arguments' leaves as the user writes them (``centre[1]``), in
+    the order of ``_flatten_tuples``."""
+    out = []
+    for name, t in zip(names, types):
+        if isinstance(t, TupleType):
+            out += _leaf_names([f"{name}[{i}]" for i in range(len(t.elems))], list(t.elems))
+        else:
+            out.append(name)
+    return out
+
+
+def _check_python_ints(fn: Function, values: list, shown: list[str]) -> None:
     """A Python int argument must fit every NumPy type it meets in the kernel (NumPy 2
     raises OverflowError otherwise): checked here, before anything runs."""
-    for name, a in zip(fn.param_names, values):
+    for name, user_name, a in zip(fn.param_names, shown, values):
         for tname, loc in fn.notes.get("python_int_params", {}).get(name, {}).items():
             info = np.iinfo(tname)
             if not info.min <= int(a) <= info.max:
-                raise OverflowError(f"argument '{name}' = {int(a)} does not fit in {tname}, "
-                                    f"the type it meets at {loc} (NumPy 2 raises "
-                                    f"OverflowError there too)")
+                raise OverflowError(f"argument '{user_name}' = {int(a)} does not fit in "
+                                    f"{tname}, the type it meets at {loc} (NumPy 2 "
+                                    f"raises OverflowError there too)")
 
 
 def _scalar_argument(name: str, a, t: ScalarType):

@@ -282,3 +282,14 @@ def test_a_fill_value_that_does_not_fit_fails_at_compile_time():
     with pytest.raises(OverflowError, match="the Python int 300 does not fit in int8") as info:
         k(np.zeros(2, np.int8))
     assert info.value.line == line_of(full_of, "np.full")
+
+
+def plus_tuple_item(x, pair):
+    return x + pair[1]
+
+
+def test_a_tuple_item_that_does_not_fit_is_named_as_written():
+    k = hydra.compile(plus_tuple_item, varying="x", backend="numpy")
+    with pytest.raises(OverflowError, match=r"argument 'pair\[1\]' = 300 does not fit in int8"):
+        k(np.zeros(2, np.int8), (1.0, 300))
+    np.testing.assert_array_equal(k(np.zeros(2, np.int8), (1.0, 3)), [3, 3])
