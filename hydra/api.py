@@ -23,6 +23,7 @@ import numpy as np
 from .backends import PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
+from .frontend.binding import binder, parameter_names
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
@@ -48,7 +49,8 @@ class Kernel:
         self.__hydra_kernel__ = self.pyfunc
         functools.update_wrapper(self, self.pyfunc)
         self.lanes = None if lanes is None else int(lanes)
-        self.param_names = [a.arg for a in self.parsed.node.args.args]
+        self.param_names = parameter_names(self.parsed.node)
+        self._bind = binder(self.pyfunc)  # positional, keyword and default, as Python binds
         self.varying = (varying,) if isinstance(varying, str) else tuple(varying)
         unknown = [v for v in self.varying if v not in self.param_names]
         if unknown:
@@ -134,6 +136,18 @@ class Kernel:
             return dt if ndim == 1 else ArrayType(dt, ndim - 1)
         return ArrayType(dt, ndim)
 
+    def _refuse_written_lists(self, fn: Function, args) -> None:
+        """A varying argument that is not an array (a list) reaches the kernel as a copy:
+        writes into it would be lost, so a kernel that writes one is refused."""
+        written = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
+        params = dict(zip(fn.param_names, fn.params))
+        for name, a in zip(self.param_names, args):
+            if name in self.varying and params[name].id in written \
+                    and not isinstance(a, np.ndarray) and not _is_device_array(a):
+                raise TypeError(f"argument '{name}' is a {type(a).__name__}, which the kernel "
+                                f"writes: the writes would be lost; pass a NumPy array "
+                                f"(np.asarray({name})) and read the results from it")
+
     def _check_aliasing(self, fn: Function, values, types) -> None:
         stored = {op.written_array.id for op in fn.walk() if op.written_array is not None}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
@@ -174,11 +188,15 @@ class Kernel:
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = self._bind(*args, **kwargs)
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
+        self._refuse_written_lists(fn, args)
+        shown = _leaf_names(self.param_names, types)
         values, types = _flatten_tuples(values, types)
+        _check_python_ints(fn, values, shown)
         self._check_aliasing(fn, values, types)
         leaves = runner(values, lanes)
         return _result(fn, leaves, lanes)
@@ -193,7 +211,7 @@ class Kernel:
         if stage == "ast":
             return ast.dump(self.parsed.node, indent=2) + "\n"
         if types is None:
-            _, types = self._signature(example_args)
+            _, types = self._signature(self._bind(*example_args))
         fn = build_function(self.pyfunc, list(types))
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
@@ -258,6 +276,30 @@ def _flatten_tuples(values: list, types: list[Type]) -> tuple[list, list[Type]]:
     return flat_values, flat_types
 
 
+def _leaf_names(names: list[str], types: list[Type]) -> list[str]:
+    """The names of the arguments' leaves as the user writes them (``centre[1]``), in
+    the order of ``_flatten_tuples``."""
+    out = []
+    for name, t in zip(names, types):
+        if isinstance(t, TupleType):
+            out += _leaf_names([f"{name}[{i}]" for i in range(len(t.elems))], list(t.elems))
+        else:
+            out.append(name)
+    return out
+
+
+def _check_python_ints(fn: Function, values: list, shown: list[str]) -> None:
+    """A Python int argument must fit every NumPy type it meets in the kernel (NumPy 2
+    raises OverflowError otherwise): checked here, before anything runs."""
+    for name, user_name, a in zip(fn.param_names, shown, values):
+        for tname, loc in fn.notes.get("python_int_params", {}).get(name, {}).items():
+            info = np.iinfo(tname)
+            if not info.min <= int(a) <= info.max:
+                raise OverflowError(f"argument '{user_name}' = {int(a)} does not fit in "
+                                    f"{tname}, the type it meets at {loc} (NumPy 2 "
+                                    f"raises OverflowError there too)")
+
+
 def _scalar_argument(name: str, a, t: ScalarType):
     try:
         return t.dtype.type(a)
@@ -299,9 +341,24 @@ _spmd_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def spmd(lanes: int, fn, *args, varying=(), backend: str | None = None, **options):
-    """Run ``fn`` on ``lanes`` lanes once (compiling it, cached per function and options)."""
+    """Run ``fn`` on ``lanes`` lanes once (compiling it, cached per function and options).
+
+    Keyword arguments are options (``varying=``, ``backend=``, ``threads=``, ...), never
+    the kernel's: pass the kernel's arguments by position, or leave them to their
+    defaults; for keyword arguments call ``hydra.compile(fn, lanes=N)(..., name=value)``."""
     key = (lanes, tuple(varying) if not isinstance(varying, str) else (varying,), backend,
            tuple(sorted(options.items())))
+    unknown = set(options) - set(COMMON_OPTIONS)
+    params: set = set()
+    if unknown:
+        with contextlib.suppress(TypeError, ValueError):  # no signature: Kernel says why
+            params = set(inspect.signature(fn).parameters)
+    if unknown & params:
+        name = sorted(unknown & params)[0]
+        raise TypeError(f"hydra.spmd takes its keyword arguments as options, and '{name}' "
+                        f"is a parameter of {getattr(fn, '__name__', 'the kernel')}, not an "
+                        f"option: pass it by position (hydra.spmd(N, fn, ...)) or call "
+                        f"hydra.compile(fn, lanes=N)(..., {name}=...)")
     per_fn = _spmd_cache.setdefault(fn, {}) if inspect.isfunction(fn) else {}
     if key not in per_fn:
         per_fn[key] = Kernel(fn, lanes=lanes, varying=varying, backend=backend, **options)

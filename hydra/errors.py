@@ -58,6 +58,16 @@ class CompileError(HydraError):
         super().__init__(_render(message, loc, hint))
 
 
+class CompileOverflowError(CompileError, OverflowError):
+    """A Python int constant that does not fit the NumPy type it meets: NumPy 2 raises
+    ``OverflowError`` there, so ``except OverflowError`` catches this one too."""
+
+
+class CompileTypeError(CompileError, TypeError):
+    """A call inside a kernel that Python would refuse (a missing, unexpected or
+    duplicate argument), in Python's words; ``except TypeError`` catches it too."""
+
+
 def _lane_message(message: str, lane: int | None, loc: Loc | None) -> str:
     where = f" (lane {lane})" if lane is not None else ""
     text = f"{message}{where}"
@@ -101,6 +111,14 @@ class KernelValueError(ValueError, HydraError):
         super().__init__(_lane_message(message, lane, loc))
 
 
+class KernelOverflowError(OverflowError, HydraError):
+    """A Python int computed in a kernel that does not fit the NumPy type it meets."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        super().__init__(_lane_message(message, lane, loc))
+
+
 class InactiveLaneError(HydraError):
     """A cross-lane operation read a value from a lane that is not active."""
 
@@ -115,4 +133,5 @@ RUNTIME_ERRORS = {
     "assert": KernelAssertionError,
     "value": KernelValueError,
     "inactive": InactiveLaneError,
+    "overflow": KernelOverflowError,
 }

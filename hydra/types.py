@@ -3,6 +3,7 @@
 Scalars are NumPy dtypes.  A *weak* scalar (a Python ``int``/``float`` literal,
 module constant or argument) takes the type of the NumPy value it meets, as in
 NumPy 2 (NEP 50): ``float32 * 2.0`` is ``float32``, ``int32 + 1`` is ``int32``.
+NumPy scalars (``np.float64(2.0)``, ``np.int64(1)``) are strong, as in NumPy 2.
 Weak types left at the end of inference are their Python defaults (int64, float64).
 """
 
@@ -65,6 +66,7 @@ BOOL = ScalarType("bool")
 INT64 = ScalarType("int64")
 INT32 = ScalarType("int32")
 UINT32 = ScalarType("uint32")
+UINT64 = ScalarType("uint64")
 FLOAT32 = ScalarType("float32")
 FLOAT64 = ScalarType("float64")
 WEAK_INT = ScalarType("int64", weak=True)
@@ -131,15 +133,16 @@ def typeof_python(value) -> Type | None:
     """The hydra type of a Python/NumPy value, or None if unsupported."""
     if isinstance(value, (bool, np.bool_)):
         return BOOL
-    if isinstance(value, int):
-        return WEAK_INT
-    if isinstance(value, float):
-        return WEAK_FLOAT
+    # NumPy scalars first: np.float64 subclasses float, but it is strong (NEP 50)
     if isinstance(value, np.generic):
         try:
             return scalar(value.dtype)
         except TypeError:
             return None
+    if isinstance(value, int):
+        return WEAK_INT
+    if isinstance(value, float):
+        return WEAK_FLOAT
     if isinstance(value, np.ndarray):
         try:
             return ArrayType(scalar(value.dtype), value.ndim)

@@ -63,6 +63,24 @@ def _power(a, b, dtype):
     return np.power(a, np.broadcast_to(b, shape).copy(), dtype=dtype)
 
 
+def float_to_unsigned(x, dtype: np.dtype):
+    """float -> uint32/uint64 as NumPy computes it on x86-64 (C's conversion, which NumPy
+    leaves undefined for NaN and out-of-range values): below 2**(B-1) a signed
+    truncation, from there one of x - 2**(B-1) with the top bit flipped, where the
+    signed truncation of NaN and out-of-range values is the minimum (cvttsd2si).
+    Spelled out so that every backend and machine gives the same bits."""
+    bits = dtype.itemsize * 8
+    signed = np.dtype(f"int{bits}")
+    half = 2.0 ** (bits - 1)
+    x = np.asarray(x, np.float64)
+
+    def truncate(y):
+        inside = (y >= -half) & (y < half)
+        return np.where(inside, np.where(inside, y, 0.0).astype(signed), signed.type(-half))
+    high = truncate(x - half) ^ signed.type(-half)
+    return np.where(x >= half, high, truncate(x)).astype(signed).astype(dtype)
+
+
 def python_scalar(value, t: ScalarType):
     """A lane's value as the Python object plain Python would hold: int64, float64 and
     bool as ``int``/``float``/``bool``, other NumPy types as NumPy scalars."""
@@ -195,6 +213,9 @@ def _pure(h: Host, op: Op, env) -> list:
         out = np.logical_not(args[0])
     elif name == "abs":
         out = np.abs(args[0])
+    elif name == "cast" and op.operands[0].type.kind == "f" and dtype.kind == "u" \
+            and dtype.itemsize >= 4:
+        out = float_to_unsigned(args[0], dtype)
     elif name == "cast":
         out = np.asarray(args[0]).astype(dtype)
     elif name == "select":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
+from .binding import parameter_names
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
@@ -67,6 +68,9 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0
+        self.param_names_by_id: dict[int, str] = {}
+        #: Python int parameters -> {type they meet: where}, checked at the call
+        self.python_int_params: dict[str, dict[str, Loc]] = {}
 
     # --- emitting ---------------------------------------------------------------------
 
@@ -91,7 +95,7 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
 
     def build(self, param_types: list[Type]) -> Function:
         node = self.root.node
-        names = [a.arg for a in node.args.args]
+        names = parameter_names(node)
         loc = self.root.loc(node)
         # A tuple argument is passed as its leaves (params "p_0", "p_1", ...) and seen
         # by the body as a tuple; ``hydra.api`` flattens the caller's tuples the same way.
@@ -99,6 +103,7 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         param_names: list[str] = []
         env = {name: self.param_tree(name, t, loc, params, param_names)
                for name, t in zip(names, param_types)}
+        self.param_names_by_id = {p.id: n for p, n in zip(params, param_names)}
         self.call_stack.append(self.root.pyfunc)
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body
@@ -107,6 +112,7 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         self.region.ops[:0] = self.entry_ops
         fn = Function(self.root.name, params, param_names, self.region, loc)
         fn.notes["result_tree"] = tree
+        fn.notes["python_int_params"] = self.python_int_params
         _finalize_types(fn)
         return fn
 

@@ -11,10 +11,11 @@ import types as pytypes
 import numpy as np
 
 from .. import intrinsics
-from ..errors import CompileError, Loc
+from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
                      promote, scalar)
+from .binding import Default, binder, parameter_names
 from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
 from .source import parse_function
@@ -196,6 +197,8 @@ class CallMixin:
             dtype_arg.obj if isinstance(dtype_arg, Meta) else None)
         if dtype is None:
             raise CompileError(f"np.{fname}(): the dtype must be a NumPy scalar type", loc)
+        if fname == "full":
+            self.coerce(args[1], dtype, loc)  # a Python int fill must fit (OverflowError)
         dims = []
         for d in shape:
             if not isinstance(d, Value) or d.type.kind not in "iu":
@@ -252,17 +255,14 @@ class CallMixin:
         parsed = parse_function(fn)
         check_subset(parsed)
         node = parsed.node
-        names = [a.arg for a in node.args.args]
-        if kwargs:
-            for k in kwargs:
-                if k not in names:
-                    raise CompileError(f"{fn.__name__}() got an unexpected keyword argument "
-                                       f"'{k}'", loc)
-        if len(args) + len(kwargs) != len(names):
-            raise CompileError(f"{fn.__name__}() takes {len(names)} argument(s), "
-                               f"{len(args) + len(kwargs)} given", loc)
-        env = dict(zip(names, args))
-        env.update(kwargs)
+        try:
+            bound = binder(parsed.pyfunc, mark_defaults=True)(*args, **kwargs)
+        except TypeError as e:  # Python's own words for a bad call
+            raise CompileTypeError(str(e), loc) from None
+        names = parameter_names(node)
+        # a default is a constant (or array, function, ...) captured like a module global
+        env = {name: self.from_python(v.value, name, loc) if isinstance(v, Default) else v
+               for name, v in zip(names, bound)}
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body
         self.call_stack.append(fn)

@@ -10,10 +10,10 @@ import types as pytypes
 
 import numpy as np
 
-from ..errors import CompileError, Loc
+from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
-from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType, Type,
-                     promote, scalar, typeof_python)
+from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
+                     Type, promote, scalar, typeof_python)
 from .common import Meta
 from .subset import EXPRESSIONS
 
@@ -26,6 +26,14 @@ _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
            "pow": "**", "lshift": "<<", "rshift": ">>", "bitand": "&", "bitor": "|",
            "bitxor": "^"}
+
+_PYTHON_INT_OPS = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y, "pow": lambda x, y: x ** y,
+    "lshift": lambda x, y: x << y, "rshift": lambda x, y: x >> y,
+    "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
+    "min": min, "max": max,
+}
 
 _NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -71,18 +79,23 @@ class ExprMixin:
 
     # --- constants and conversions -----------------------------------------------------
 
-    def const(self, value, loc: Loc, type_: Type | None = None) -> Value:
+    def const(self, value, loc: Loc, type_: Type | None = None, folded: bool = False) -> Value:
+        """A constant; ``folded``: a Python int computed from constants, which may be
+        beyond 64 bits until it meets a type (``2**64 - 1``)."""
         t = type_ or typeof_python(value)
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-            if not -2**63 <= int(value) < 2**64:
+            if not folded and not -2**63 <= int(value) < 2**64:
                 raise CompileError(f"the integer {value} does not fit in 64 bits", loc)
-        return self.emit("const", [], t, loc, {"value": _python_scalar(value, t)})
+        attrs = {"value": _python_scalar(value, t)}
+        if isinstance(t, ScalarType) and t.weak and t.kind == "i" and attrs["value"] != value:
+            attrs["_python"] = int(value)  # a Python int beyond int64: keep its value
+        return self.emit("const", [], t, loc, attrs)
 
     def constant_value(self, v):
         """The Python value of a constant, or None."""
         if isinstance(v, Value):
             for op in self._defining_ops(v):
-                return op.attrs["value"]
+                return op.attrs.get("_python", op.attrs["value"])
         return None
 
     def _defining_ops(self, v: Value):
@@ -102,8 +115,32 @@ class ExprMixin:
             raise CompileError(f"cannot convert {v.type} to {t}", loc)
         c = self.constant_value(v)
         if c is not None:
+            if self._out_of_range(v, t) is not None:
+                raise CompileOverflowError(
+                    f"the Python int {c} does not fit in {t}, the type it meets here", loc,
+                    hint=_overflow_hint(t))
             return self.const(c, loc, t)
+        if v.type.weak and v.type.kind == "i" and t.kind in "iu" and not t.weak \
+                and t.name != "int64":
+            self.check_python_int(v, t, loc)
         return self.emit("cast", [v], t, loc)
+
+    def check_python_int(self, v: Value, t: ScalarType, loc: Loc) -> None:
+        """NumPy 2 raises OverflowError where a Python int meets a NumPy type too narrow
+        for it: a kernel argument is checked at the call (noted here), a value computed
+        in the kernel at run time, naming the lane."""
+        param = self.param_names_by_id.get(v.id)
+        if param is not None:
+            self.python_int_params.setdefault(param, {}).setdefault(t.name, loc)
+            return
+        info = np.iinfo(t.dtype)
+        ok = self.emit("ge", [v, self.const(max(info.min, -2**63), loc, v.type)], BOOL, loc)
+        if info.max < 2**63 - 1:
+            below = self.emit("le", [v, self.const(info.max, loc, v.type)], BOOL, loc)
+            ok = self.emit("bitand", [ok, below], BOOL, loc)
+        self.emit_op("check", [ok], [], loc,
+                     {"kind": "overflow", "message": f"Python integer out of bounds for "
+                                                     f"{t.name} (NumPy 2 raises here too)"})
 
     def condition(self, node: ast.expr) -> Value:
         """``node`` as a bool where only its truth counts (``if``, ``while``, ``assert``,
@@ -236,7 +273,15 @@ class ExprMixin:
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"unsupported operand for {_SYMBOL.get(name, name)}: "
                                    f"{self.describe(v)}", loc)
+        folded = self._fold_python_ints(name, a, b, loc)
+        if folded is not None:
+            return folded
         t = promote(a.type, b.type)
+        for v in (a, b):
+            c = self.constant_value(v)
+            if t.weak and t.kind == "i" and isinstance(c, int) and not -2**63 <= c < 2**64:
+                raise CompileOverflowError(f"the integer {c} does not fit in 64 bits", loc,
+                                           hint="hydra's Python ints are 64-bit")
         if name == "truediv" and t.kind in "biu":
             t = WEAK_FLOAT if t.weak else FLOAT64
         elif t.kind == "b" and name in ("add", "sub", "mul", "floordiv", "mod", "pow", "lshift",
@@ -248,12 +293,24 @@ class ExprMixin:
         for v in (a, b):
             c = self._out_of_range(v, t)
             if c is not None:  # NumPy 2 raises OverflowError here; wrapping would hide it
-                info = np.iinfo(t.dtype)
-                raise CompileError(f"the integer {c} does not fit in {t}, the type of the "
-                                   f"other operand", loc,
-                                   hint=f"NumPy 2 raises OverflowError here too; use a "
-                                        f"constant in {info.min}..{info.max}")
+                raise CompileOverflowError(f"the integer {c} does not fit in {t}, the type of "
+                                           f"the other operand", loc, hint=_overflow_hint(t))
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
+
+    def _fold_python_ints(self, name: str, a: Value, b: Value, loc: Loc) -> Value | None:
+        """Arithmetic on two Python int constants, done as Python does it (``500 + 500``
+        is the Python int 1000 before it meets an int8, as in NumPy), or None."""
+        x, y = self.constant_value(a), self.constant_value(b)
+        if not (a.type.weak and b.type.weak and a.type.kind == "i" == b.type.kind
+                and isinstance(x, int) and isinstance(y, int)):
+            return None
+        if name in ("floordiv", "mod") and y == 0 or name in ("pow", "lshift", "rshift") \
+                and not 0 <= y <= 64:
+            return None  # a run-time error, a float, or a number beyond 64 bits
+        r = _PYTHON_INT_OPS[name](x, y) if name in _PYTHON_INT_OPS else None
+        if r is None or r.bit_length() > 4096:
+            return None  # left to the 64-bit arithmetic at run time, which wraps
+        return self.const(r, loc, folded=True)
 
     def _out_of_range(self, v: Value, t: ScalarType):
         """A Python int constant ``v`` that does not fit the fixed-width integer type
@@ -275,13 +332,15 @@ class ExprMixin:
         if isinstance(node.op, ast.UAdd):
             return v
         t = v.type
+        if t.kind == "b" and isinstance(node.op, ast.Invert):
+            return self.emit("not", [v], BOOL, loc)  # NumPy: ~ of a bool is logical not
         if t.kind == "b":
             t = WEAK_INT
             v = self.coerce(v, t, loc)
         if isinstance(node.op, ast.USub):
             c = self.constant_value(v)
             if c is not None:
-                return self.const(-c, loc, t)
+                return self.const(-c, loc, t, folded=True)
             return self.emit("neg", [v], t, loc)
         if t.kind == "f":
             raise CompileError("bad operand type for unary ~: float", loc)
@@ -309,21 +368,50 @@ class ExprMixin:
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
                                    loc)
+        if self._unsigned64(a) and self._maybe_negative(b) or \
+                self._unsigned64(b) and self._maybe_negative(a):
+            return self.compare_signed_unsigned(name, a, b, loc)
         t = promote(a.type, b.type)
         for v in (a, b):
-            c = self._out_of_range(v, t)
-            if c is None:
-                continue
             # NumPy 2 compares a Python int with any integer by value: do so in int64,
-            # which holds every value of the narrower types; a uint64 is never negative
-            if t.name != "uint64":
-                t = INT64
-            else:
-                return self.const({"lt": c > 0, "le": c > 0, "gt": c < 0, "ge": c < 0,
-                                   "eq": False, "ne": True}[name] if v is b else
-                                  {"lt": c < 0, "le": c < 0, "gt": c > 0, "ge": c > 0,
-                                   "eq": False, "ne": True}[name], loc)
+            # which holds every value of the narrower types (signed against uint64 went
+            # above), or in uint64 for a constant from 2**63 on (the other is unsigned)
+            if self._out_of_range(v, t) is not None or (
+                    v.type.weak and v.type.kind == "i" and self.constant_value(v) is None
+                    and t.kind in "iu" and not t.weak and t.bits < 64):
+                t = UINT64 if self._unsigned64(a) or self._unsigned64(b) else INT64
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], BOOL, loc)
+
+    def _unsigned64(self, v: Value) -> bool:
+        """A uint64, or a Python int constant only uint64 holds (2**63 and up)."""
+        if v.type.kind == "u" and v.type.bits == 64:
+            return True
+        c = self.constant_value(v)
+        return v.type.weak and isinstance(c, int) and c >= 2**63
+
+    def _maybe_negative(self, v: Value) -> bool:
+        """A signed integer that is not a known non-negative constant."""
+        if v.type.kind != "i":
+            return False
+        c = self.constant_value(v)
+        return not (isinstance(c, int) and c >= 0)
+
+    def compare_signed_unsigned(self, name: str, a: Value, b: Value, loc: Loc) -> Value:
+        """An exact comparison of a uint64 with a signed integer, as NumPy 2 makes it
+        (promoting both to float64 would call 2**63 equal to 2**63 - 1): a negative
+        signed value is below every uint64; otherwise both compare as uint64."""
+        u_first = self._unsigned64(a) and self._maybe_negative(b)
+        u, s = (a, b) if u_first else (b, a)
+        u = self.coerce(u, UINT64, loc)
+        s = self.coerce(s, INT64, loc)
+        negative = self.emit("lt", [s, self.const(0, loc, INT64)], BOOL, loc)
+        as_u = self.coerce(s, UINT64, loc)
+        same = self.emit(name, [u, as_u] if u_first else [as_u, u], BOOL, loc)
+        # the result where s < 0, s being below u: stays an op on u, so that a varying u
+        # gives a varying result even when s is a constant
+        if name in (("gt", "ge", "ne") if u_first else ("lt", "le", "ne")):
+            return self.emit("bitor", [negative, same], BOOL, loc)
+        return self.emit("bitand", [self.emit("not", [negative], BOOL, loc), same], BOOL, loc)
 
     # --- per-lane short circuit ---------------------------------------------------------
 
@@ -389,10 +477,18 @@ class ExprMixin:
             raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
                                f"{len(items)} index(es) were given; index every dimension", loc)
         out = []
-        for v in items:
+        for axis, v in enumerate(items):
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType) \
                     or v.type.kind not in "iub":
                 raise CompileError(f"array indices must be integers, not {self.describe(v)}", loc)
+            if v.type.name == "uint64":
+                # indices are int64 from here on: 2**63 and up would wrap to negative
+                # indices and count from the end; NumPy calls them out of bounds
+                small = self.emit("lt", [v, self.const(2**63, loc, v.type)], BOOL, loc)
+                self.emit_op("check", [small], [], loc, {
+                    "kind": "index",
+                    "message": f"index out of bounds for axis {axis}: a uint64 index of "
+                               f"2**63 or more"})
             out.append(self.coerce(v, INT64, loc))
         return out
 
@@ -420,6 +516,11 @@ class ExprMixin:
             raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
         value = self.coerce(value, array.type.dtype, loc)
         self.emit_op("store", [array, *indices, value], [], loc)
+
+
+def _overflow_hint(t: ScalarType) -> str:
+    info = np.iinfo(t.dtype)
+    return f"NumPy 2 raises OverflowError here too; use a value in {info.min}..{info.max}"
 
 
 def _python_scalar(value, t: Type):

@@ -79,12 +79,10 @@ def check_subset(fn: ParsedFunction) -> None:
     """Raise ``CompileError`` at the first construct outside the supported subset."""
     node = fn.node
     args = node.args
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-        raise CompileError("*args, **kwargs and keyword-only parameters are not supported",
-                           fn.loc(node))
-    if args.defaults:
-        raise CompileError("default parameter values are not supported", fn.loc(node),
-                           hint="pass every argument explicitly")
+    if args.vararg or args.kwarg:
+        raise CompileError("*args and **kwargs parameters are not supported", fn.loc(node),
+                           hint="name every parameter (defaults and keyword-only ones are "
+                                "fine)")
     body = [node.body] if isinstance(node, ast.Lambda) else node.body
     for stmt in body:
         _check(fn, stmt, top=not isinstance(node, ast.Lambda))

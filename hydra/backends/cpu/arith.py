@@ -225,6 +225,8 @@ def cast(lz: Lanes, src: ScalarType, dst: ScalarType, a):
         op = "fpext" if dst.bits > src.bits else "fptrunc"
     elif src.kind == "f" and (dst.kind == "i" or dst.bits < 32):
         return x86_float_to_int(lz, src, dst, a, w)
+    elif src.kind == "f" and dst.kind == "u":
+        return x86_float_to_unsigned(lz, src, dst, a, w)
     elif src.kind == "f":
         wide = ScalarType("int64") if dst.kind == "i" or dst.bits < 64 else dst
         conv = "fptoui" if wide.kind == "u" else "fptosi"
@@ -264,6 +266,20 @@ def native_math(fn: str, t: ScalarType) -> bool:
     """Does ``math_call`` lower ``fn`` on ``t``?"""
     return fn in _LLVM_MATH or fn in ("copysign", "isnan", "isinf", "isfinite") or (
         fn in vecmath.SUPPORTED and t.kind == "f")
+
+
+def x86_float_to_unsigned(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
+    """float -> uint32/uint64 as ``host.float_to_unsigned`` spells it (NumPy on
+    x86-64): x < 2**(B-1) truncates signed; otherwise x - 2**(B-1), with the top bit
+    flipped.  (fptoui would give poison for NaN and out-of-range values.)"""
+    via = ScalarType(f"int{dst.bits}")
+    half = Uni(const_text(float(2 ** (dst.bits - 1)), src))
+    big = compare(lz, "ge", src, a, half)
+    low = x86_float_to_int(lz, src, via, a, w)
+    high = x86_float_to_int(lz, src, via, lz.apply("fsub {0} {1}, {2}", src, a, half, w=w), w)
+    high = lz.apply("xor {0} {1}, {2}", via, high, Uni(const_text(-(2 ** (dst.bits - 1)), via)),
+                    w=w)
+    return lz.sel(big, high, low, via, w=w)
 
 
 def math_call(lz: Lanes, fn: str, t: ScalarType, args):

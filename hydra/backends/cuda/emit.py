@@ -245,17 +245,20 @@ class OpEmitter:
         saturate) and the simulator (which cannot convert NaN) both give it: int32
         and int64 take their minimum for NaN and out-of-range values (cvttsd2si),
         8- and 16-bit types go through int32 and wrap, unsigned 32- and 64-bit ones
-        through int64 (NumPy's own results differ there out of range)."""
-        def guarded(bits: int) -> str:
+        as ``host.float_to_unsigned`` says."""
+        def guarded(bits: int, x: str = x) -> str:
             edge = float(2 ** (bits - 1))
             return (f"(np.int{bits}({x}) if {-edge!r} <= {x} < {edge!r} "
                     f"else np.int{bits}({-2 ** (bits - 1)}))")
         if t.name in ("int64", "int32"):
             return guarded(t.bits)
-        if t.name == "uint64":
-            top = float(2 ** 64)
-            return f"(np.uint64({x}) if 0 <= {x} < {top!r} else np.uint64({guarded(64)}))"
-        return f"{np_type(t)}({guarded(32 if t.bits < 32 else 64)})"
+        if t.name in ("uint64", "uint32"):
+            # host.float_to_unsigned: from 2**(B-1) on, x - 2**(B-1) with the
+            # top bit flipped
+            half = float(2 ** (t.bits - 1))
+            high = f"({guarded(t.bits, f'({x} - {half!r})')} ^ np.int{t.bits}({-int(half)}))"
+            return f"{np_type(t)}({high} if {x} >= {half!r} else {guarded(t.bits)})"
+        return f"{np_type(t)}({guarded(32)})"
 
     # --- ops with statements -----------------------------------------------------------
 
