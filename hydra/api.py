@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-from .backends import PROTOCOLS, default_backend, get_backend, stage_backend
+from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
@@ -348,7 +348,7 @@ def spmd(lanes: int, fn, *args, varying=(), backend: str | None = None, **option
     defaults; for keyword arguments call ``hydra.compile(fn, lanes=N)(..., name=value)``."""
     key = (lanes, tuple(varying) if not isinstance(varying, str) else (varying,), backend,
            tuple(sorted(options.items())))
-    unknown = set(options) - set(COMMON_OPTIONS)
+    unknown = set(options) - set(OPTION_NAMES)
     params: set = set()
     if unknown:
         with contextlib.suppress(TypeError, ValueError):  # no signature: Kernel says why

@@ -115,7 +115,7 @@ def test_spmd_keeps_keywords_for_options():
                                         r"and 'scale' is a parameter of kernel, not an "
                                         r"option: pass it by position"):
         hydra.spmd(3, kernel, np.arange(3.0), varying="x", backend="numpy", scale=2.0)
-    with pytest.raises(TypeError, match=r"unknown option\(s\) \['colour'\]"):
+    with pytest.raises(TypeError, match=r"unknown option\(s\) 'colour'; the options are threads"):
         hydra.spmd(3, kernel, np.arange(3.0), varying="x", backend="numpy", colour=2.0)
 
 

@@ -54,9 +54,13 @@ class Protocol:
                             f"options are {', '.join(self.options)}")
 
 
+#: the options of ``hydra.compile``: every backend accepts all of them (switching backends
+#: never breaks a call), and says what each does there
+OPTION_NAMES = ("threads", "fastmath", "boundscheck", "cache", "exactmath")
+
+
 def _options(**meanings: str) -> dict[str, str]:
-    return {name: meanings.get(name, NO_EFFECT)
-            for name in ("threads", "fastmath", "boundscheck", "cache", "exactmath")}
+    return {name: meanings.get(name, NO_EFFECT) for name in OPTION_NAMES}
 
 
 _HOST_ONLY = {

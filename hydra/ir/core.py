@@ -108,6 +108,8 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
                                "linearize, which removes it)"),
     "guard": (("if",), "an any-lane guard that linearize put around an arm"),
     "varying": (("while",), "a loop that repeats while any lane is active (linearize)"),
+    "_python": (("const",), "a Python int constant's exact value, which may exceed 64 bits "
+                            "until it meets a type (frontend constant folding)"),
 }
 
 
