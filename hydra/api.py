@@ -20,6 +20,7 @@ import weakref
 
 import numpy as np
 
+from .arrays import check_argument, copy_back, native_arguments
 from .backends import default_backend, get_backend
 from .backends.numpy_backend import python_scalar
 from .frontend import build_function, check_subset, parse_function
@@ -58,11 +59,7 @@ class Kernel:
                              f"{self.pyfunc.__name__}{tuple(self.param_names)}")
         self.backend_name = backend or default_backend()
         self.backend = get_backend(self.backend_name)
-        allowed = set(COMMON_OPTIONS)
-        bad = set(options) - allowed
-        if bad:
-            raise TypeError(f"unknown option(s) {sorted(bad)}; the options are {sorted(allowed)}")
-        self.options = options
+        self.options = check_options(options)
         self._cache: dict[tuple, tuple[Function, object]] = {}
 
     def __repr__(self) -> str:
@@ -100,6 +97,7 @@ class Kernel:
                             f"argument(s) ({', '.join(self.param_names)}), {len(args)} given")
         values, types = [], []
         for name, a in zip(self.param_names, args):
+            check_argument(name, a)
             if _is_device_array(a):
                 t = self._device_array_type(name, a)
             elif name in self.varying:
@@ -183,7 +181,11 @@ class Kernel:
         fn, runner = self.specialize(types)
         values, types = _flatten_tuples(values, types)
         self._check_aliasing(fn, values, types)
-        leaves = runner(values, lanes)
+        values, swapped = native_arguments(values)  # byte-swapped arrays: copy in, copy out
+        try:
+            leaves = runner(values, lanes)
+        finally:
+            copy_back(swapped)
         return _result(fn, leaves, lanes)
 
     # --- tools ------------------------------------------------------------------------
@@ -214,6 +216,23 @@ class Kernel:
         if "structured" in inspect.signature(dump).parameters:
             return dump(fn, stage, self.options, structured=self._structured(types))
         return dump(fn, stage, self.options)
+
+
+def check_options(options: dict) -> dict:
+    """The backend options, checked: known names, and values of the right kind."""
+    bad = set(options) - set(COMMON_OPTIONS)
+    if bad:
+        raise TypeError(f"unknown option(s) {sorted(bad)}; the options are "
+                        f"{sorted(COMMON_OPTIONS)}")
+    threads = options.get("threads")
+    if threads is not None:
+        if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)):
+            raise TypeError(f"threads must be a positive int or None (all cores), not "
+                            f"{threads!r}")
+        if threads < 1:
+            raise ValueError(f"threads must be a positive int or None (all cores), not "
+                             f"{threads!r}")
+    return options
 
 
 @contextlib.contextmanager

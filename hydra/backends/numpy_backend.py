@@ -221,6 +221,10 @@ class NumpyKernel:
 
     def op_local_array(self, op: Op, env) -> list:
         dims = [int(env[v.id]) for v in op.operands]
+        if any(d < 0 for d in dims) and np.any(env[op.mask.id] if op.mask else True):
+            # the size is uniform: every lane fails alike, so no lane is named
+            self.fail("value", f"negative dimension {min(dims)} for a per-lane array (its "
+                      f"size must be >= 0)", None, op.loc)
         fill = op.attrs["fill"] or 0
         return [np.full((self.lanes, *dims), fill, dtype=op.attrs["dtype"])]
 

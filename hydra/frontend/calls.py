@@ -196,6 +196,10 @@ class CallMixin:
         for d in shape:
             if not isinstance(d, Value) or d.type.kind not in "iu":
                 raise CompileError(f"np.{fname}(): the shape must be integers", loc)
+            size = self.constant_value(d)
+            if size is not None and size < 0:
+                raise CompileError(f"np.{fname}(): negative dimension {size}", loc,
+                                   hint="the size of a per-lane array must be >= 0")
             dims.append(self.coerce(d, INT64, loc))
         return self.emit("local_array", dims, ArrayType(dtype, len(dims)), loc,
                          {"dtype": dtype.name, "fill": fill})

@@ -10,6 +10,7 @@ import types as pytypes
 
 import numpy as np
 
+from ..arrays import array_problem
 from ..errors import CompileError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType, Type,
@@ -160,6 +161,10 @@ class ExprMixin:
                 t = typeof_python(obj)
                 if t is None:
                     raise CompileError(f"the array '{name}' has unsupported dtype {obj.dtype}", loc)
+                problem = array_problem(obj)
+                if problem:
+                    raise CompileError(f"the captured array '{name}' {problem[0]}", loc,
+                                       hint=problem[1].format(name=name))
                 v = self.emit("global_array", [], t, loc, {"array": obj, "name": name}, name=name)
                 # Captured arrays are made once, at the top, where every region sees them.
                 self.entry_ops.append(self.region.ops.pop())
@@ -211,6 +216,8 @@ class ExprMixin:
         if attr == "ndim":
             return self.const(array.type.ndim, loc)
         if attr == "size":
+            if not dims:  # a 0-d array holds one element
+                return self.const(1, loc)
             size = dims[0]
             for d in dims[1:]:
                 size = self.emit("mul", [size, d], WEAK_INT, loc)

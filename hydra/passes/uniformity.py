@@ -101,6 +101,12 @@ def _check_uniform_operands(fn: Function) -> None:
         if op.opcode == "local_array" and any(v.varying for v in op.operands):
             raise CompileError("the size of a per-lane array must be the same on every lane",
                                op.loc, hint="use the largest size every lane needs")
+        if (op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
+                and op.operands[0].varying):
+            raise CompileError("atomic_add needs a shared (uniform) array: this one is "
+                               "per-lane, so no other lane can see its updates", op.loc,
+                               hint="pass the array as a uniform argument, or write "
+                                    "a[i] += v to a per-lane array")
         if op.opcode == "intrinsic" and op.attrs["name"] == "broadcast" and op.operands[1].varying:
             raise CompileError("broadcast(x, k) needs the same k on every lane", op.loc,
                                hint="use shuffle(x, idx) to read a different lane per lane")
