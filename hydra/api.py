@@ -24,6 +24,7 @@ from .arrays import check_argument, copy_back, native_arguments
 from .backends import default_backend, get_backend
 from .backends.numpy_backend import python_scalar
 from .frontend import build_function, check_subset, parse_function
+from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
@@ -47,6 +48,7 @@ class Kernel:
             raise ValueError(f"lanes must be an integer >= 1, not {lanes!r}")
         self.parsed = parse_function(pyfunc)
         check_subset(self.parsed)
+        check_early(self.parsed)
         self.pyfunc = self.parsed.pyfunc
         self.__hydra_kernel__ = self.pyfunc
         functools.update_wrapper(self, self.pyfunc)

@@ -415,6 +415,11 @@ class ExprMixin:
                 raise CompileError(f"tuple index {index} out of range for a tuple of {len(base)}",
                                    loc)
             return base[index]
+        if isinstance(base, Meta) and isinstance(base.obj, (list, dict, set)):
+            raise CompileError(f"{self.describe(base)} cannot be indexed in a kernel", loc,
+                               hint="make it a NumPy array at module level "
+                                    "(name = np.array([...]), captured when the kernel "
+                                    "compiles), or a tuple")
         if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
             raise CompileError(f"{self.describe(base)} cannot be indexed", loc)
         return self.load(base, self.indices(base, node.slice, loc), loc)
