@@ -30,6 +30,7 @@ from ...types import ArrayType, ScalarType
 from ..numpy_backend import NumpyKernel
 from .codegen import KINDS, KernelGen
 from .driver import Driver
+from .schedule import lane_cost_ns, threads_for
 from .vectors import Geometry, Unsupported, geometry
 
 
@@ -82,6 +83,8 @@ class Phase:
         self.text = ""
         self.driver: Driver | None = None
         self.one_gang = False
+        #: estimated single-core ns per lane (None: unknown), for ``schedule.threads_for``
+        self.cost: float | None = None
 
 
 class Plan:
@@ -143,6 +146,7 @@ class Plan:
                 # no per-lane result and nothing that writes or raises: one gang will do
                 step.one_gang = not any(v.varying for v in step.outputs) and not any(
                     o.info.effect or o.info.traps for op in step.ops for o in [op, *op_walk(op)])
+                step.cost = lane_cost_ns(step.ops)
                 self._generate(step, len(steps))
                 used = [v for v in used if v.id not in remat]
             later.update(v.id for v in used)
@@ -201,6 +205,7 @@ class Plan:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
         err = np.zeros(8, np.int64)
+        threads = threads_for(lanes, threads, phase.cost)
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0]:
             self._raise(phase, err)
