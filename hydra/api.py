@@ -9,13 +9,9 @@ the predicated IR to the backend.
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
 import inspect
 import os
-import sys
-import threading
-import time
 import weakref
 
 import numpy as np
@@ -28,6 +24,8 @@ from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
+from .progress import progress as _progress
+from .progress import stage
 from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
@@ -172,8 +170,11 @@ class Kernel:
         return structured
 
     def _specialize(self, types: list[Type]) -> tuple[Function, object]:
+        stage("building the typed SSA")
         fn = build_function(self.pyfunc, list(types))
+        stage("running the passes")
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
+        stage(f"generating {self.backend_name} code")
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
 
@@ -235,27 +236,6 @@ def check_options(options: dict) -> dict:
             raise ValueError(f"threads must be a positive int or None (all cores), not "
                              f"{threads!r}")
     return options
-
-
-@contextlib.contextmanager
-def _progress(what: str, after: float = 2.0):
-    """Tell the user (on stderr) about work that takes more than ``after`` seconds.
-    ``HYDRA_QUIET=1`` silences it."""
-    if os.environ.get("HYDRA_QUIET", "") not in ("", "0"):
-        yield
-        return
-    start = time.perf_counter()
-    timer = threading.Timer(after, lambda: print(f"hydra: {what} ...", file=sys.stderr,
-                                                 flush=True))
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-        elapsed = time.perf_counter() - start
-        if elapsed >= after:
-            print(f"hydra: {what}: done in {elapsed:.1f} s", file=sys.stderr, flush=True)
 
 
 def _is_device_array(a) -> bool:
