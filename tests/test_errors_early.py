@@ -47,7 +47,14 @@ def compares_text(x):
     return 0
 
 
-@pytest.mark.parametrize("fn, text", [(returns_text, '"big"'), (compares_text, '"a"')])
+def formats_text(x):
+    label = f"x={x}"
+    print(label)
+    return x
+
+
+@pytest.mark.parametrize("fn, text", [(returns_text, '"big"'), (compares_text, '"a"'),
+                                      (formats_text, 'f"x={x}"')])
 def test_a_string_outside_print_fails_at_compile(fn, text):
     with pytest.raises(hydra.CompileError) as e:
         hydra.compile(fn, varying="x")

@@ -129,13 +129,12 @@ def _check_strings(parsed: ParsedFunction) -> None:
             inside = [node.msg]
         elif isinstance(node, ast.AnnAssign):
             inside = [node.annotation]
-        elif isinstance(node, ast.JoinedStr):
-            inside = [node]
         for sub in inside:
             allowed.update(id(n) for n in ast.walk(sub))
     for node in _body(parsed):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and id(node) not in allowed:
+        is_text = isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, str))
+        if is_text and id(node) not in allowed:
             raise CompileError("strings are only supported as arguments of print()",
                                parsed.loc(node),
                                hint="a kernel computes with numbers; print the text instead")
