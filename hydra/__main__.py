@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, TypeError) as exc:
         print(f"hydra dump-ir: error: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # a stage whose backend cannot load here (ptx without CUDA)
+        print(f"hydra dump-ir: error: stage {args.stage!r} is not available here: {exc}",
+              file=sys.stderr)
+        return 1
     except CompileError as exc:
         print(f"hydra dump-ir: {exc}", file=sys.stderr)
         return 1

@@ -13,20 +13,21 @@ import contextlib
 import functools
 import inspect
 import os
-import sys
-import threading
-import time
 import weakref
 
 import numpy as np
 
+from .arrays import check_argument, copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
+from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
+from .progress import progress as _progress
+from .progress import stage
 from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
@@ -45,6 +46,7 @@ class Kernel:
             raise ValueError(f"lanes must be an integer >= 1, not {lanes!r}")
         self.parsed = parse_function(pyfunc)
         check_subset(self.parsed)
+        check_early(self.parsed)
         self.pyfunc = self.parsed.pyfunc
         self.__hydra_kernel__ = self.pyfunc
         functools.update_wrapper(self, self.pyfunc)
@@ -97,6 +99,7 @@ class Kernel:
                             f"argument(s) ({', '.join(self.param_names)}), {len(args)} given")
         values, types = [], []
         for name, a in zip(self.param_names, args):
+            check_argument(name, a)
             if _is_device_array(a):
                 t = self._device_array_type(name, a)
             elif name in self.varying:
@@ -183,8 +186,11 @@ class Kernel:
         return structured
 
     def _specialize(self, types: list[Type]) -> tuple[Function, object]:
+        stage("building the typed SSA")
         fn = build_function(self.pyfunc, list(types))
+        stage("running the passes")
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
+        stage(f"generating {self.backend_name} code")
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
 
@@ -198,7 +204,11 @@ class Kernel:
         values, types = _flatten_tuples(values, types)
         _check_python_ints(fn, values, shown)
         self._check_aliasing(fn, values, types)
-        leaves = runner(values, lanes)
+        values, swapped = native_arguments(values)  # byte-swapped arrays: copy in, copy out
+        try:
+            leaves = runner(values, lanes)
+        finally:
+            copy_back(swapped)
         return _result(fn, leaves, lanes)
 
     # --- tools ------------------------------------------------------------------------
@@ -221,27 +231,6 @@ class Kernel:
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
         return backend.dump(fn, stage, self.options, self._structured(types, backend))
-
-
-@contextlib.contextmanager
-def _progress(what: str, after: float = 2.0):
-    """Tell the user (on stderr) about work that takes more than ``after`` seconds.
-    ``HYDRA_QUIET=1`` silences it."""
-    if os.environ.get("HYDRA_QUIET", "") not in ("", "0"):
-        yield
-        return
-    start = time.perf_counter()
-    timer = threading.Timer(after, lambda: print(f"hydra: {what} ...", file=sys.stderr,
-                                                 flush=True))
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-        elapsed = time.perf_counter() - start
-        if elapsed >= after:
-            print(f"hydra: {what}: done in {elapsed:.1f} s", file=sys.stderr, flush=True)
 
 
 def _is_device_array(a) -> bool:

@@ -189,7 +189,11 @@ _add(
               _summed, lambda vs: True, _ref_prefixsum),
     Intrinsic("atomic_add", ("a", "i", "v"), "a[i] += v for every active lane, duplicates "
               "all counted", lambda ts: None, lambda vs: False, _ref_atomic_add,
-              effect=True, traps=True),
+              effect=True, traps=True,
+              uniform=(0, "atomic_add needs a shared (uniform) array: this one is per-lane, "
+                          "so no other lane can see its updates",
+                       "pass the array as a uniform argument, or write a[i] += v to a "
+                       "per-lane array")),
 )
 
 

@@ -9,21 +9,31 @@ one value where the compiler proves it uniform).
 
 ``%hydra_ir [--stage S] [--after PASS] kernel [arg ...]`` shows the kernel's IR,
 highlighted, and for the ssa/predicated stages a picture of the control flow.
-The argument types come from the example arguments (evaluated in the notebook),
-or from the kernel's most recent call.
+The argument types come from the example arguments (Python expressions evaluated in
+the notebook, separated by spaces or commas: ``np.linspace(0, 2, 6) 3``), or from the
+kernel's most recent call.
+
+As IPython's own magics do, ``-h`` prints the usage, a mistake in the options is a
+``UsageError`` (a one-line message, no traceback), and ``%hydra_ir?`` shows the help.
+A hydra error raised by a ``%%spmd`` cell is shown as its message alone (the cell's
+file, line and source line, and what went wrong), without hydra's own frames.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import itertools
 import linecache
+import re
 import shlex
+import tokenize
 
 import numpy as np
 
 from .api import STAGES, Kernel
+from .errors import HydraError
 from .ir.printer import print_function
 from .irview import cfg_svg, highlight_html
 from .passes import PASS_NAMES
@@ -72,28 +82,130 @@ def _is_print(node: ast.expr) -> bool:
             and node.func.id == "print")
 
 
+class MagicUsageError(Exception):
+    """A mistake in a magic's options (shown as IPython's ``UsageError``)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting the kernel (``SystemExit``)."""
+
+    def error(self, message):
+        raise MagicUsageError(f"{message}\n{self.format_usage().rstrip()}")
+
+
 def _spmd_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="%%spmd", add_help=False)
-    p.add_argument("lanes", type=int)
-    p.add_argument("--varying", default="")
-    p.add_argument("--backend", default=None)
+    p = _Parser(prog="%%spmd", add_help=False,
+                description="Run the cell as the body of an N-lane SPMD program.")
+    p.add_argument("lanes", type=int, nargs="?", help="the number of lanes N")
+    p.add_argument("--varying", default="",
+                   help="comma-separated notebook names that hold one value per lane")
+    p.add_argument("--backend", default=None, help="numpy, cpu or cuda")
+    p.add_argument("-h", "--help", action="store_true", help="show this help")
     return p
 
 
 def _ir_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="%hydra_ir", add_help=False)
+    p = _Parser(prog="%hydra_ir", add_help=False,
+                usage="%(prog)s [-h] [--stage S] [--after PASS] kernel [arg ...]",
+                description="Show a kernel's IR, highlighted, and its control flow.")
     p.add_argument("--stage", choices=STAGES, default="predicated")
     p.add_argument("--after", choices=PASS_NAMES, default=None)
-    p.add_argument("kernel")
-    p.add_argument("args", nargs="*")
+    p.add_argument("-h", "--help", action="store_true", help="show this help")
+    p.add_argument("kernel", nargs="?",
+                   help="a hydra kernel of the notebook; then example arguments, Python "
+                        "expressions separated by spaces or commas")
     return p
 
 
+def _usage(parser: argparse.ArgumentParser, line: str):
+    """The parsed options of ``line``, or None after printing the help for ``-h``."""
+    try:
+        opts = parser.parse_args(shlex.split(line))
+    except MagicUsageError as e:
+        _raise_usage(str(e))
+    if opts.help:
+        print(parser.format_help())
+        return None
+    return opts
+
+
+def _raise_usage(message: str):
+    try:
+        from IPython.core.error import UsageError
+    except ImportError:  # driven without IPython (tests of the functions alone)
+        raise MagicUsageError(message) from None
+    raise UsageError(message) from None
+
+
 def spmd_magic(shell, line: str, cell: str):
-    opts = _spmd_parser().parse_args(shlex.split(line))
+    parser = _spmd_parser()
+    opts = _usage(parser, line)
+    if opts is None:
+        return None
+    if opts.lanes is None:
+        _raise_usage(f"give the number of lanes\n{parser.format_usage().rstrip()}")
     varying = [v.strip() for v in opts.varying.split(",") if v.strip()]
-    kernel, args = cell_kernel(cell, shell.user_ns, opts.lanes, varying, opts.backend)
-    return kernel(*args)
+    try:
+        kernel, args = cell_kernel(cell, shell.user_ns, opts.lanes, varying, opts.backend)
+        return kernel(*args)
+    except HydraError as e:
+        e._hydra_cell = True  # shown as its message alone (see load_ipython_extension)
+        raise
+
+
+def split_ir_line(line: str) -> tuple[str, str]:
+    """``%hydra_ir``'s line as (options and kernel name, example arguments' text): the
+    arguments are Python expressions, which may contain spaces."""
+    at, expect_value = 0, False
+    for m in re.finditer(r"\S+", line):
+        word = m.group()
+        if expect_value:
+            expect_value = False
+        elif word.startswith("-"):
+            expect_value = word in ("--stage", "--after")
+        else:
+            return line[:m.end()], line[m.end():]
+        at = m.end()
+    return line[:at], ""
+
+
+def parse_examples(text: str, namespace: dict) -> list:
+    """Evaluate example arguments separated by commas or by spaces (outside brackets)."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        tree = ast.parse(f"({text},)", mode="eval")
+        parts = [ast.unparse(e) for e in tree.body.elts]
+    except SyntaxError:
+        parts = _split_on_spaces(text)
+    values = []
+    for part in parts:
+        try:
+            values.append(eval(part, namespace))  # noqa: S307  (the user's own notebook)
+        except SyntaxError as e:
+            _raise_usage(f"cannot read the example argument {part!r}: {e.msg}")
+    return values
+
+
+def _split_on_spaces(text: str) -> list[str]:
+    """Pieces of ``text`` between spaces at bracket depth 0 (``f(a, b) 3`` -> 2)."""
+    parts, depth, start, last_end = [], 0, 0, 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER):
+                continue
+            col = tok.start[1]
+            if depth == 0 and col > last_end and text[start:col].strip():
+                parts.append(text[start:col].strip())
+                start = col
+            depth += tok.string in "([{" and tok.type == tokenize.OP
+            depth -= tok.string in ")]}" and tok.type == tokenize.OP
+            last_end = tok.end[1]
+    except tokenize.TokenError:
+        pass  # unbalanced brackets: eval says so below
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
 
 
 def ir_views(kernel: Kernel, stage: str, after, args: list) -> tuple[str, str | None]:
@@ -123,11 +235,17 @@ def ir_views(kernel: Kernel, stage: str, after, args: list) -> tuple[str, str | 
 
 def hydra_ir_magic(shell, line: str):
     from IPython.display import HTML, SVG, display
-    opts = _ir_parser().parse_args(shlex.split(line))
+    head, rest = split_ir_line(line)
+    parser = _ir_parser()
+    opts = _usage(parser, head)
+    if opts is None:
+        return
+    if opts.kernel is None:
+        _raise_usage(f"give the kernel to show\n{parser.format_usage().rstrip()}")
     kernel = shell.user_ns.get(opts.kernel)
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{opts.kernel!r} is not a hydra kernel (make one with hydra.compile)")
-    args = [eval(a, shell.user_ns) for a in opts.args]  # noqa: S307  (the user's own notebook)
+    args = parse_examples(rest, shell.user_ns)
     text, svg = ir_views(kernel, opts.stage, opts.after, args)
     display(HTML(highlight_html(text)))
     if svg is not None:
@@ -135,7 +253,44 @@ def hydra_ir_magic(shell, line: str):
 
 
 def load_ipython_extension(shell) -> None:
-    shell.register_magic_function(lambda line, cell: spmd_magic(shell, line, cell),
-                                  magic_kind="cell", magic_name="spmd")
-    shell.register_magic_function(lambda line: hydra_ir_magic(shell, line),
-                                  magic_kind="line", magic_name="hydra_ir")
+    def spmd(line, cell):
+        return spmd_magic(shell, line, cell)
+
+    def hydra_ir(line):
+        return hydra_ir_magic(shell, line)
+    # what %%spmd? and %hydra_ir? show
+    spmd.__doc__ = _spmd_parser().format_help() + _SPMD_MORE
+    hydra_ir.__doc__ = _ir_parser().format_help() + _IR_MORE
+    shell.register_magic_function(spmd, magic_kind="cell", magic_name="spmd")
+    shell.register_magic_function(hydra_ir, magic_kind="line", magic_name="hydra_ir")
+    if not shell.custom_exceptions:  # never replace a handler the user set
+        shell.set_custom_exc((HydraError,), _show_cell_error)
+
+
+_SPMD_MORE = """
+Names the cell reads from the notebook are its uniform inputs; prints come out in
+lockstep; the value of the last expression is returned per lane (or once, where it is
+uniform).  Example:
+
+    %%spmd 4 --varying xs
+    y = xs * 2
+    y
+"""
+
+_IR_MORE = """
+The argument types come from the example arguments, or from the kernel's most recent
+call.  Example:
+
+    %hydra_ir --stage ssa k np.linspace(0, 2, 6) 3
+"""
+
+
+def _show_cell_error(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler for hydra errors: one raised by a %%spmd cell is its message
+    alone (hydra's frames say nothing about the user's cell); others as usual."""
+    if getattr(value, "_hydra_cell", False):
+        stb = [f"{etype.__name__}: {value}"]
+    else:
+        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    shell._showtraceback(etype, value, stb)
+    return stb

@@ -63,9 +63,10 @@ def test_unsupported_syntax_fails_at_compile_time(fn, text, what):
 
 
 def test_strings_outside_print_are_compile_errors():
-    k = hydra.compile(uses_string, varying="x", backend="numpy")
-    with pytest.raises(hydra.CompileError, match="str"):
-        k(np.arange(3))
+    with pytest.raises(hydra.CompileError) as e:
+        hydra.compile(uses_string, varying="x", backend="numpy")
+    assert e.value.message == "strings are only supported as arguments of print()"
+    assert e.value.line == line_of(uses_string, '"text"')
 
 
 def conflict(x):
@@ -109,9 +110,9 @@ def recursive(x):
 
 
 def test_recursion_is_a_compile_error():
-    k = hydra.compile(recursive, varying="x", backend="numpy")
-    with pytest.raises(hydra.CompileError, match="recursi") as info:
-        k(np.arange(3))
+    with pytest.raises(hydra.CompileError) as info:
+        hydra.compile(recursive, varying="x", backend="numpy")
+    assert info.value.message == "recursive call to recursive is not supported"
     assert info.value.line == line_of(recursive, "return recursive")
 
 

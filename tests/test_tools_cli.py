@@ -75,3 +75,18 @@ def test_compile_error_is_reported_without_traceback(tmp_path):
     assert out.returncode == 1
     assert "bad.py:2:5: with is not supported in hydra kernels" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_ptx_without_cuda_is_a_one_line_error():
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-m", "hydra", "dump-ir", MANDEL, "--varying",
+                          "c_re,c_im", "--stage", "ptx"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env=env)
+    if out.returncode == 0:
+        pytest.skip("a GPU is here: the ptx stage works")
+    assert out.returncode == 1
+    assert out.stderr == (
+        "hydra dump-ir: error: stage 'ptx' is not available here: the cuda backend needs an "
+        "NVIDIA GPU with a working driver, or the CUDA simulator (set NUMBA_ENABLE_CUDASIM=1 "
+        "before importing numba)\n")

@@ -76,3 +76,60 @@ def test_kernel_from_a_function_defined_in_a_cell(shell):
     np.testing.assert_array_equal(out, [0, 3, 1, 9, 2, 15])
     out = run(shell, "hydra.spmd(3, lambda: lane() * 10 + nlanes())")
     np.testing.assert_array_equal(out, [3, 13, 23])
+
+
+def test_help_and_usage_mistakes_print_usage_not_system_exit(shell, capsys):
+    from IPython.core.error import UsageError
+    run(shell, "%hydra_ir -h")
+    out = capsys.readouterr().out
+    assert out.startswith("usage: %hydra_ir [-h] [--stage S] [--after PASS] kernel [arg ...]")
+    run(shell, "%%spmd -h\npass")
+    assert capsys.readouterr().out.startswith(
+        "usage: %%spmd [--varying VARYING] [--backend BACKEND] [-h] [lanes]")
+    with pytest.raises(UsageError) as e:
+        run(shell, "%%spmd\nlane()")
+    assert str(e.value) == ("give the number of lanes\n"
+                            "usage: %%spmd [--varying VARYING] [--backend BACKEND] [-h] [lanes]")
+    with pytest.raises(UsageError, match="argument --stage: invalid choice: 'nope'"):
+        run(shell, "%hydra_ir --stage nope k")
+    with pytest.raises(UsageError, match="give the kernel to show"):
+        run(shell, "%hydra_ir")
+
+
+def test_magics_have_docstrings(shell):
+    ir = shell.find_line_magic("hydra_ir")
+    spmd = shell.find_cell_magic("spmd")
+    assert ir.__doc__.startswith("usage: %hydra_ir") and "example arguments" in ir.__doc__
+    assert spmd.__doc__.startswith("usage: %%spmd") and "--varying" in spmd.__doc__
+
+
+def test_hydra_ir_example_arguments_are_python_expressions(shell, monkeypatch):
+    from hydra.ipython import parse_examples, split_ir_line
+    ns = {"np": np, "n": 3}
+    assert split_ir_line("--stage ssa k np.linspace(0, 2, 6) n") == (
+        "--stage ssa k", " np.linspace(0, 2, 6) n")
+    for text in ("np.linspace(0, 2, 6) n", "np.linspace(0, 2, 6), n", "np.linspace(0,2,6)  n"):
+        got = parse_examples(text, ns)
+        assert len(got) == 2 and got[1] == 3
+        np.testing.assert_array_equal(got[0], np.linspace(0, 2, 6))
+    assert parse_examples("n + 1", ns) == [4]
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    run(shell, "def scaled(x, s):\n    return x * s\n"
+               "ks = hydra.compile(scaled, varying=('x',), backend='numpy')")
+    run(shell, "%hydra_ir --stage ssa ks np.linspace(0, 2, 6) np.float32(2)")
+    assert ('<span class="value">%s</span>: <span class="u">u</span> float32)'
+            in shown[0].data)
+
+
+def test_an_error_in_a_spmd_cell_shows_only_the_users_line(shell, capsys):
+    import hydra
+    shell.user_ns["small"] = np.zeros(2)
+    result = shell.run_cell("%%spmd 3\nsmall[lane()] = 1.0")
+    assert isinstance(result.error_in_exec, hydra.HydraError)
+    err = capsys.readouterr()
+    shown = (err.out + err.err).replace("\x1b", "")
+    assert "index 2 is out of bounds for axis 0 with size 2 (lane 2)" in shown
+    assert "small[lane()] = 1.0" in shown
+    assert "hydra/" not in shown and "Traceback" not in shown
+    assert len(shown.strip().splitlines()) == 2

@@ -17,10 +17,10 @@ agree with it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import HydraError
 from ..intrinsics import INTRINSICS
@@ -47,11 +47,21 @@ class Protocol:
     host_only: dict[str, str] = field(default_factory=dict)
 
     def check_options(self, options: dict) -> None:
-        """``TypeError`` naming any option no backend has."""
+        """``TypeError`` naming any option no backend has; ``TypeError``/``ValueError``
+        for a value of the wrong kind."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(map(repr, unknown))}; the "
                             f"options are {', '.join(self.options)}")
+        threads = options.get("threads")
+        if threads is not None:
+            if isinstance(threads, (bool, np.bool_)) or not isinstance(threads,
+                                                                        (int, np.integer)):
+                raise TypeError(f"threads must be a positive int or None (all cores), not "
+                                f"{threads!r}")
+            if threads < 1:
+                raise ValueError(f"threads must be a positive int or None (all cores), not "
+                                 f"{threads!r}")
 
 
 #: the options of ``hydra.compile``: every backend accepts all of them (switching backends
@@ -103,31 +113,6 @@ def stage_backend(name: str, stage: str) -> str:
         if stage in PROTOCOLS[other].stages:
             return other
     raise ValueError(f"no backend makes stage {stage!r}")
-
-
-def cache_dir() -> str:
-    return os.environ.get("HYDRA_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "hydra")
-
-
-def load_source(name: str, source: str):
-    """Module ``name`` from ``source`` written to a file under the cache directory:
-    numba's disk caches need a file to key on (by path and mtime, so it is written
-    once)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    os.makedirs(cache_dir(), exist_ok=True)
-    path = os.path.join(cache_dir(), name + ".py")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def default_backend() -> str:

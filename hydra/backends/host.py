@@ -268,6 +268,10 @@ def _array_dim(h: Host, op: Op, env) -> list:
 
 def _local_array(h: Host, op: Op, env) -> list:
     dims = [int(env[v.id]) for v in op.operands]
+    if any(d < 0 for d in dims) and np.any(env[op.mask.id] if op.mask else True):
+        # the size is uniform: every lane fails alike, so no lane is named
+        h.fail("value", f"negative dimension {min(dims)} for a per-lane array (its "
+               f"size must be >= 0)", None, op.loc)
     fill = op.attrs["fill"] or 0
     return [np.full((h.lanes, *dims), fill, dtype=op.attrs["dtype"])]
 

@@ -231,6 +231,15 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
                 f"depending on which operand it yields; hydra needs one type", loc_b,
                 hint="give both values one type, e.g. bool(a) and bool(b)")
         shown = name.lstrip("$") if not name.startswith("$retval") else "the return value"
+        if all(isinstance(s, Value) and isinstance(s.type, ArrayType) for s in (a, b)):
+            raise CompileError(
+                f"'{shown}' is {self.describe_shape(a)} on one path and "
+                f"{self.describe_shape(b)} on another: a name must refer to one array, "
+                f"because hydra binds array names to arrays when it compiles (swapping "
+                f"arrays, as in 'h, hn = hn, h' in a loop, is not supported yet)", loc_b,
+                hint="keep both buffers in one array with a leading axis of 2 and pick the "
+                     "current one by the step's parity: buf[i % 2, j] and "
+                     "buf[(i + 1) % 2, j]")
         raise CompileError(
             f"'{shown}' is {self.describe_shape(a)} on one path (line {loc_a.line}) and "
             f"{self.describe_shape(b)} on another (line {loc_b.line})", loc_b,

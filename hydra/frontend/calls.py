@@ -40,6 +40,22 @@ _NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2
 _MATH_TO_INT = ("floor", "ceil", "trunc")  # math.floor returns an int in Python
 
 
+def array_reduction_error(fname: str, loc: Loc) -> CompileError:
+    """``np.max(row)``, ``np.sum(a)``, ``np.sqrt(a)``: functions of whole arrays."""
+    if fname in ("max", "min", "amax", "amin"):
+        f = fname.lstrip("a")
+        loop = f"m = a[0]; for j in range(1, len(a)): m = {f}(m, a[j])"
+        also = f"; {f}(x, y) takes numbers, and lane{f}(x) reduces x across the lanes"
+    else:
+        loop = "s = 0.0; for j in range(len(a)): s += a[j]" if fname in ("sum", "mean") \
+            else "a loop over the elements: for j in range(len(a)): ... a[j] ..."
+        also = ""
+    return CompileError(f"{fname}() of an array is not supported: kernels compute with "
+                        f"numbers, and operations on whole arrays (reductions such as "
+                        f"np.{fname}(a)) are not supported yet", loc,
+                        hint=f"write a loop: {loop}{also}")
+
+
 class CallMixin:
     """Call translation; mixed into ``Builder``."""
 
@@ -116,6 +132,8 @@ class CallMixin:
         if fn in (min, max):
             if len(args) == 1 and isinstance(args[0], tuple):
                 args = list(args[0])
+            if any(isinstance(a, Value) and isinstance(a.type, ArrayType) for a in args):
+                raise array_reduction_error(fn.__name__, loc)
             if len(args) < 2:
                 raise CompileError(f"{fn.__name__}() needs at least two numbers", loc)
             result = args[0]
@@ -159,6 +177,8 @@ class CallMixin:
         name = _NUMPY_ALIASES.get(fname, fname)
         if name in ("abs", "min", "max"):
             return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
+        if any(isinstance(a, Value) and isinstance(a.type, ArrayType) for a in args):
+            raise array_reduction_error(fname, loc)
         if name not in MATH_FUNCTIONS or kwargs:
             raise CompileError(f"{getattr(fn, '__module__', 'numpy')}.{fname} is not supported in "
                                f"kernels", loc)
@@ -203,6 +223,10 @@ class CallMixin:
         for d in shape:
             if not isinstance(d, Value) or d.type.kind not in "iu":
                 raise CompileError(f"np.{fname}(): the shape must be integers", loc)
+            size = self.constant_value(d)
+            if size is not None and size < 0:
+                raise CompileError(f"np.{fname}(): negative dimension {size}", loc,
+                                   hint="the size of a per-lane array must be >= 0")
             dims.append(self.coerce(d, INT64, loc))
         return self.emit("local_array", dims, ArrayType(dtype, len(dims)), loc,
                          {"dtype": dtype.name, "fill": fill})

@@ -10,6 +10,7 @@ import types as pytypes
 
 import numpy as np
 
+from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
@@ -197,6 +198,10 @@ class ExprMixin:
                 t = typeof_python(obj)
                 if t is None:
                     raise CompileError(f"the array '{name}' has unsupported dtype {obj.dtype}", loc)
+                problem = array_problem(obj)
+                if problem:
+                    raise CompileError(f"the captured array '{name}' {problem[0]}", loc,
+                                       hint=problem[1].format(name=name))
                 v = self.emit("global_array", [], t, loc, {"array": obj, "name": name}, name=name)
                 # Captured arrays are made once, at the top, where every region sees them.
                 self.entry_ops.append(self.region.ops.pop())
@@ -248,6 +253,8 @@ class ExprMixin:
         if attr == "ndim":
             return self.const(array.type.ndim, loc)
         if attr == "size":
+            if not dims:  # a 0-d array holds one element
+                return self.const(1, loc)
             size = dims[0]
             for d in dims[1:]:
                 size = self.emit("mul", [size, d], WEAK_INT, loc)
@@ -504,6 +511,11 @@ class ExprMixin:
                 raise CompileError(f"tuple index {index} out of range for a tuple of {len(base)}",
                                    loc)
             return base[index]
+        if isinstance(base, Meta) and isinstance(base.obj, (list, dict, set)):
+            raise CompileError(f"{self.describe(base)} cannot be indexed in a kernel", loc,
+                               hint="make it a NumPy array at module level "
+                                    "(name = np.array([...]), captured when the kernel "
+                                    "compiles), or a tuple")
         if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
             raise CompileError(f"{self.describe(base)} cannot be indexed", loc)
         return self.load(base, self.indices(base, node.slice, loc), loc)

@@ -33,6 +33,7 @@ from ..host import Host, run_op
 from ..cut import Run, cut, nested, users_of
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
+from .schedule import lane_cost_ns, threads_for
 from .vectors import Geometry, geometry
 
 
@@ -74,6 +75,8 @@ class Phase:
         self.text = ""
         self.driver: Driver | None = None
         self.one_gang = False
+        #: estimated single-core ns per lane (None: unknown), for ``schedule.threads_for``
+        self.cost: float | None = None
 
 
 class Plan:
@@ -132,6 +135,7 @@ class Plan:
         # no per-lane result and nothing that writes or raises: one gang will do
         phase.one_gang = not any(v.varying for v in phase.outputs) and not any(
             o.effect or o.traps for op in phase.ops for o in nested(op))
+        phase.cost = lane_cost_ns(phase.ops)
         captured = {op.result.id: op.attrs["array"] for op in self.fn.body.ops
                     if op.opcode == "global_array"}
         gen = KernelGen("hydra_kernel", self.geo, self.options, captured)
@@ -148,7 +152,8 @@ class Plan:
             if isinstance(step, Phase) and step.driver is None:
                 kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
                 step.driver = Driver(step.text, sorted(step.gen.b.modules), step.gen.name,
-                                     kinds, self.geo.lanes, bool(self.options.get("cache")))
+                                     kinds, self.geo.lanes, bool(self.options.get("cache")),
+                                     label=self.fn.name)
 
     # --- running ----------------------------------------------------------------------
 
@@ -179,6 +184,7 @@ class Plan:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
         err = np.zeros(8, np.int64)
+        threads = threads_for(lanes, threads, phase.cost)
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0]:
             self._raise(phase, err)
@@ -188,7 +194,7 @@ class Plan:
     def _raise(self, phase: Phase, err: np.ndarray):
         kind, lane, site = KINDS[err[1]], int(err[2]), int(err[3])
         op, _ = phase.gen.sites[site]
-        if kind == "index" and op.opcode != "check":  # a check op's message is its own
+        if kind == "index":
             msg = (f"index {int(err[4])} is out of bounds for axis {int(err[5])} "
                    f"with size {int(err[6])}")
         elif kind == "zerodiv":

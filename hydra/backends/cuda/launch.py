@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from .. import load_source
+from .. import diskcache
 
 BLOCK = 128
 
@@ -30,8 +30,10 @@ def build(source: str, entry: str, label: str, options: dict):
     fastmath, cache = bool(options.get("fastmath")), bool(options.get("cache"))
     if cache:
         key = hashlib.sha256(source.encode()).hexdigest()[:24]
-        module = load_source(f"hydra_cuda_{key}", source)
-        return cuda.jit(getattr(module, entry), fastmath=fastmath, cache=True)
+        module = diskcache.load_module(f"hydra_cuda_{key}", source, source)
+        # no file behind it: the directory cannot be written (diskcache warned once)
+        cached = getattr(module, "__file__", None) is not None
+        return cuda.jit(getattr(module, entry), fastmath=fastmath, cache=cached)
     filename = f"<hydra-cuda {label} {abs(hash(source)):x}>"
     # tracebacks and inspect can then show the generated lines
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

@@ -1,0 +1,145 @@
+"""The cpu drivers' disk cache, robust to bad entries and unwritable directories.
+
+Takes: a driver's generated source and its file name under ``cache_dir()``.
+Guarantees: ``load_module(name, source)`` returns the driver module, whose numba
+functions use numba's disk cache (``.nbi`` index and ``.nbc`` data files in the
+directory's ``__pycache__``), and it never fails because of what is on disk:
+
+- a driver source file whose text is not the expected one (truncated, garbage, empty)
+  is rewritten; it is read and compiled directly, so no ``.pyc`` is involved;
+- an index or data file that cannot be read back (``UnpicklingError``, ``EOFError``,
+  anything numba raises rebuilding it) is a miss: numba compiles and overwrites the
+  entry, and numba writes every cache file to a temporary name and ``os.replace``s it,
+  so several processes may race on one entry and each sees a whole file or none;
+- a directory that cannot be written (or created) makes the kernel run uncached, with
+  one ``HydraCacheWarning`` per process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+import warnings
+
+from numba.core.caching import IndexDataCacheFile
+
+
+class HydraCacheWarning(UserWarning):
+    """The disk cache cannot be used; kernels compile in every process."""
+
+
+_warned = False
+
+
+def cache_dir() -> str:
+    return os.environ.get("HYDRA_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "hydra")
+
+
+def warn_uncached(reason: str) -> None:
+    """Warn once per process that the cache is off, and why."""
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(f"hydra: the disk cache at {cache_dir()} cannot be written ({reason}); "
+                      f"kernels run uncached (set HYDRA_CACHE_DIR to a writable directory)",
+                      HydraCacheWarning, stacklevel=4)
+
+
+def write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _source_file(name: str, source: str) -> str:
+    """The path of the driver's source under the cache directory, with ``source`` in it.
+
+    An existing file with the right text is left alone: numba's index keys on its mtime."""
+    os.makedirs(cache_dir(), exist_ok=True)
+    path = os.path.join(cache_dir(), name + ".py")
+    try:
+        with open(path) as f:
+            good = f.read() == source
+    except (OSError, UnicodeDecodeError):
+        good = False
+    if not good:
+        write_atomic(path, source)
+    return path
+
+
+def load_module(name: str, source: str, uncached_source: str):
+    """The driver module ``name`` (see the module docstring); ``uncached_source`` is its
+    text without numba's cache, used when the directory cannot be written."""
+    try:
+        path = _source_file(name, source)
+        mod = _exec(name, source, path)
+    except (OSError, RuntimeError) as e:  # numba: RuntimeError "no locator available"
+        warn_uncached(str(e) or type(e).__name__)
+        return load_module_uncached(name, uncached_source)
+    for value in vars(mod).values():
+        if hasattr(value, "_cache") and hasattr(value, "stats"):  # a numba dispatcher
+            _tolerate(value._cache)
+    return mod
+
+
+def load_module_uncached(name: str, source: str):
+    """The driver module without a disk cache (not registered in ``sys.modules``)."""
+    mod = type(sys)(name)
+    exec(compile(source, f"<hydra driver {name}>", "exec"), mod.__dict__)
+    return mod
+
+
+def _exec(name: str, source: str, filename: str):
+    mod = type(sys)(name)
+    mod.__file__ = filename
+    sys.modules[name] = mod
+    try:
+        exec(compile(source, filename, "exec"), mod.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return mod
+
+
+class _TolerantFile(IndexDataCacheFile):
+    """Index and data files that read back as empty (a miss) when they are damaged."""
+
+    def _load_index(self):
+        try:
+            return super()._load_index()
+        except Exception:  # noqa: BLE001  (any damage: numba then overwrites the index)
+            return {}
+
+    def load(self, key):
+        try:
+            return super().load(key)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def _tolerate(cache) -> None:
+    """Make one numba function cache treat damage as a miss and write failures as
+    "uncached" (see the module docstring)."""
+    cache._cache_file.__class__ = _TolerantFile
+    load, save = cache.load_overload, cache.save_overload
+
+    def load_overload(sig, target_context):
+        try:
+            return load(sig, target_context)
+        except Exception:  # noqa: BLE001  (e.g. rebuilding a damaged library)
+            return None
+
+    def save_overload(sig, data):
+        try:
+            save(sig, data)
+        except OSError as e:
+            warn_uncached(str(e))
+
+    cache.load_overload, cache.save_overload = load_overload, save_overload
