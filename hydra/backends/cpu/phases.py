@@ -194,7 +194,7 @@ class Plan:
     def _raise(self, phase: Phase, err: np.ndarray):
         kind, lane, site = KINDS[err[1]], int(err[2]), int(err[3])
         op, _ = phase.gen.sites[site]
-        if kind == "index":
+        if kind == "index" and op.opcode != "check":  # a check op's message is its own
             msg = (f"index {int(err[4])} is out of bounds for axis {int(err[5])} "
                    f"with size {int(err[6])}")
         elif kind == "zerodiv":
