@@ -20,6 +20,7 @@ import weakref
 
 import numpy as np
 
+from . import dataflow
 from .backends import default_backend, get_backend
 from .backends.numpy_backend import python_scalar
 from .frontend import build_function, check_subset, parse_function
@@ -178,13 +179,24 @@ class Kernel:
         return fn, runner
 
     def __call__(self, *args):
+        return dataflow.call(self, args)
+
+    def submit(self, *args, **kwargs) -> "dataflow.Future":
+        """Start a launch and return its ``hydra.Future`` at once (see ``hydra.dataflow``)."""
+        return dataflow.submit(self, args, kwargs)
+
+    def _prepare(self, args):
+        """Everything a launch needs before it runs: checked arguments, the compiled code."""
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
         values, types = _flatten_tuples(values, types)
         self._check_aliasing(fn, values, types)
-        leaves = runner(values, lanes)
-        return _result(fn, leaves, lanes)
+        return fn, runner, values, types, lanes
+
+    def _run(self, prepared):
+        fn, runner, values, _, lanes = prepared
+        return _result(fn, runner(values, lanes), lanes)
 
     # --- tools ------------------------------------------------------------------------
 
