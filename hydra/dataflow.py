@@ -286,6 +286,7 @@ class Scheduler:
             kernel = launch.kernel
             prepared = launch.prepared or kernel._prepare(args)
             with self._resources(launch):
+                launch.started = time.perf_counter()  # not counting a wait for a lock
                 value = kernel._run(prepared)
         except BaseException as e:  # noqa: BLE001 (the caller of .result() gets it)
             self.complete(launch, error=e)

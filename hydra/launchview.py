@@ -110,7 +110,7 @@ class LaunchGraph:
         def y(i: int) -> float:
             return 30 + i * _ROW
 
-        width, height = _LABEL + _PLOT + 30, 30 + len(recs) * _ROW + 30
+        width, height = _LABEL + _PLOT + 90, 30 + len(recs) * _ROW + 30
         parts = [svg_open(width, height),
                  '<defs><marker id="hydra-arrow" viewBox="0 0 6 6" refX="6" refY="3" '
                  'markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L6,3 L0,6 z" '
