@@ -46,6 +46,7 @@ import time
 import numpy as np
 
 from .errors import HydraError
+from .types import ArrayType
 
 #: how many finished launches ``launch_graph`` keeps
 HISTORY = int(os.environ.get("HYDRA_LAUNCH_HISTORY", "200"))
@@ -94,6 +95,7 @@ class Launch:
         self.inline = inline  # a plain call: the caller runs it
         self.future = Future(self)
         self.deps: list[tuple[Launch, str]] = []  # (launch, why: future/RAW/WAR/WAW)
+        self.dep_ids: tuple[tuple[int, str], ...] = ()  # the same, kept for the graph
         self.dependants: list[Launch] = []
         self.waiting = 0
         self.failed_dep: Launch | None = None
@@ -198,6 +200,7 @@ class Scheduler:
                 if hi > lo:
                     self._enter(_Access(lo, hi, write, launch), deps)
             launch.deps = list(deps.values())
+            launch.dep_ids = tuple((d.id, why) for d, why in launch.deps)
             for src, _ in launch.deps:
                 src.dependants.append(launch)
                 launch.waiting += 1
@@ -352,8 +355,9 @@ class Scheduler:
             with self.lock:
                 # only now: wait() returning means every future is done
                 self.outstanding.pop(launch.id, None)
-                # the graph keeps timings, not arrays or values
+                # the graph keeps timings, not arrays, values or other launches
                 launch.args = launch.prepared = launch.kernel = launch.future = None
+                launch.deps, launch.failed_dep = [], None
                 if not self.outstanding:
                     self.idle.notify_all()
 
@@ -498,6 +502,7 @@ def submit(kernel, args: tuple, kwargs: dict, inline: bool = False) -> Future:
     if done_failed:
         src = done_failed[0]._launch
         launch.deps = [(src, "future")]
+        launch.dep_ids = ((src.id, "future"),)
         s.history.append(launch)
         launch.finished = launch.submitted
         err = _dependency_error(launch, src)
@@ -564,7 +569,9 @@ def _modes(kernel, prepared) -> tuple[list, int]:
     written, read, loose = _effects(fn)
     out = []
     for p, v in zip(fn.params, values):
-        if span(v) is not None and (p.id in written or p.id in read or loose):
+        # a varying scalar parameter is an array the launch reads whole (lane i's value)
+        whole = p.varying and not isinstance(p.type, ArrayType)
+        if span(v) is not None and (p.id in written or p.id in read or loose or whole):
             out.append((v, loose or p.id in written))
     for op in fn.walk():
         if op.opcode == "global_array":

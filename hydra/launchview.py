@@ -73,7 +73,7 @@ class LaunchGraph:
                 x.id, x.name, x.backend, x.where, x.submitted - t0,
                 None if started is None else started - t0,
                 None if finished is None else finished - t0,
-                tuple((d.id, why) for d, why in x.deps), status,
+                x.dep_ids, status,
                 "" if error is None else f"{type(error).__name__}: {error}"))
         return cls(records)
 

@@ -201,6 +201,22 @@ def test_write_after_write(backend):
     assert deps_of(second) == [(first.launch_id, "WAW")]
 
 
+def twice(x):
+    return 2.0 * x
+
+
+def test_varying_argument_is_read(backend):
+    """A varying argument is read whole (lane i gets x[i]): it orders after a writer."""
+    k_slow_write, k_twice = kern(slow_write, backend), hydra.compile(twice, varying="x",
+                                                                     backend=backend)
+    a = np.zeros(LANES)
+    k_twice(a)
+    w = k_slow_write.submit(a, SPIN[backend], 4.0)
+    r = k_twice.submit(a)
+    np.testing.assert_array_equal(r.result(), 8.0)
+    assert deps_of(r) == [(w.launch_id, "RAW")]
+
+
 def test_readers_run_side_by_side():
     a, b, c = np.ones(LANES), np.zeros(LANES), np.zeros(LANES)
     k = kern(slow_copy, "numpy")
