@@ -312,6 +312,23 @@ def test_one_thread_launches_overlap_and_a_full_one_waits():
     assert dataflow.scheduler().free_cores == cores
 
 
+def test_cpu_launch_releases_the_gil():
+    """With a 30 s switch interval a thread holding the GIL keeps it until it blocks:
+    the main thread gets past a short sleep while the launch runs only if the compiled
+    code let the GIL go (the numba drivers are ``nogil=True``)."""
+    k = kern(slow_write, "cpu")
+    assert k.dump_ir("numba", np.zeros(LANES), 1, 0.0).count("nogil=True") >= 2
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30)
+    try:
+        f = k.submit(np.zeros(LANES), 5 * SPIN["cpu"], 1.0)
+        time.sleep(0.05)
+        assert not f.done()
+        f.result()
+    finally:
+        sys.setswitchinterval(old)
+
+
 # --- errors -----------------------------------------------------------------------------
 
 def _sync_error(k, *args):
