@@ -509,8 +509,9 @@ def submit(kernel, args: tuple, kwargs: dict, inline: bool = False) -> Future:
         launch.error = err
         launch.future.set_exception(err)
         return launch.future
+    future = launch.future  # (a finished launch lets go of it: it may finish at once)
     s.register(launch, future_modes, accesses)
-    return launch.future
+    return future
 
 
 def call(kernel, args: tuple):
@@ -566,24 +567,21 @@ def _modes(kernel, prepared) -> tuple[list, int]:
     """(array, written) for every array the launch touches, from the compiled IR; and
     the cores it runs on."""
     fn, _, values, _, lanes = prepared
-    written, read, loose = _effects(fn)
-    out = []
-    for p, v in zip(fn.params, values):
-        # a varying scalar parameter is an array the launch reads whole (lane i's value)
-        whole = p.varying and not isinstance(p.type, ArrayType)
-        if span(v) is not None and (p.id in written or p.id in read or loose or whole):
-            out.append((v, loose or p.id in written))
-    for op in fn.walk():
-        if op.opcode == "global_array":
-            rid = op.result.id
-            out.append((op.attrs["array"], loose or rid in written))
-    return out, _cores(kernel, lanes)
+    params, captured = _effects(fn)
+    out = [(v, write) for (touched, write), v in zip(params, values)
+           if touched and span(v) is not None]
+    return out + captured, _cores(kernel, lanes)
 
 
-def _effects(fn):
-    """Ids of arrays stored into (``store``, ``atomic_add``) and loaded from, and whether
-    some store goes through a value the table cannot name (then every array counts as
-    written: conservative, never wrong)."""
+def _effects(fn) -> tuple[list, list]:
+    """Per parameter (touched, written), and the captured arrays as (array, written);
+    worked out once per specialization from the IR: ``store`` and ``atomic_add`` targets
+    are written, ``load`` and ``array_dim`` ones read, a varying scalar parameter is an
+    array read whole.  A store through a value the IR does not name directly (an array
+    chosen by control flow) makes every array count as written: conservative."""
+    cached = fn.notes.get("dataflow_effects")
+    if cached is not None:
+        return cached
     direct = {p.id for p in fn.params}
     direct |= {op.result.id for op in fn.walk() if op.opcode in ("global_array", "local_array")}
     written, read, loose = set(), set(), False
@@ -594,7 +592,15 @@ def _effects(fn):
             loose |= target not in direct
         elif op.opcode in ("load", "array_dim"):
             read.add(op.operands[0].id)
-    return written, read, loose
+    params = []
+    for p in fn.params:
+        whole = p.varying and not isinstance(p.type, ArrayType)
+        params.append((p.id in written or p.id in read or loose or whole,
+                       loose or p.id in written))
+    captured = [(op.attrs["array"], loose or op.result.id in written) for op in fn.walk()
+                if op.opcode == "global_array"]
+    fn.notes["dataflow_effects"] = params, captured
+    return params, captured
 
 
 def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:

@@ -428,6 +428,50 @@ def test_many_small_launches(backend_name):
     assert not s.table and not s.outstanding and len(s.history) <= dataflow.HISTORY
 
 
+def add_to(a, b):
+    a[lane()] = a[lane()] + b[lane()]
+
+
+def shift_copy(src, dst):
+    dst[lane()] = src[lane()] + 1.0
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "cpu"])
+def test_random_launch_sequences_match_serial(backend_name):
+    """Random launches over overlapping views of three buffers (some plain calls among
+    them) end with what running them one by one gives."""
+    if not hydra.backends.available(backend_name):
+        pytest.skip(f"{backend_name} is not available")
+    add, sc = kern(add_to, backend_name), kern(scale_in_place, backend_name)
+    cp = kern(shift_copy, backend_name)
+    add(np.zeros(LANES), np.zeros(LANES))
+    cp(np.zeros(LANES), np.zeros(LANES))
+    rng = np.random.default_rng(14)
+    for _ in range(10):
+        bufs = [np.arange(2 * LANES, dtype=float) + j for j in range(3)]
+        ref = [b.copy() for b in bufs]
+        for _ in range(40):
+            j1, j2, o1, o2 = (int(x) for x in rng.integers(0, [3, 3, LANES + 1, LANES + 1]))
+            a, b = bufs[j1][o1:o1 + LANES], bufs[j2][o2:o2 + LANES]
+            ra, rb = ref[j1][o1:o1 + LANES], ref[j2][o2:o2 + LANES]
+            if np.shares_memory(a, b):
+                continue
+            how = (lambda k: k) if rng.random() < 0.1 else (lambda k: k.submit)
+            op = rng.integers(3)
+            if op == 0:
+                how(add)(a, b)
+                ra += rb
+            elif op == 1:
+                how(sc)(a, -2.0)
+                ra *= -2.0
+            else:
+                how(cp)(b, a)
+                ra[:] = rb + 1.0
+        hydra.wait()
+        for got, want in zip(bufs, ref):
+            np.testing.assert_array_equal(got, want)
+
+
 def test_launches_from_several_threads():
     k = kern(bump, "numpy")
     a = np.zeros(LANES)
