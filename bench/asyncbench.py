@@ -6,7 +6,8 @@ Two measurements, each the best of ``repeat`` runs:
   after the other, then submitted together and waited for; on two free cores the
   submitted pair should take about the time of one;
 - **per-launch overhead**: 10,000 launches of a tiny kernel (8 lanes, one store), as
-  plain calls with nothing outstanding, as plain calls while a launch is outstanding
+  plain calls with nothing outstanding (and, to show what that check costs, the call
+  path without it), as plain calls while a launch is outstanding
   (they go through the dependency tracking), as ``submit(...).result()`` one at a time,
   and as 10,000 submits then one ``hydra.wait()`` (independent arrays, and one array:
   a chain of write-after-write dependencies); and JAX's asynchronous dispatch of a
@@ -75,6 +76,10 @@ def overhead(backend: str, repeat: int) -> list[tuple[str, float]]:
         for i in range(N_TINY):
             k(arrays[i & 63], 1.0)
 
+    def bare():  # what a call did before asynchronous launches existed
+        for i in range(N_TINY):
+            k._run(k._prepare((arrays[i & 63], 1.0)))
+
     def submit_result():
         for i in range(N_TINY):
             k.submit(arrays[i & 63], 1.0).result()
@@ -89,7 +94,8 @@ def overhead(backend: str, repeat: int) -> list[tuple[str, float]]:
         for _ in range(N_TINY):
             k.submit(a, 1.0)
         hydra.wait()
-    rows = [("plain call, nothing outstanding", _best(plain, repeat))]
+    rows = [("call without the dataflow check", _best(bare, repeat)),
+            ("plain call, nothing outstanding", _best(plain, repeat))]
     if backend == "cpu":
         rows.append(("plain call, a launch outstanding", _outstanding(plain, slow)))
     rows += [("submit(...).result(), one by one", _best(submit_result, repeat)),
