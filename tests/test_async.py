@@ -528,3 +528,37 @@ def test_interpreter_exit_waits_for_outstanding_launches(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["leaving", "finished", "12.0"]
     assert time.perf_counter() - t < 120
+
+
+def test_ctrl_c_reaches_a_plain_call(tmp_path):
+    """A plain call runs (or waits for its dependencies) on the calling thread: Ctrl-C
+    interrupts it there, the launch it was is cancelled, and nothing hangs."""
+    script = tmp_path / "sigint.py"
+    script.write_text(
+        "import os, signal, threading, numpy as np, hydra\n"
+        "def slow(a, n):\n"
+        "    x = 1.0\n"
+        "    for _ in range(n):\n"
+        "        x = x * 0.5 + 1.0\n"
+        "    a[hydra.lane()] = 3.0 + (x - x)\n"
+        "k = hydra.compile(slow, lanes=4, backend='numpy')\n"
+        "a, b = np.zeros(4), np.zeros(4)\n"
+        "k(a, 1)\n"
+        "def interrupt():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "outstanding = k.submit(a, 200000)\n"
+        "for target in (b, a):  # runs at once, then waits for `outstanding`\n"
+        "    threading.Timer(0.5, interrupt).start()\n"
+        "    try:\n"
+        "        k(target, 10**9)\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('interrupted', flush=True)\n"
+        "hydra.wait()\n"
+        "print(outstanding.result(), a.sum(), [r.status for r in hydra.launch_graph().records])\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, env={**__import__("os").environ,
+                                                     "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["interrupted", "interrupted"]
+    assert lines[2] == "None 12.0 ['ok', 'failed', 'did not run']"
