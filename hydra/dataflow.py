@@ -117,14 +117,14 @@ class Launch:
 
 
 class _Access:
-    """A byte range ``[lo, hi)`` of memory a launch reads or writes; ``key`` is None for
-    real memory, or a pending ``Future`` whose value the launch will get (rewritten to
-    the value's memory when that future is done)."""
+    """A byte range ``[lo, hi)`` of memory a launch reads and/or writes (``mode``: "r",
+    "w" or "rw"); ``key`` is None for real memory, or a pending ``Future`` whose value
+    the launch will get (rewritten to the value's memory when that future is done)."""
 
-    __slots__ = ("lo", "hi", "write", "launch", "key")
+    __slots__ = ("lo", "hi", "mode", "launch", "key")
 
-    def __init__(self, lo: int, hi: int, write: bool, launch: Launch, key=None) -> None:
-        self.lo, self.hi, self.write, self.launch, self.key = lo, hi, write, launch, key
+    def __init__(self, lo: int, hi: int, mode: str, launch: Launch, key=None) -> None:
+        self.lo, self.hi, self.mode, self.launch, self.key = lo, hi, mode, launch, key
 
 
 def span(a) -> tuple[int, int] | None:
@@ -182,23 +182,23 @@ class Scheduler:
 
     def register(self, launch: Launch, futures: list, accesses: list) -> None:
         """Find the launch's dependencies (``futures``: (Future, mode); ``accesses``:
-        (array, write)), enter its accesses and queue it if it can start."""
+        (array, mode)), enter its accesses and queue it if it can start."""
         deps: dict[int, tuple[Launch, str]] = {}
         with self.lock:
             self.outstanding[launch.id] = launch
             self.history.append(launch)
-            for fut, write in futures:
+            for fut, mode in futures:
                 src = fut._launch
                 if not src.released:
                     deps.setdefault(src.id, (src, "future"))
-                    self._enter(_Access(0, 1, write, launch, key=fut), deps)
+                    self._enter(_Access(0, 1, mode, launch, key=fut), deps)
                 elif src.error is None:  # finished since submit looked: its value's memory
                     # (set_result is under way without the lock: this wait is short)
-                    accesses = accesses + [(a, write) for a in _arrays_in(fut.result())]
-            for array, write in accesses:
+                    accesses = accesses + [(a, mode) for a in _arrays_in(fut.result())]
+            for array, mode in accesses:
                 lo, hi = span(array)
                 if hi > lo:
-                    self._enter(_Access(lo, hi, write, launch), deps)
+                    self._enter(_Access(lo, hi, mode, launch), deps)
             launch.deps = list(deps.values())
             launch.dep_ids = tuple((d.id, why) for d, why in launch.deps)
             for src, _ in launch.deps:
@@ -222,10 +222,11 @@ class Scheduler:
                 continue
             if old.launch is acc.launch:
                 continue
-            if old.write or acc.write:
-                kind = "WAW" if old.write and acc.write else ("RAW" if old.write else "WAR")
+            old_w, new_w = "w" in old.mode, "w" in acc.mode
+            if old_w or new_w:
+                kind = ("RAW" if "r" in acc.mode else "WAW") if old_w else "WAR"
                 deps.setdefault(old.launch.id, (old.launch, kind))
-                if acc.write and acc.lo <= old.lo and old.hi <= acc.hi:
+                if new_w and acc.lo <= old.lo and old.hi <= acc.hi:
                     covered.append(old)
         self.table.difference_update(covered)
         self.table.add(acc)
@@ -386,7 +387,7 @@ class Scheduler:
             for array in _arrays_in(value):
                 lo, hi = span(array)
                 if hi > lo:
-                    self._enter(_Access(lo, hi, acc.write, acc.launch), {})
+                    self._enter(_Access(lo, hi, acc.mode, acc.launch), {})
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no launch is outstanding; False if ``timeout`` passed first."""
@@ -564,21 +565,21 @@ def _bind(kernel, args: tuple, kwargs: dict) -> list:
 
 
 def _modes(kernel, prepared) -> tuple[list, int]:
-    """(array, written) for every array the launch touches, from the compiled IR; and
-    the cores it runs on."""
+    """(array, mode) for every array the launch touches, from the compiled IR; and the
+    cores it runs on."""
     fn, _, values, _, lanes = prepared
     params, captured = _effects(fn)
-    out = [(v, write) for (touched, write), v in zip(params, values)
-           if touched and span(v) is not None]
+    out = [(v, mode) for mode, v in zip(params, values) if mode and span(v) is not None]
     return out + captured, _cores(kernel, lanes)
 
 
 def _effects(fn) -> tuple[list, list]:
-    """Per parameter (touched, written), and the captured arrays as (array, written);
-    worked out once per specialization from the IR: ``store`` and ``atomic_add`` targets
-    are written, ``load`` and ``array_dim`` ones read, a varying scalar parameter is an
-    array read whole.  A store through a value the IR does not name directly (an array
-    chosen by control flow) makes every array count as written: conservative."""
+    """Per parameter its mode ("", "r", "w" or "rw"), and the captured arrays as
+    (array, mode); worked out once per specialization from the IR: ``store`` and
+    ``atomic_add`` targets are written (``atomic_add`` reads too), ``load`` and
+    ``array_dim`` ones read, a varying scalar parameter is an array read whole.  A store
+    through a value the IR does not name directly (an array chosen by control flow)
+    makes every array count as read and written: conservative."""
     cached = fn.notes.get("dataflow_effects")
     if cached is not None:
         return cached
@@ -586,18 +587,20 @@ def _effects(fn) -> tuple[list, list]:
     direct |= {op.result.id for op in fn.walk() if op.opcode in ("global_array", "local_array")}
     written, read, loose = set(), set(), False
     for op in fn.walk():
-        if op.opcode == "store" or (op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"):
+        atomic = op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
+        if op.opcode == "store" or atomic:
             target = op.operands[0].id
             written.add(target)
             loose |= target not in direct
-        elif op.opcode in ("load", "array_dim"):
+        if op.opcode in ("load", "array_dim") or atomic:
             read.add(op.operands[0].id)
-    params = []
-    for p in fn.params:
-        whole = p.varying and not isinstance(p.type, ArrayType)
-        params.append((p.id in written or p.id in read or loose or whole,
-                       loose or p.id in written))
-    captured = [(op.attrs["array"], loose or op.result.id in written) for op in fn.walk()
+
+    def mode(vid: int, whole: bool = False) -> str:
+        if loose:
+            return "rw"
+        return ("r" if vid in read or whole else "") + ("w" if vid in written else "")
+    params = [mode(p.id, p.varying and not isinstance(p.type, ArrayType)) for p in fn.params]
+    captured = [(op.attrs["array"], mode(op.result.id) or "r") for op in fn.walk()
                 if op.opcode == "global_array"]
     fn.notes["dataflow_effects"] = params, captured
     return params, captured
@@ -606,7 +609,8 @@ def _effects(fn) -> tuple[list, list]:
 def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
     """Accesses of a launch whose arguments include pending futures.  Their values are
     stood in for by arrays of the type the producing kernel returns, so the compiler
-    says what is written; where that cannot be done every array counts as written."""
+    says what is read and written; where that cannot be done every array counts as
+    read and written."""
     standins = [_standin(a) if isinstance(a, Future) else a for a in args]
     futures = [a for a in args if isinstance(a, Future)]
     if all(x is not None for x in standins):
@@ -617,12 +621,13 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
         if prepared is not None:
             accesses, cores = _modes(kernel, prepared)
             by_id = {id(s): a for s, a in zip(standins, args)}
-            concrete = [(by_id.get(id(v), v), w) for v, w in accesses]
-            future_modes = [(f, any(w for v, w in concrete if v is f)) for f in futures]
-            concrete = [(v, w) for v, w in concrete if not isinstance(v, Future)]
+            accesses = [(by_id.get(id(v), v), m) for v, m in accesses]
+            future_modes = [(f, "".join(sorted(set("".join(m for v, m in accesses if v is f))))
+                             or "r") for f in futures]
+            concrete = [(v, m) for v, m in accesses if not isinstance(v, Future)]
             return concrete, future_modes, cores
-    accesses = [(a, True) for a in args if not isinstance(a, Future) and span(a) is not None]
-    return accesses, [(f, True) for f in futures], _cores(kernel, None)
+    accesses = [(a, "rw") for a in args if not isinstance(a, Future) and span(a) is not None]
+    return accesses, [(f, "rw") for f in futures], _cores(kernel, None)
 
 
 def _standin(fut: Future):

@@ -562,3 +562,24 @@ def test_ctrl_c_reaches_a_plain_call(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[:2] == ["interrupted", "interrupted"]
     assert lines[2] == "None 12.0 ['ok', 'failed', 'did not run']"
+
+
+def test_cuda_chains_get_streams_and_events(monkeypatch):
+    """Two independent cuda launches get two streams; a launch after both continues one
+    stream and waits for the other's event (the simulator still runs them in turn)."""
+    if "cuda" not in hydra.backends.BACKENDS or not hydra.backends.available("cuda"):
+        pytest.skip("no cuda backend")
+    s = dataflow.scheduler()
+    monkeypatch.setattr(s, "gpu_slots", 2)
+    k_slow_write, k_add = kern(slow_write, "cuda"), kern(add_to, "cuda")
+    k_add(np.zeros(LANES), np.zeros(LANES))
+    a, b = np.zeros(LANES), np.zeros(LANES)
+    fa = k_slow_write.submit(a, SPIN["cuda"], 1.0)
+    fb = k_slow_write.submit(b, SPIN["cuda"], 2.0)
+    fc = k_add.submit(a, b)
+    fc.result()
+    np.testing.assert_array_equal(a, 3.0)
+    assert sorted(deps_of(fc)) == [(fa.launch_id, "RAW"), (fb.launch_id, "RAW")]
+    la, lb, lc = fa._launch, fb._launch, fc._launch
+    assert la.stream is not lb.stream and lc.stream in (la.stream, lb.stream)
+    assert la.event is not None and lb.event is not None
