@@ -23,9 +23,10 @@ independent chain a stream of its own, an event orders a dependant on another st
 the CUDA simulator is not thread-safe, so there they take turns on the same path.
 
 A plain call ``k(*args)`` with nothing outstanding runs at once on the calling thread
-and costs nothing extra; otherwise it is registered as a launch like ``submit`` (so
-later submits order after it), waits for its dependencies and still runs on the
-calling thread (Ctrl-C reaches it).  At interpreter exit outstanding launches are
+and costs nothing extra (it is not registered: a launch submitted meanwhile from
+another thread is not ordered after it); otherwise it is registered as a launch like
+``submit`` (so later submits order after it), waits for its dependencies and its
+cores, and still runs on the calling thread (Ctrl-C reaches it).  At interpreter exit outstanding launches are
 waited for; a Ctrl-C during that wait cancels those that have not started.
 ``launch_graph()`` pictures the recent launches (``hydra.launchview``).
 """
