@@ -26,8 +26,9 @@ A plain call ``k(*args)`` with nothing outstanding runs at once on the calling t
 and costs nothing extra (it is not registered: a launch submitted meanwhile from
 another thread is not ordered after it); otherwise it is registered as a launch like
 ``submit`` (so later submits order after it), waits for its dependencies and its
-cores, and still runs on the calling thread (Ctrl-C reaches it).  At interpreter exit outstanding launches are
-waited for; a Ctrl-C during that wait cancels those that have not started.
+cores, and still runs on the calling thread (Ctrl-C reaches it).  At interpreter exit
+outstanding launches are waited for; a Ctrl-C during that wait cancels those that have
+not started.
 ``launch_graph()`` pictures the recent launches (``hydra.launchview``).
 """
 

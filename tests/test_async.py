@@ -583,3 +583,35 @@ def test_cuda_chains_get_streams_and_events(monkeypatch):
     la, lb, lc = fa._launch, fb._launch, fc._launch
     assert la.stream is not lb.stream and lc.stream in (la.stream, lb.stream)
     assert la.event is not None and lb.event is not None
+
+
+class _FakeDeviceArray:
+    """Just the ``__cuda_array_interface__`` of a device array (no GPU needed)."""
+
+    def __init__(self, ptr, shape, strides=None, typestr="<f8"):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape,
+                                         "strides": strides, "typestr": typestr,
+                                         "version": 3}
+
+
+def test_span_of_device_arrays():
+    assert dataflow.span(_FakeDeviceArray(4096, (4, 3))) == (4096, 4096 + 96)
+    assert dataflow.span(_FakeDeviceArray(4096, (4,), (16,))) == (4096, 4096 + 56)
+    assert dataflow.span(_FakeDeviceArray(4096, (4,), (-8,))) == (4096 - 24, 4096 + 8)
+    assert dataflow.span(_FakeDeviceArray(4096, (0, 3))) == (4096, 4096)
+    a = np.zeros(10)
+    lo, hi = dataflow.span(a[2:5])
+    assert hi - lo == 24 and dataflow.span(3.0) is None
+
+
+def test_device_arrays_are_ordered():
+    if "cuda" not in hydra.backends.BACKENDS or not hydra.backends.available("cuda"):
+        pytest.skip("no cuda backend")
+    from numba import cuda
+    k_slow_write, k_copy = kern(slow_write, "cuda"), kern(copy, "cuda")
+    d, out = cuda.to_device(np.zeros(LANES)), np.zeros(LANES)
+    w = k_slow_write.submit(d, SPIN["cuda"], 5.0)
+    r = k_copy.submit(d, out)
+    r.result()
+    assert deps_of(r) == [(w.launch_id, "RAW")]
+    np.testing.assert_array_equal(out, 5.0)
