@@ -5,6 +5,7 @@ lockstep, with masks for divergent control flow.
 """
 
 from .api import Kernel, compile, spmd
+from .dataflow import DependencyError, Future, wait
 from .errors import CompileError, HydraError
 from .intrinsics import (atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin,
                          laneprod, lanesum, nlanes, prefixsum, rotate, shuffle)
@@ -12,11 +13,17 @@ from .intrinsics import (atomic_add, broadcast, lane, laneall, laneany, lanemax,
 __version__ = "0.1.0"
 
 __all__ = [
-    "compile", "spmd", "Kernel",
+    "compile", "spmd", "Kernel", "Future", "wait", "launch_graph", "DependencyError",
     "CompileError", "HydraError", "lane", "nlanes", "lanesum", "laneprod", "lanemin",
     "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
     "atomic_add",
 ]
+
+
+def launch_graph(last: int | None = None):
+    """The recent launches with their dependencies and timings; shows itself as SVG."""
+    from .launchview import LaunchGraph
+    return LaunchGraph.recent(last)
 
 
 def load_ipython_extension(shell) -> None:

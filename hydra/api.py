@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 
+from . import dataflow
 from .arrays import check_argument, copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
@@ -195,7 +196,15 @@ class Kernel:
         return fn, runner
 
     def __call__(self, *args, **kwargs):
-        args = self._bind(*args, **kwargs)
+        return dataflow.call(self, self._bind(*args, **kwargs))
+
+    def submit(self, *args, **kwargs) -> "dataflow.Future":
+        """Start a launch and return its ``hydra.Future`` at once (see ``hydra.dataflow``)."""
+        return dataflow.submit(self, self._bind(*args, **kwargs))
+
+    def _prepare(self, args):
+        """Everything a launch needs before it runs: checked arguments, the compiled code
+        (``args``: bound, one per parameter)."""
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
@@ -204,6 +213,10 @@ class Kernel:
         values, types = _flatten_tuples(values, types)
         _check_python_ints(fn, values, shown)
         self._check_aliasing(fn, values, types)
+        return fn, runner, values, types, lanes
+
+    def _run(self, prepared):
+        fn, runner, values, _, lanes = prepared
         values, swapped = native_arguments(values)  # byte-swapped arrays: copy in, copy out
         try:
             leaves = runner(values, lanes)

@@ -101,6 +101,25 @@ def _is_mask(op: Op) -> bool:
     return bool(op.results) and (op.results[0].name == "m" or op.results[0].name.startswith("m."))
 
 
+def svg_open(width: float, height: float) -> str:
+    """The opening tag of a picture (the CFG here, the launch graph in ``launchview``)."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{int(width)}" height="{int(height)}" '
+            f'font-family="monospace" font-size="11">')
+
+
+def svg_rect(x: float, y: float, w: float, h: float, fill: str, stroke: str,
+             rx: int = 5) -> str:
+    return (f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" rx="{rx}" '
+            f'fill="{fill}" stroke="{stroke}"/>')
+
+
+def svg_text(x: float, y: float, text: str, fill: str, bold: bool = False,
+             italic: bool = False, end: bool = False) -> str:
+    attrs = (' text-anchor="end"' if end else "") + f' fill="{fill}"'
+    attrs += (' font-weight="bold"' if bold else "") + (' font-style="italic"' if italic else "")
+    return f'<text x="{x:g}" y="{y:g}"{attrs}>{html.escape(text)}</text>'
+
+
 def cfg_svg(fn: Function) -> str:
     """An SVG picture of the function's (predicated) control flow."""
     lay = _Layout(fn)
@@ -110,24 +129,19 @@ def cfg_svg(fn: Function) -> str:
     height = len(lay.rows) * _ROW + 20
     colors = {"ifbox": ("#eef4ff", "#7a9cd6"), "loop": ("#f2f2f2", "#999"),
               "anyloop": ("#fff4e6", "#e08a1e")}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="monospace" font-size="11">']
+    parts = [svg_open(width, height)]
     for depth, first, last, label, kind in sorted(lay.boxes, key=lambda b: b[0]):
         fill, stroke = colors[kind]
         x = 6 + depth * _INDENT
         y = 8 + first * _ROW
         h = (last - first + 1) * _ROW + 4
-        parts.append(f'<rect x="{x}" y="{y}" width="{width - x - 8}" height="{h}" rx="5" '
-                     f'fill="{fill}" stroke="{stroke}"/>')
-        parts.append(f'<text x="{width - 12}" y="{y + h - 5}" text-anchor="end" '
-                     f'fill="{stroke}" font-style="italic">{html.escape(label)}</text>')
+        parts.append(svg_rect(x, y, width - x - 8, h, fill, stroke))
+        parts.append(svg_text(width - 12, y + h - 5, label, stroke, italic=True, end=True))
     styles = {"sync": "#c0392b", "mask": "#1f5fbf", "head": "#7a2a9a", "arm": "#7a2a9a",
               "op": "#222"}
     for i, (depth, text, css) in enumerate(lay.rows):
         x = 12 + depth * _INDENT
         y = 20 + i * _ROW
-        weight = ' font-weight="bold"' if css in ("sync", "head", "arm") else ""
-        parts.append(f'<text x="{x}" y="{y}" fill="{styles[css]}"{weight}>'
-                     f'{html.escape(text)}</text>')
+        parts.append(svg_text(x, y, text, styles[css], bold=css in ("sync", "head", "arm")))
     parts.append("</svg>")
     return "\n".join(parts)

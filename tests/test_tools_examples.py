@@ -70,3 +70,18 @@ def test_aobench_matches_plain_python():
         with np.errstate(over="ignore"):  # the hash wraps on purpose
             expected = aobench.shade(np.int64(pixel), size, size)
         assert image.flat[pixel] == expected
+
+
+def test_async_pipeline(tmp_path):
+    svg = tmp_path / "graph.svg"
+    out = run_example("async_pipeline.py", "--walkers", "4000", "--steps", "100",
+                      "--svg", str(svg))
+    assert "plain Python agrees on the first walkers: True" in out
+    assert "histograms: 4000 and 4000 walkers" in out
+    # (which dependencies the graph shows depends on what had finished at each submit;
+    # tests/test_async.py checks them)
+    rows = [line.split() for line in out.splitlines() if line.startswith("  #")]
+    assert [r[1] for r in rows] == ["walk", "walk", "histogram", "histogram", "spread",
+                                    "spread", "compare"]
+    assert all(r[3] == "ok" for r in rows) and rows[1][-1] == "-"
+    assert svg.read_text().startswith("<svg") and "marker-end" in svg.read_text()

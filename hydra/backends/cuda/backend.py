@@ -88,7 +88,7 @@ class OneKernel:
         moves.finish()
         results = []
         for v, out in zip(leaves, outs):
-            host = out.copy_to_host()
+            host = launch.to_host(out)
             results.append(host if v.varying else host[0])
         return results
 

@@ -5,13 +5,17 @@ arrays are copied to the device and, when the kernel writes them and no lane
 failed, back into the caller's own array (in place; a failed launch leaves the
 caller's host arrays as they were); device arrays (numba device arrays and anything with
 ``__cuda_array_interface__``) are used as they are, without copies; the grid
-covers any N with whole blocks (the kernel guards ``lane < N``).
+covers any N with whole blocks (the kernel guards ``lane < N``).  A launch runs on
+the calling thread's stream (``on_stream``: ``hydra.dataflow`` gives each independent
+chain of launches one; 0, the default stream, otherwise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import linecache
+import threading
 import warnings
 
 import numpy as np
@@ -20,6 +24,33 @@ from numba import cuda
 from .. import diskcache
 
 BLOCK = 128
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def on_stream(stream):
+    """Run this thread's launches (copies, kernels, error checks) on ``stream``."""
+    old = stream_now()
+    _local.stream = stream
+    try:
+        yield
+    finally:
+        _local.stream = old
+
+
+def stream_now():
+    """The stream this thread's launches go on."""
+    return getattr(_local, "stream", 0)
+
+
+def to_host(d) -> np.ndarray:
+    """``d`` copied to the host on this thread's stream, and finished (a copy on a stream
+    other than the default one returns before the data is there)."""
+    stream = stream_now()
+    host = d.copy_to_host(stream=stream)
+    if not isinstance(stream, int):
+        stream.synchronize()
+    return host
 
 
 def build(source: str, entry: str, label: str, options: dict):
@@ -65,7 +96,7 @@ class Transfers:
         if is_device_array(a):
             return as_device(a)
         host = np.asarray(a)
-        d = cuda.to_device(np.ascontiguousarray(host))
+        d = cuda.to_device(np.ascontiguousarray(host), stream=stream_now())
         if written:
             self.back.append((d, host))
         return d
@@ -73,7 +104,7 @@ class Transfers:
     def finish(self) -> None:
         """Copy written arrays back into the caller's arrays."""
         for d, host in self.back:
-            host[...] = d.copy_to_host()
+            host[...] = to_host(d)
         self.back.clear()
 
 
@@ -90,7 +121,7 @@ def launch(kernel, lanes: int, args: list) -> None:
     # hydra wraps silently, as NumPy arrays do
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        kernel[grid, block](np.int64(lanes), *args)
+        kernel[grid, block, stream_now()](np.int64(lanes), *args)
 
 
 class ErrorBuffer:
@@ -110,7 +141,7 @@ class ErrorBuffer:
     def check(self, lanes: int, sites) -> None:
         """Raise the first failure of the last launch, if any lane failed."""
         d = self.buffers[lanes]
-        if d[lanes:].copy_to_host()[0, 0] == 0:
+        if to_host(d[lanes:])[0, 0] == 0:
             return
         del self.buffers[lanes]
         sites.raise_first(d.copy_to_host()[:lanes])
