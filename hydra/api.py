@@ -178,6 +178,9 @@ class Kernel:
         return fn, runner
 
     def __call__(self, *args):
+        if any(type(a).__module__.startswith("dask.") for a in args):
+            from .dask import call  # SPEC section 10: lanes as Dask tasks, lazily
+            return call(self, args)
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)

@@ -1,0 +1,237 @@
+"""The client side of a kernel call with Dask arrays: checks, the task graph, results.
+
+``call(kernel, args)`` runs nothing.  It types the call from the arrays' metadata,
+builds the predicated IR (no backend compile on the client), refuses what cannot run
+in chunks (with a ``HydraError`` naming the operation and its line), and returns:
+
+- Dask arrays (varying results, chunked like the lanes) and 0-d Dask arrays (uniform
+  results), as a local call would return NumPy arrays and scalars, when the kernel
+  only computes;
+- a ``DaskCall`` (a Dask collection) when the kernel prints, writes a uniform array
+  or returns nothing: its ``.compute()`` returns what a local call returns, after
+  writing the prints to ``sys.stdout`` (chunks in lane order) and the lane-private
+  rows of written arrays back into the caller's arrays.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import numpy as np
+
+from ..errors import HydraError, Loc
+from ..frontend import build_function
+from ..ir.core import Function
+from ..passes import run_pipeline
+from . import stages
+from .ship import KernelSpec, ship
+from .worker import ChunkOut
+
+_ir_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def is_dask_array(a) -> bool:
+    """Is ``a`` a ``dask.array.Array`` (checked without importing dask)?"""
+    return type(a).__module__.startswith("dask.array") and hasattr(a, "chunks")
+
+
+def call(kernel, args: tuple):
+    """``kernel(*args)`` with Dask arrays among the arguments: lazily."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    names = kernel.param_names
+    for name, a in zip(names, args):
+        if is_dask_array(a) and name not in kernel.varying:
+            raise TypeError(f"argument '{name}' is a Dask array but not varying: uniform "
+                            f"arguments are shipped whole (pass a NumPy array), or list "
+                            f"'{name}' in varying=")
+    # the types come from the arrays' metadata: nothing is computed
+    meta = [np.empty((0, *a.shape[1:]), a.dtype) if is_dask_array(a) else a for a in args]
+    values, types = kernel._signature(meta)
+    lanes = kernel._lanes_for(args)
+    first = next(a for n, a in zip(names, args) if n in kernel.varying and is_dask_array(a))
+    lane_chunks = first.chunks[0]
+    if any(np.isnan(c) for c in lane_chunks):
+        raise ValueError("a varying Dask array has unknown chunk sizes; call "
+                         ".compute_chunk_sizes() on it first")
+    fn = _ir(kernel, types)
+    from ..api import _flatten_tuples
+    flat_values, flat_types = _flatten_tuples(list(values), list(types))
+    kernel._check_aliasing(fn, flat_values, flat_types)
+    written = _check_writes(fn, flat_values)
+    plan = stages.plan(fn)  # refuses sync points that cannot run in chunks
+
+    spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
+                      tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross))
+    deps, sources, layers = [], [], {}
+    spec_key = "hydra-kernel-" + spec.key[:32]
+    layers[spec_key] = spec
+    flat_index = 0
+    for name, a, v, t in zip(names, args, values, types):
+        leaves = _flatten_tuples([v], [t])[0]
+        if name in kernel.varying:
+            arr = a if is_dask_array(a) else da.from_array(np.asarray(a), chunks=-1)
+            arr = arr.rechunk({0: lane_chunks, **{i: -1 for i in range(1, arr.ndim)}})
+            deps.append(arr)
+            sources.append(("chunk", len(deps) - 1))
+        elif isinstance(v, np.ndarray):
+            key = f"hydra-array-{tokenize(v)}"  # one key: each worker fetches it once
+            layers[key] = v
+            sources.append(("key", key))
+        else:
+            sources += [("lit", x) for x in leaves]
+        flat_index += len(leaves)
+    token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
+                     [s for s in sources if s[0] != "chunk"])
+    starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
+    chunk_keys = stages.build(plan, spec_key, sources, tuple(written), deps, starts,
+                              lanes, token, fn.name, layers)
+    graph = _graph(layers, deps)
+    leaves = fn.body.terminator.operands
+    if written or plan.prints or fn.notes["result_tree"] is None:
+        return DaskCall(graph, chunk_keys, fn, lanes, starts,
+                        {i: flat_values[i] for i in written})
+    return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
+
+
+def _ir(kernel, types) -> Function:
+    """The predicated IR of this call (cached per kernel and types; no backend compile)."""
+    from ..api import CHECK_IR
+    per_kernel = _ir_cache.setdefault(kernel, {})
+    key = tuple(types)
+    if key not in per_kernel:
+        fn = build_function(kernel.pyfunc, list(types))
+        per_kernel[key] = run_pipeline(fn, set(kernel.varying), check=CHECK_IR)
+    return per_kernel[key]
+
+
+def _check_writes(fn: Function, flat_values: list) -> list[int]:
+    """Flat indices of the uniform array parameters the kernel writes (each chunk writes
+    its own rows); other writes are refused."""
+    index = {p.id: i for i, p in enumerate(fn.params)}
+    written = []
+    for op in fn.walk():
+        if op.opcode != "store":
+            continue
+        array = op.operands[0]
+        name = array.name or "an array"
+        if array.id not in index:
+            if not array.varying:
+                refuse(op.loc, f"the kernel writes the captured array {name}: each Dask "
+                       f"worker has its own copy, so the write would be lost",
+                       "pass the array as an argument")
+            continue  # a per-lane local array
+        if array.varying:
+            refuse(op.loc, f"the kernel writes its varying argument '{name}' in place: Dask "
+                   f"chunks are read-only inputs", "return the values instead")
+        i = index[array.id]
+        if not flat_values[i].flags.writeable:
+            raise ValueError(f"argument '{name}' is read-only and the kernel writes it")
+        if i not in written:
+            written.append(i)
+    return written
+
+
+def refuse(loc: Loc, what: str, hint: str | None = None):
+    """Raise the error for something a call with Dask arrays cannot do."""
+    where = f"{loc.file}:{loc.line}: " if loc.line else ""
+    text = f"{where}{what} (with Dask arrays)"
+    if hint:
+        text += f"\nhint: {hint}"
+    raise HydraError(text)
+
+
+def _graph(layers: dict, deps: list):
+    from dask.highlevelgraph import HighLevelGraph
+    name = next(iter(layers))
+    return HighLevelGraph.from_collections(name, layers, dependencies=deps)
+
+
+def _leaf(out: ChunkOut, i: int):
+    return out.leaves[i]
+
+
+def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
+    """Dask arrays (and 0-d arrays) of the result leaves, in the result's tuple shape."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+    arrays = []
+    for i, v in enumerate(leaves):
+        name = f"hydra-result-{i}-{token}"
+        if v.varying:
+            layer = {(name, c): (_leaf, k, i) for c, k in enumerate(chunk_keys)}
+            chunks = (lane_chunks,)
+        else:  # the same on every chunk (or, after a reduction, the global value)
+            layer = {(name,): (_leaf, chunk_keys[0], i)}
+            chunks = ()
+        g = HighLevelGraph({**graph.layers, name: layer},
+                           {**graph.dependencies, name: set(graph.layers)})
+        arrays.append(da.Array(g, name, chunks, dtype=v.type.dtype))
+    it = iter(arrays)
+
+    def build(tree):
+        if tree == "leaf":
+            return next(it)
+        return tuple(build(t) for t in tree)
+    return build(fn.notes["result_tree"])
+
+
+class DaskCall:
+    """A lazy kernel call whose ``.compute()`` also reaches the caller: prints go to
+    ``sys.stdout`` and lane-private writes into the caller's arrays, then the result is
+    what a local call returns.  A Dask collection: ``dask.compute`` takes it too."""
+
+    def __init__(self, graph, chunk_keys, fn, lanes, starts, targets: dict) -> None:
+        self._graph, self._keys, self._fn = graph, list(chunk_keys), fn
+        self._lanes, self._starts, self._targets = lanes, starts, targets
+
+    def __dask_graph__(self):
+        return self._graph
+
+    def __dask_keys__(self):
+        return list(self._keys)
+
+    def __dask_layers__(self):
+        return tuple(self._graph.layers)
+
+    def __dask_tokenize__(self):
+        return tuple(self._keys)
+
+    def __dask_postcompute__(self):
+        return self._finish, ()
+
+    @staticmethod
+    def __dask_optimize__(dsk, keys, **kwargs):
+        return dsk
+
+    @staticmethod
+    def __dask_scheduler__(dsk, keys, **kwargs):
+        import dask.threaded
+        return dask.threaded.get(dsk, keys, **kwargs)
+
+    def compute(self, **kwargs):
+        """Run the call on the active Dask scheduler; returns what a local call does."""
+        import dask
+        (result,) = dask.compute(self, **kwargs)
+        return result
+
+    def _finish(self, outs: list[ChunkOut]):
+        from ..api import _result
+        for out in outs:  # chunks in lane order, each in lockstep order
+            if out.printed:
+                sys.stdout.write(out.printed)
+        for i, target in self._targets.items():
+            for start, out in zip(self._starts, outs):
+                rows = out.rows[i]
+                target[start:start + len(rows)] = rows
+        leaves = [np.concatenate([o.leaves[j] for o in outs]) if v.varying else
+                  outs[0].leaves[j] for j, v in enumerate(self._fn.body.terminator.operands)]
+        return _result(self._fn, leaves, self._lanes)
+
+    def __repr__(self) -> str:
+        return f"<hydra.DaskCall {self._fn.name}: {len(self._keys)} chunks, lazy>"
+
+
+__all__ = ["call", "is_dask_array", "DaskCall", "refuse"]

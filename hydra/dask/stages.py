@@ -1,0 +1,290 @@
+"""Cross-lane operations across Dask chunks: the kernel as a chain of graph stages.
+
+A kernel whose only sync points are prints runs as one task per chunk.  A kernel with
+top-level reductions (``lanesum``, ``laneprod``, ``lanemin``, ``lanemax``,
+``laneany``, ``laneall``) or ``prefixsum`` is cut at those ops into stages:
+
+    stage 0 (per chunk) -> partial (per chunk) -> combine tree -> global value
+       -> stage 1 (per chunk, with the global value) -> ... -> last stage: ChunkOut
+
+A reduction is a Dask tree reduction in ``dask.array.reduction``'s terms: *chunk* (the
+reduction over a chunk's active lanes, with their count), *combine* (groups of
+``SPLIT_EVERY`` partials), *aggregate* (the value, or the local call's error when no
+lane at all is active).  ``prefixsum`` is a scan: each chunk's exclusive sum plus the
+sum of the chunks before it (a small task over the chunk totals).  Integers, bools and
+``prefixsum`` of integers equal a local call bit for bit; float sums and products are
+summed in another order (see the guide for the tolerance).
+
+The cut itself is the cpu backend's phase plan (native phases between host steps),
+reached through one adapter, ``cut``; where a reduction sits under a varying ``if``,
+its any-lane guard is inlined first (``unguard``) so that the reduction is top-level.
+Anything else that needs all lanes at once is refused before anything runs: a sync
+point inside a loop or a uniform branch (one global round trip per iteration),
+``broadcast``/``shuffle``/``rotate``/``atomic_add``, and loads that may read
+another lane's store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RUNTIME_ERRORS, Loc
+from ..intrinsics import INTRINSICS
+from ..ir.core import Function, Op, Value
+
+REDUCTIONS = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
+              "lanemax": np.maximum, "laneany": np.logical_or, "laneall": np.logical_and}
+STAGED = frozenset(REDUCTIONS) | {"prefixsum"}
+#: how many partials one combine task takes (dask.array.reduction's split_every)
+SPLIT_EVERY = 8
+
+
+@dataclass(frozen=True)
+class Cross:
+    """A staged cross-lane op, as the client sees it."""
+
+    name: str
+    loc: Loc
+    dtype: np.dtype  # of its result
+    guarded: bool  # was under a varying if: an unobserved value when no lane is active
+
+
+@dataclass
+class StagePlan:
+    prints: bool
+    cross: list[Cross]
+
+
+def plan(fn: Function) -> StagePlan:
+    """The stages of ``fn`` (its guards inlined in place); ``HydraError`` for any sync
+    point that cannot run in chunks."""
+    from .call import refuse
+    unguard(fn)
+    top = {id(op) for op in fn.body.ops}
+    cross, prints = [], False
+    for op in fn.walk():
+        prints = prints or op.opcode == "print"
+        reason = op.attrs.get("sync")
+        if not reason or op.opcode == "print":
+            continue
+        name = op.attrs["name"] if op.opcode == "intrinsic" else None
+        if name in STAGED and id(op) in top:
+            cross.append(Cross(name, op.loc, op.result.type.dtype,
+                               bool(op.attrs.get("_unguarded"))))
+        elif name in STAGED:
+            refuse(op.loc, f"{name} inside a loop or a uniform branch: it would need one "
+                   f"global round trip across the chunks per iteration",
+                   "compute it outside the loop, or call the kernel with NumPy arrays")
+        elif name is not None:
+            refuse(op.loc, f"{name} across Dask chunks is not supported",
+                   "the reductions and prefixsum are; or call the kernel with NumPy arrays")
+        else:
+            refuse(op.loc, f"{reason}: lanes of other chunks run elsewhere",
+                   "index shared arrays by lane() when the kernel writes them")
+    return StagePlan(prints, cross)
+
+
+def unguard(fn: Function) -> None:
+    """Inline the top-level any-lane guards (``if[guard]``) around staged ops: a chunk
+    with no active lane there still takes part in the global reduction (its ops run with
+    an all-off mask, which the predicated IR makes harmless)."""
+    changed = True
+    while changed:
+        changed = False
+        ops: list[Op] = []
+        replace: dict[int, Value] = {}
+        for op in fn.body.ops:
+            if op.opcode == "if" and op.attrs.get("guard") and any(
+                    o.opcode == "intrinsic" and o.attrs["name"] in STAGED
+                    for o in op.regions[0].walk()):
+                then = op.regions[0]
+                for inner in then.walk():
+                    inner.attrs["_unguarded"] = True
+                ops += then.ops[:-1]
+                replace.update({r.id: v for r, v in zip(op.results, then.terminator.operands)})
+                changed = True
+            else:
+                ops.append(op)
+        fn.body.ops = ops
+        if replace:
+            for op in fn.walk():
+                op.operands = [replace.get(v.id, v) for v in op.operands]
+                if op.mask is not None:
+                    op.mask = replace.get(op.mask.id, op.mask)
+
+
+# --- the graph ------------------------------------------------------------------------------
+
+def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple, deps: list,
+          starts: list[int], lanes: int, token: str, fname: str, layers: dict) -> list:
+    """Add the chunk tasks (and, for staged kernels, the combine and scan tasks) to
+    ``layers``; the keys of the tasks that hand back each chunk's ``ChunkOut``."""
+    from .worker import Layout, run_chunk
+    n = len(starts) - 1
+    keyed = [s for s in sources if s[0] != "lit"]
+    layout = Layout(tuple((("dep", keyed.index(s)) if s[0] != "lit" else s) for s in sources),
+                    written)
+
+    def inputs(c: int) -> list:
+        return [(deps[s[1]].name, c, *([0] * (deps[s[1]].ndim - 1))) if s[0] == "chunk"
+                else s[1] for s in keyed]
+
+    name = f"hydra-{fname}-{token}"
+    if not stage_plan.cross:
+        for c in range(n):
+            layers[(name, c)] = (run_chunk, spec_key, layout, starts[c], starts[c + 1], lanes,
+                                 *inputs(c))
+        return [(name, c) for c in range(n)]
+    from .worker import run_stage
+    previous = [None] * n
+    carried = [None] * n
+    for k in range(len(stage_plan.cross) + 1):
+        stage = f"{name}-stage{k}"
+        for c in range(n):
+            layers[(stage, c)] = (run_stage, spec_key, k, layout, starts[c], starts[c + 1],
+                                  lanes, previous[c], carried[c], *inputs(c))
+        previous = [(stage, c) for c in range(n)]
+        if k == len(stage_plan.cross):
+            return previous
+        cross = stage_plan.cross[k]
+        part = f"{name}-partial{k}"
+        for c in range(n):
+            layers[(part, c)] = (_partial_of, (stage, c))
+        level = [(part, c) for c in range(n)]
+        depth = 0
+        while len(level) > 1 and cross.name in REDUCTIONS:
+            comb = f"{name}-combine{k}-{depth}"
+            groups = [level[i:i + SPLIT_EVERY] for i in range(0, len(level), SPLIT_EVERY)]
+            for g, group in enumerate(groups):
+                layers[(comb, g)] = (combine, cross.name, list(group))
+            level = [(comb, g) for g in range(len(groups))]
+            depth += 1
+        total = f"{name}-global{k}"
+        if cross.name in REDUCTIONS:
+            layers[total] = (aggregate, cross, level[0])
+            carried = [total] * n
+        else:
+            layers[total] = (scan_offsets, level)
+            carried = [(_item, total, c) for c in range(n)]
+    raise AssertionError("unreachable")
+
+
+def _partial_of(out):
+    return out.partial
+
+
+def _item(values, c: int):
+    return values[c]
+
+
+def combine(name: str, partials: list) -> tuple:
+    """Partials (count, value) of several chunks as one."""
+    count = sum(p[0] for p in partials)
+    values = [p[1] for p in partials if p[0]]
+    if not values:
+        return 0, None
+    return count, REDUCTIONS[name].reduce(np.asarray(values))
+
+
+def aggregate(cross: Cross, partial: tuple):
+    """The reduction's value from the last partial (the local call's error if no lane at
+    all is active, unless the op was under a guard, where the value is never used)."""
+    count, value = partial
+    if count == 0:
+        if cross.guarded:
+            return np.zeros((), cross.dtype)[()]
+
+        def fail(kind, message, lane):
+            raise RUNTIME_ERRORS[kind](message, lane, cross.loc)
+        value = INTRINSICS[cross.name].reference([np.zeros(0, cross.dtype)],
+                                                 np.zeros(0, bool), 0, fail)
+    return np.asarray(value).astype(cross.dtype)[()]
+
+
+def scan_offsets(totals: list) -> list:
+    """Each chunk's offset for prefixsum: the sum of the chunk totals before it."""
+    values = np.asarray([t[1] for t in totals])
+    return list(np.cumsum(values) - values)
+
+
+# --- on the worker: the adapter to the phase plan ----------------------------------------
+
+class Program:
+    """A kernel cut into the steps of each stage, for chunks of lanes."""
+
+    def __init__(self, fn: Function, options: dict) -> None:
+        unguard(fn)
+        self.fn = fn
+        self.steps, self.run_step = cut(fn, options)
+        self.cross = [i for i, s in enumerate(self.steps) if isinstance(s, Op)
+                      and s.opcode == "intrinsic" and s.attrs["name"] in STAGED]
+        values = list(fn.params)
+        for op in fn.walk():
+            values += op.results + [a for r in op.regions for a in r.args]
+        #: value id -> its position: the same in every process that compiles the kernel
+        self.number = {v.id: i for i, v in enumerate(values)}
+        self.value_of = {i: v for i, v in enumerate(values)}
+        #: numbers of the arrays the kernel stores into (copied when a stage resumes)
+        self.stored = {self.number[op.operands[0].id] for op in fn.walk()
+                       if op.opcode == "store" and op.operands[0].id in self.number}
+
+    def stage_steps(self, k: int) -> list:
+        begin = 0 if k == 0 else self.cross[k - 1] + 1
+        end = self.cross[k] if k < len(self.cross) else len(self.steps)
+        return self.steps[begin:end]
+
+
+def cut(fn: Function, options: dict):
+    """ADAPTER to the one cutter: ``fn``'s top-level steps as the cpu backend's phase
+    plan makes them (native phases and host ops, every staged op a host step of its
+    own), and ``run(step, env, lanes)``.  Re-point this at the shared cutter when there
+    is one."""
+    import numba
+
+    from ..backends.cpu.backend import OPTIONS
+    from ..backends.cpu.phases import Phase, Plan, _host_op
+    from ..backends.numpy_backend import NumpyKernel
+    phase_plan = Plan(fn, {k: v for k, v in options.items() if k in OPTIONS})
+    if phase_plan.whole_host:
+        steps = list(fn.body.ops[:-1])
+    else:
+        phase_plan.drivers()
+        steps = list(phase_plan.steps)
+    threads = int(options.get("threads") or numba.config.NUMBA_NUM_THREADS)
+    threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+
+    def run(step, env: dict, lanes: int) -> None:
+        with np.errstate(all="ignore"):
+            if isinstance(step, Phase):
+                phase_plan._run_phase(step, env, lanes, threads)
+            else:
+                _host_op(NumpyKernel(fn, lanes), step, env)
+    return steps, run
+
+
+def partial(op: Op, env: dict, lanes: int):
+    """A staged op's partial over one chunk, and what the chunk keeps for the next stage
+    (prefixsum: its own exclusive sums)."""
+    x = np.broadcast_to(env[op.operands[0].id], (lanes,))
+    mask = env[op.mask.id] if op.mask is not None else np.ones(lanes, bool)
+    mask = np.broadcast_to(mask, (lanes,))
+    name = op.attrs["name"]
+    if name == "prefixsum":
+        vals = np.where(mask, x, 0).astype(x.dtype if x.dtype != np.bool_ else np.int64)
+        sums = np.cumsum(vals)
+        total = sums[-1] if lanes else vals.dtype.type(0)
+        return (int(mask.sum()), total), sums - vals
+    active = x[mask]
+    if active.size == 0:
+        return (0, None), None
+    return (active.size, REDUCTIONS[name].reduce(active)), None
+
+
+def resume(op: Op, kept, carried, lanes: int):
+    """A staged op's value in one chunk from the global value (or prefix offset)."""
+    dtype = op.result.type.dtype
+    if op.attrs["name"] == "prefixsum":
+        return (kept + carried).astype(dtype)
+    return np.asarray(carried).astype(dtype)[()]

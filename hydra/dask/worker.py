@@ -1,0 +1,211 @@
+"""What a Dask task runs on a worker: one chunk of lanes of a kernel.
+
+A task is pure: it reads its inputs and returns a ``ChunkOut`` (the result leaves of
+its lanes, the text its lanes printed, and the rows of each written uniform array
+that its lanes own), so Dask may run it twice or on another worker after a failure
+and get the same answer.  Uniform arrays the kernel writes are copied before the
+run for that reason: the input stays as it came.
+
+Prints are captured per task (per thread: the threaded scheduler runs tasks side by
+side) and travel with the result; the client writes them, chunks in lane order.
+Errors keep the class and text a local call raises, with the lane number made
+global; they are registered with ``copyreg`` so that they cross process boundaries.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import RUNTIME_ERRORS, HydraError
+from .ship import KernelSpec, compiled
+
+
+@dataclass
+class ChunkOut:
+    """What one chunk's task hands back to the client (or to the next stage)."""
+
+    leaves: list  # the function's result leaves for this chunk's lanes
+    printed: str = ""
+    rows: dict = field(default_factory=dict)  # flat parameter index -> rows start:stop
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each flat argument of a chunk task comes from: ("dep", i) is the i-th
+    dependency the task receives (a chunk or a shipped array), ("lit", v) a value."""
+
+    sources: tuple
+    written: tuple[int, ...]  # flat parameter indices of uniform arrays the kernel writes
+
+
+def arguments(layout: Layout, deps: tuple) -> list:
+    """The flat argument list of a chunk, written arrays copied (the task stays pure)."""
+    values = [deps[x] if how == "dep" else x for how, x in layout.sources]
+    for i in layout.written:
+        values[i] = np.array(values[i], copy=True)
+    return values
+
+
+def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: int,
+              *deps) -> ChunkOut:
+    """Run lanes ``start:stop`` of a ``total``-lane call (a Dask task)."""
+    kernel = compiled(spec)
+    values = arguments(layout, deps)
+    with captured_stdout() as out, global_lanes(start):
+        leaves = kernel.runner(values + [np.int64(start), np.int64(total)], stop - start)
+    return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
+                    {i: values[i][start:stop] for i in layout.written})
+
+
+def chunk_leaves(fn, leaves: list, lanes: int) -> list:
+    """Varying leaves as arrays of the chunk's lanes (a backend may hand back one value
+    for all of them), uniform ones as NumPy scalars."""
+    out = []
+    for v, x in zip(fn.body.terminator.operands, leaves):
+        x = np.asarray(x)
+        if v.varying:
+            out.append(np.broadcast_to(x, (lanes,)).copy() if x.ndim == 0 else x)
+        else:
+            out.append(x.reshape(()))
+    return out
+
+
+@dataclass
+class StageOut:
+    """A chunk between two stages: its values (numbered, the same in every process), what
+    it printed so far, its partial of the staged op, and what it keeps for it."""
+
+    env: dict
+    printed: str
+    partial: tuple
+    kept: object
+
+
+def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, total: int,
+              previous: StageOut | None, carried, *deps):
+    """Stage ``k`` of lanes ``start:stop`` (a Dask task): a ``StageOut`` to go on from,
+    or the chunk's ``ChunkOut`` after the last stage."""
+    from .stages import partial, resume
+    program = compiled(spec).program
+    lanes = stop - start
+    if previous is None:
+        values = arguments(layout, deps) + [np.int64(start), np.int64(total)]
+        env = {p.id: a for p, a in zip(program.fn.params, values)}
+        printed = ""
+    else:  # arrays this stage may write are copied: the previous output stays as it was
+        env = {program.value_of[i].id: (x.copy() if i in program.stored else x)
+               for i, x in previous.env.items()}
+        op = program.steps[program.cross[k - 1]]
+        env[op.result.id] = resume(op, previous.kept, carried, lanes)
+        printed = previous.printed
+    with captured_stdout() as out, global_lanes(start):
+        for step in program.stage_steps(k):
+            program.run_step(step, env, lanes)
+        if k < len(program.cross):
+            part, kept = partial(program.steps[program.cross[k]], env, lanes)
+    printed += out.getvalue()
+    if k < len(program.cross):
+        number = program.number
+        return StageOut({number[i]: x for i, x in env.items() if i in number}, printed,
+                        part, kept)
+    leaves = [env[v.id] for v in program.fn.body.terminator.operands]
+    params = program.fn.params
+    return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
+                    {i: env[params[i].id][start:stop] for i in layout.written})
+
+
+# --- prints -------------------------------------------------------------------------------
+
+class _ThreadStdout(io.TextIOBase):
+    """``sys.stdout`` while tasks run: each task's thread writes into its own buffer,
+    every other thread to the stream that was there before."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.local = threading.local()
+
+    def write(self, text: str) -> int:
+        buf = getattr(self.local, "buf", None)
+        return (buf or self.inner).write(text)
+
+    def flush(self) -> None:
+        buf = getattr(self.local, "buf", None)
+        (buf or self.inner).flush()
+
+
+_proxy_lock = threading.Lock()
+_proxy: _ThreadStdout | None = None
+_proxy_users = 0
+
+
+class captured_stdout:
+    """Capture what this thread prints (other threads print as before)."""
+
+    def __enter__(self) -> io.StringIO:
+        global _proxy, _proxy_users
+        with _proxy_lock:
+            if _proxy is None or sys.stdout is not _proxy:
+                _proxy = _ThreadStdout(sys.stdout)
+                sys.stdout = _proxy
+            _proxy_users += 1
+            self.proxy = _proxy
+        self.buf = io.StringIO()
+        self.proxy.local.buf = self.buf
+        return self.buf
+
+    def __exit__(self, *exc) -> None:
+        global _proxy, _proxy_users
+        self.proxy.local.buf = None
+        with _proxy_lock:
+            _proxy_users -= 1
+            if _proxy_users == 0 and sys.stdout is self.proxy:
+                sys.stdout = self.proxy.inner
+                _proxy = None
+
+
+# --- errors -------------------------------------------------------------------------------
+
+class global_lanes:
+    """Re-raise a lane's run-time error with its lane number in the whole call."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, err, tb) -> None:
+        if err is None or not isinstance(err, HydraError) or self.start == 0:
+            return
+        if type(err) in RUNTIME_ERRORS.values() and getattr(err, "lane", None) is not None:
+            raise shifted(err, self.start) from None
+
+
+def shifted(err: HydraError, start: int) -> HydraError:
+    """``err`` as raised for lane ``err.lane + start``."""
+    lane = err.lane + start
+    text = str(err).replace(f" (lane {err.lane})", f" (lane {lane})", 1)
+    return _rebuild_error(type(err), text, lane, err.loc)
+
+
+def _rebuild_error(cls, text: str, lane, loc):
+    err = cls.__new__(cls)
+    Exception.__init__(err, text)
+    err.lane, err.loc = lane, loc
+    return err
+
+
+def _reduce_error(err):
+    return _rebuild_error, (type(err), str(err), err.lane, err.loc)
+
+
+# the run-time errors take (message, lane, loc) but keep only the rendered text in args:
+# tell pickle how to rebuild them, so a worker's error reaches the client intact
+for _cls in RUNTIME_ERRORS.values():
+    copyreg.pickle(_cls, _reduce_error)
