@@ -26,7 +26,7 @@ from ..ir.core import Function
 from ..passes import run_pipeline
 from . import stages
 from .ship import KernelSpec, ship
-from .worker import ChunkOut
+from .worker import ChunkOut, first_error
 
 _ir_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -149,22 +149,41 @@ def _graph(layers: dict, deps: list):
     return HighLevelGraph.from_collections(name, layers, dependencies=deps)
 
 
-def _leaf(out: ChunkOut, i: int):
+def _leaf(out: ChunkOut, i: int, gate=None):
     return out.leaves[i]
+
+
+def _error_of(out: ChunkOut):
+    return out.error
+
+
+def _gate(error, earlier=None) -> None:
+    """Raise a chunk's error once every chunk before it is known to be fine: the lowest
+    failing lane's error, whatever order the tasks ran in."""
+    if error is not None:
+        raise error
 
 
 def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
     """Dask arrays (and 0-d arrays) of the result leaves, in the result's tuple shape."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
+    gates, layers = [], {}
+    for c, k in enumerate(chunk_keys):
+        layers[(f"hydra-error-{token}", c)] = (_error_of, k)
+        layers[(f"hydra-gate-{token}", c)] = (_gate, (f"hydra-error-{token}", c),
+                                              *gates[-1:])
+        gates.append((f"hydra-gate-{token}", c))
+    graph = HighLevelGraph({**graph.layers, f"hydra-gate-{token}": layers},
+                           {**graph.dependencies, f"hydra-gate-{token}": set(graph.layers)})
     arrays = []
     for i, v in enumerate(leaves):
         name = f"hydra-result-{i}-{token}"
         if v.varying:
-            layer = {(name, c): (_leaf, k, i) for c, k in enumerate(chunk_keys)}
+            layer = {(name, c): (_leaf, k, i, gates[c]) for c, k in enumerate(chunk_keys)}
             chunks = (lane_chunks,)
         else:  # the same on every chunk (or, after a reduction, the global value)
-            layer = {(name,): (_leaf, chunk_keys[0], i)}
+            layer = {(name,): (_leaf, chunk_keys[0], i, gates[-1])}
             chunks = ()
         g = HighLevelGraph({**graph.layers, name: layer},
                            {**graph.dependencies, name: set(graph.layers)})
@@ -181,47 +200,31 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
 class DaskCall:
     """A lazy kernel call whose ``.compute()`` also reaches the caller: prints go to
     ``sys.stdout`` and lane-private writes into the caller's arrays, then the result is
-    what a local call returns.  A Dask collection: ``dask.compute`` takes it too."""
+    what a local call returns.
+
+    Not a Dask collection itself, on purpose: ``dask.compute`` finalizes collections on
+    the cluster, where the caller's stdout and arrays are not.  ``.chunks`` is the
+    collection of the chunks' raw outputs, for ``dask.persist`` and friends."""
 
     def __init__(self, graph, chunk_keys, fn, lanes, starts, targets: dict) -> None:
-        self._graph, self._keys, self._fn = graph, list(chunk_keys), fn
-        self._lanes, self._starts, self._targets = lanes, starts, targets
-
-    def __dask_graph__(self):
-        return self._graph
-
-    def __dask_keys__(self):
-        return list(self._keys)
-
-    def __dask_layers__(self):
-        return tuple(self._graph.layers)
-
-    def __dask_tokenize__(self):
-        return tuple(self._keys)
-
-    def __dask_postcompute__(self):
-        return self._finish, ()
-
-    @staticmethod
-    def __dask_optimize__(dsk, keys, **kwargs):
-        return dsk
-
-    @staticmethod
-    def __dask_scheduler__(dsk, keys, **kwargs):
-        import dask.threaded
-        return dask.threaded.get(dsk, keys, **kwargs)
+        self.chunks = _ChunkOuts(graph, list(chunk_keys))
+        self._fn, self._lanes, self._starts, self._targets = fn, lanes, starts, targets
 
     def compute(self, **kwargs):
-        """Run the call on the active Dask scheduler; returns what a local call does."""
+        """Run the call on the active Dask scheduler (``scheduler=`` as for any Dask
+        collection); returns what a local call does."""
         import dask
-        (result,) = dask.compute(self, **kwargs)
-        return result
+        (outs,) = dask.compute(self.chunks, **kwargs)
+        return self._finish(outs)
 
     def _finish(self, outs: list[ChunkOut]):
         from ..api import _result
+        error = first_error(out.error for out in outs)
         for out in outs:  # chunks in lane order, each in lockstep order
             if out.printed:
                 sys.stdout.write(out.printed)
+            if error is not None and out.error is error:
+                raise error
         for i, target in self._targets.items():
             for start, out in zip(self._starts, outs):
                 rows = out.rows[i]
@@ -231,7 +234,41 @@ class DaskCall:
         return _result(self._fn, leaves, self._lanes)
 
     def __repr__(self) -> str:
-        return f"<hydra.DaskCall {self._fn.name}: {len(self._keys)} chunks, lazy>"
+        return f"<hydra.DaskCall {self._fn.name}: {len(self.chunks.keys)} chunks, lazy>"
+
+
+class _ChunkOuts:
+    """The Dask collection of a call's per-chunk outputs (``ChunkOut``s in lane order)."""
+
+    def __init__(self, graph, keys: list) -> None:
+        self.graph, self.keys = graph, keys
+
+    def __dask_graph__(self):
+        return self.graph
+
+    def __dask_keys__(self):
+        return list(self.keys)
+
+    def __dask_layers__(self):
+        return tuple(self.graph.layers)
+
+    def __dask_tokenize__(self):
+        return tuple(self.keys)
+
+    def __dask_postcompute__(self):
+        return list, ()
+
+    def __dask_postpersist__(self):
+        return (lambda dsk, *a, rename=None: _ChunkOuts(dsk, self.keys)), ()
+
+    @staticmethod
+    def __dask_optimize__(dsk, keys, **kwargs):
+        return dsk
+
+    @staticmethod
+    def __dask_scheduler__(dsk, keys, **kwargs):
+        import dask.threaded
+        return dask.threaded.get(dsk, keys, **kwargs)
 
 
 __all__ = ["call", "is_dask_array", "DaskCall", "refuse"]

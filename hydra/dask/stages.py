@@ -180,7 +180,11 @@ def _item(values, c: int):
 
 
 def combine(name: str, partials: list) -> tuple:
-    """Partials (count, value) of several chunks as one."""
+    """Partials (count, value) of several chunks as one (a lane's failure wins, the
+    lowest lane's)."""
+    failed = [p[1] for p in partials if p[0] == "failed"]
+    if failed:
+        return _failed(failed)
     count = sum(p[0] for p in partials)
     values = [p[1] for p in partials if p[0]]
     if not values:
@@ -188,10 +192,18 @@ def combine(name: str, partials: list) -> tuple:
     return count, REDUCTIONS[name].reduce(np.asarray(values))
 
 
+def _failed(failures: list) -> tuple:
+    from .worker import first_error
+    error = first_error([f.error for f in failures])
+    return "failed", next(f for f in failures if f.error is error)
+
+
 def aggregate(cross: Cross, partial: tuple):
     """The reduction's value from the last partial (the local call's error if no lane at
     all is active, unless the op was under a guard, where the value is never used)."""
     count, value = partial
+    if count == "failed":
+        return value  # a lane failed before the reduction: the chunks pass it on
     if count == 0:
         if cross.guarded:
             return np.zeros((), cross.dtype)[()]
@@ -205,6 +217,9 @@ def aggregate(cross: Cross, partial: tuple):
 
 def scan_offsets(totals: list) -> list:
     """Each chunk's offset for prefixsum: the sum of the chunk totals before it."""
+    failed = [t[1] for t in totals if t[0] == "failed"]
+    if failed:
+        return [_failed(failed)[1]] * len(totals)
     values = np.asarray([t[1] for t in totals])
     return list(np.cumsum(values) - values)
 

@@ -30,9 +30,10 @@ from .ship import KernelSpec, compiled
 class ChunkOut:
     """What one chunk's task hands back to the client (or to the next stage)."""
 
-    leaves: list  # the function's result leaves for this chunk's lanes
+    leaves: list | None  # the function's result leaves for this chunk's lanes
     printed: str = ""
     rows: dict = field(default_factory=dict)  # flat parameter index -> rows start:stop
+    error: HydraError | None = None  # a lane's error (lane number global)
 
 
 @dataclass(frozen=True)
@@ -54,11 +55,15 @@ def arguments(layout: Layout, deps: tuple) -> list:
 
 def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: int,
               *deps) -> ChunkOut:
-    """Run lanes ``start:stop`` of a ``total``-lane call (a Dask task)."""
+    """Run lanes ``start:stop`` of a ``total``-lane call (a Dask task).  A lane's error
+    is handed back, not raised: the client raises the lowest failing lane's, whatever
+    order the tasks ran in."""
     kernel = compiled(spec)
     values = arguments(layout, deps)
-    with captured_stdout() as out, global_lanes(start):
+    with captured_stdout() as out, lane_errors(start) as failed:
         leaves = kernel.runner(values + [np.int64(start), np.int64(total)], stop - start)
+    if failed.error is not None:
+        return ChunkOut(None, out.getvalue(), error=failed.error)
     return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
                     {i: values[i][start:stop] for i in layout.written})
 
@@ -85,6 +90,7 @@ class StageOut:
     printed: str
     partial: tuple
     kept: object
+    error: HydraError | None = None
 
 
 def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, total: int,
@@ -94,6 +100,12 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
     from .stages import partial, resume
     program = compiled(spec).program
     lanes = stop - start
+    if previous is not None and previous.error is not None:
+        return previous if k < len(program.cross) else ChunkOut(None, previous.printed,
+                                                                 error=previous.error)
+    if isinstance(carried, Failure):  # a lane of another chunk failed in the last stage
+        return StageOut({}, previous.printed, carried.partial(), None, carried.error) \
+            if k < len(program.cross) else ChunkOut(None, previous.printed, error=carried.error)
     if previous is None:
         values = arguments(layout, deps) + [np.int64(start), np.int64(total)]
         env = {p.id: a for p, a in zip(program.fn.params, values)}
@@ -104,12 +116,16 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
         op = program.steps[program.cross[k - 1]]
         env[op.result.id] = resume(op, previous.kept, carried, lanes)
         printed = previous.printed
-    with captured_stdout() as out, global_lanes(start):
+    with captured_stdout() as out, lane_errors(start) as failed:
         for step in program.stage_steps(k):
             program.run_step(step, env, lanes)
         if k < len(program.cross):
             part, kept = partial(program.steps[program.cross[k]], env, lanes)
     printed += out.getvalue()
+    if failed.error is not None:
+        if k < len(program.cross):
+            return StageOut({}, printed, Failure(failed.error).partial(), None, failed.error)
+        return ChunkOut(None, printed, error=failed.error)
     if k < len(program.cross):
         number = program.number
         return StageOut({number[i]: x for i, x in env.items() if i in number}, printed,
@@ -118,6 +134,16 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
     params = program.fn.params
     return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
                     {i: env[params[i].id][start:stop] for i in layout.written})
+
+
+@dataclass
+class Failure:
+    """A lane's error where a value was expected (a partial, a global value)."""
+
+    error: HydraError
+
+    def partial(self) -> tuple:
+        return ("failed", self)
 
 
 # --- prints -------------------------------------------------------------------------------
@@ -171,20 +197,30 @@ class captured_stdout:
 
 # --- errors -------------------------------------------------------------------------------
 
-class global_lanes:
-    """Re-raise a lane's run-time error with its lane number in the whole call."""
+class lane_errors:
+    """Catch a lane's run-time error, its lane number made global (``.error``)."""
 
     def __init__(self, start: int) -> None:
         self.start = start
+        self.error: HydraError | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> "lane_errors":
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:
+        if err is None or type(err) not in RUNTIME_ERRORS.values():
+            return False
+        lane = getattr(err, "lane", None)
+        self.error = err if lane is None or not self.start else shifted(err, self.start)
+        return True
+
+
+def first_error(errors) -> HydraError | None:
+    """The error of the lowest failing lane (errors of no lane last)."""
+    errors = [e for e in errors if e is not None]
+    if not errors:
         return None
-
-    def __exit__(self, kind, err, tb) -> None:
-        if err is None or not isinstance(err, HydraError) or self.start == 0:
-            return
-        if type(err) in RUNTIME_ERRORS.values() and getattr(err, "lane", None) is not None:
-            raise shifted(err, self.start) from None
+    return min(errors, key=lambda e: (e.lane is None, e.lane or 0))
 
 
 def shifted(err: HydraError, start: int) -> HydraError:
