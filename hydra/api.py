@@ -21,7 +21,7 @@ import weakref
 import numpy as np
 
 from .backends import default_backend, get_backend
-from .backends.numpy_backend import python_scalar
+from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .ir.core import Function
 from .ir.printer import print_function
@@ -140,9 +140,7 @@ class Kernel:
         return ArrayType(dt, ndim)
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
-        stored = {op.operands[0].id for op in fn.walk()
-                  if op.opcode == "store" or (op.opcode == "intrinsic"
-                                              and op.attrs["name"] == "atomic_add")}
+        stored = {op.written_array.id for op in fn.walk() if op.written_array is not None}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):

@@ -61,10 +61,6 @@ class CompileError(HydraError):
         super().__init__(_render(message, loc, hint))
 
 
-class LaneError(HydraError):
-    """Mixin data for run-time errors raised on behalf of one lane."""
-
-
 def _lane_message(message: str, lane: int | None, loc: Loc | None) -> str:
     where = f" (lane {lane})" if lane is not None else ""
     text = f"{message}{where}"

@@ -1,11 +1,24 @@
-"""The one table of lane intrinsics (SPEC section 3).
+"""The one table of lane intrinsics (SPEC section 3): a table of rules.
 
-Each ``Intrinsic`` holds everything about one intrinsic: the Python-level stub a
-user imports, its argument count, its type rule, its uniformity rule, its
-reference implementation (the semantics: NumPy over all N lanes with the active
-mask) and its doc.  Backends register their lowerings in ``lowerings`` with
-``@lowers(backend, name)``; a test checks every backend covers every entry, and the
-docs' intrinsics table is generated from this one.
+Each ``Intrinsic`` holds everything about one intrinsic, and the compiler reads these
+facts instead of comparing names:
+
+- ``params``: the argument names; each name's kind (``PARAM_KINDS``) is the argument
+  rule the frontend checks and coerces by (a lane index becomes int64, ``v`` the
+  element type of ``a``);
+- ``result``: the type rule (argument types -> result type; None: no result);
+- ``varying``: the uniformity rule (argument marks -> is the result varying);
+- ``uniform``: (argument index, message, hint) of an argument that must be uniform;
+- ``reference``: the semantics, NumPy over all N lanes with the active mask;
+- ``cross_lane``: reads other lanes (a sync point: it takes the active mask and runs
+  with all lanes at once; compiled backends run it on the host, by ``reference``);
+- ``effect``: writes memory (the array argument ``a``), so it is never removed;
+- ``traps``: may raise for some arguments (so it always carries a mask);
+- ``lowerings``: backend -> native lowering, one signature per backend
+  (``LOWERING_SIGNATURES``), registered with ``@lowers(backend, name)``.
+
+A test runs every entry on every backend; the docs' intrinsics table is generated
+from this one (``markdown_table``).
 
 Reference implementations take ``(args, mask, lanes, fail)``: ``args`` are the
 operands, each a NumPy array of ``lanes`` values (uniform ones broadcast),
@@ -22,18 +35,34 @@ import numpy as np
 
 from .types import BOOL, INT64, WEAK_INT, ArrayType, ScalarType, Type
 
+#: argument name -> its kind: what the frontend accepts there
+PARAM_KINDS = {"x": "number", "k": "lane index", "a": "1-d array", "i": "index",
+               "v": "element of a"}
+
+#: the signature of a native lowering, per backend (numpy runs ``reference``)
+LOWERING_SIGNATURES = {
+    "cpu": "(gen: KernelGen, op) -> [value rep]  (hydra/backends/cpu/codegen.py)",
+    "cuda": "(op) -> per-lane source expression  (hydra/backends/cuda/emit.py)",
+}
+
 
 @dataclass(slots=True)
 class Intrinsic:
     name: str
-    nargs: int
+    params: tuple[str, ...]
     doc: str
     result: Callable[[list[Type]], Type | None]  # type rule; None: no result
     varying: Callable[[list[bool]], bool]  # uniformity rule over argument marks
     reference: Callable
-    cross_lane: bool = True  # reads other lanes: a sync point, takes the active mask
+    cross_lane: bool = True
     effect: bool = False
+    traps: bool = False
+    uniform: tuple | None = None  # (argument index, message, hint)
     lowerings: dict[str, Callable] = field(default_factory=dict)
+
+    @property
+    def nargs(self) -> int:
+        return len(self.params)
 
 
 def _same(ts: list[Type]) -> Type:
@@ -122,10 +151,6 @@ def _ref_atomic_add(args, mask, lanes, fail):
     return None
 
 
-def _array_elem(ts: list[Type]) -> Type | None:
-    return None
-
-
 INTRINSICS: dict[str, Intrinsic] = {}
 
 
@@ -135,33 +160,36 @@ def _add(*entries: Intrinsic) -> None:
 
 
 _add(
-    Intrinsic("lane", 0, "this lane's index, 0..N-1", lambda ts: WEAK_INT,
+    Intrinsic("lane", (), "this lane's index, 0..N-1", lambda ts: WEAK_INT,
               lambda vs: True, _ref_lane, cross_lane=False),
-    Intrinsic("nlanes", 0, "the number of lanes N", lambda ts: WEAK_INT,
+    Intrinsic("nlanes", (), "the number of lanes N", lambda ts: WEAK_INT,
               lambda vs: False, _ref_nlanes, cross_lane=False),
-    Intrinsic("lanesum", 1, "sum of x over the active lanes, in the type of x (int32 "
+    Intrinsic("lanesum", ("x",), "sum of x over the active lanes, in the type of x (int32 "
               "stays int32; bools count as int64)", _summed,
               lambda vs: False, _reduce("lanesum", np.add, 0)),
-    Intrinsic("laneprod", 1, "product of x over the active lanes, in the type of x", _summed,
-              lambda vs: False, _reduce("laneprod", np.multiply, 1)),
-    Intrinsic("lanemin", 1, "minimum of x over the active lanes", _same,
+    Intrinsic("laneprod", ("x",), "product of x over the active lanes, in the type of x",
+              _summed, lambda vs: False, _reduce("laneprod", np.multiply, 1)),
+    Intrinsic("lanemin", ("x",), "minimum of x over the active lanes", _same,
               lambda vs: False, _reduce("lanemin", np.minimum, None)),
-    Intrinsic("lanemax", 1, "maximum of x over the active lanes", _same,
+    Intrinsic("lanemax", ("x",), "maximum of x over the active lanes", _same,
               lambda vs: False, _reduce("lanemax", np.maximum, None)),
-    Intrinsic("laneany", 1, "is c true on any active lane", lambda ts: BOOL,
+    Intrinsic("laneany", ("x",), "is x true on any active lane", lambda ts: BOOL,
               lambda vs: False, _reduce("laneany", np.logical_or, False)),
-    Intrinsic("laneall", 1, "is c true on every active lane", lambda ts: BOOL,
+    Intrinsic("laneall", ("x",), "is x true on every active lane", lambda ts: BOOL,
               lambda vs: False, _reduce("laneall", np.logical_and, True)),
-    Intrinsic("broadcast", 2, "x on lane k (k uniform, lane k active)", _same,
-              lambda vs: False, _ref_broadcast),
-    Intrinsic("shuffle", 2, "lane i gets x from lane idx_i (an active lane)", _same,
+    Intrinsic("broadcast", ("x", "k"), "x on lane k (k uniform, lane k active)", _same,
+              lambda vs: False, _ref_broadcast,
+              uniform=(1, "broadcast(x, k) needs the same k on every lane",
+                       "use shuffle(x, idx) to read a different lane per lane")),
+    Intrinsic("shuffle", ("x", "k"), "lane i gets x from lane k_i (an active lane)", _same,
               lambda vs: True, _ref_shuffle),
-    Intrinsic("rotate", 2, "lane i gets x from lane (i + off) % N (an active lane)", _same,
-              lambda vs: True, _ref_rotate),
-    Intrinsic("prefixsum", 1, "exclusive sum of x over the active lanes below this one",
+    Intrinsic("rotate", ("x", "k"), "lane i gets x from lane (i + k) % N (an active lane)",
+              _same, lambda vs: True, _ref_rotate),
+    Intrinsic("prefixsum", ("x",), "exclusive sum of x over the active lanes below this one",
               _summed, lambda vs: True, _ref_prefixsum),
-    Intrinsic("atomic_add", 3, "a[i] += v for every active lane, duplicates all counted",
-              lambda ts: None, lambda vs: False, _ref_atomic_add, effect=True),
+    Intrinsic("atomic_add", ("a", "i", "v"), "a[i] += v for every active lane, duplicates "
+              "all counted", lambda ts: None, lambda vs: False, _ref_atomic_add,
+              effect=True, traps=True),
 )
 
 
@@ -174,16 +202,16 @@ def lowers(backend: str, name: str):
 
 
 def check_argument_types(name: str, types: list[Type]) -> str | None:
-    """A message if the argument types do not fit the intrinsic, else None."""
-    if name == "atomic_add":
-        if not isinstance(types[0], ArrayType):
-            return "atomic_add needs an array as its first argument"
-        return None
-    for t in types:
-        if not isinstance(t, ScalarType):
+    """A message if the argument types do not fit the intrinsic's params, else None."""
+    for p, t in zip(INTRINSICS[name].params, types):
+        kind = PARAM_KINDS[p]
+        if kind == "1-d array":
+            if not isinstance(t, ArrayType):
+                return f"{name} needs an array as its first argument"
+        elif kind in ("number", "lane index") and not isinstance(t, ScalarType):
             return f"{name} takes numbers, not {t}"
-    if name in ("broadcast", "shuffle", "rotate") and types[1].kind not in "iu":
-        return f"the lane index of {name} must be an integer, not {types[1]}"
+        elif kind == "lane index" and t.kind not in "iu":
+            return f"the lane index of {name} must be an integer, not {t}"
     return None
 
 
@@ -222,7 +250,6 @@ def markdown_table() -> str:
     """The intrinsics table of the docs, generated from this module."""
     rows = ["| call | result | meaning |", "|---|---|---|"]
     for e in INTRINSICS.values():
-        params = {0: "", 1: "x", 2: "x, k", 3: "a, i, v"}[e.nargs]
         kind = "none" if e.effect else ("varying" if e.varying([True] * e.nargs) else "uniform")
-        rows.append(f"| `{e.name}({params})` | {kind} | {e.doc} |")
+        rows.append(f"| `{e.name}({', '.join(e.params)})` | {kind} | {e.doc} |")
     return "\n".join(rows)

@@ -61,12 +61,6 @@ class TupleType(Type):
         return "(" + ", ".join(map(str, self.elems)) + ("," if len(self.elems) == 1 else "") + ")"
 
 
-@dataclass(frozen=True, slots=True)
-class NoneType(Type):
-    def __str__(self) -> str:
-        return "none"
-
-
 BOOL = ScalarType("bool")
 INT64 = ScalarType("int64")
 INT32 = ScalarType("int32")
@@ -75,7 +69,6 @@ FLOAT32 = ScalarType("float32")
 FLOAT64 = ScalarType("float64")
 WEAK_INT = ScalarType("int64", weak=True)
 WEAK_FLOAT = ScalarType("float64", weak=True)
-NONE = NoneType()
 
 SCALAR_NAMES = (
     "bool", "int8", "int16", "int32", "int64",

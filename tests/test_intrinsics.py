@@ -209,7 +209,9 @@ def test_every_intrinsic_has_a_lowering(which, name):
     if which not in BACKENDS:
         pytest.skip(f"the {which} backend is not available here")
     hydra.backends.get_backend(which)  # importing the backend registers its lowerings
-    assert which in INTRINSICS[name].lowerings, f"{which} backend has no lowering of {name}"
+    entry = INTRINSICS[name]
+    # cross-lane intrinsics run on the host, by their reference, between native runs
+    assert entry.cross_lane or which in entry.lowerings, f"{which} cannot lower {name}"
 
 
 # --- intrinsics inside loops -----------------------------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hydra.backends.cpu import vecmath as vm
-from hydra.backends.cpu.vecmath_jit import array_function
+from bench.vecmath import ULP_LIBMVEC, array_function, libmvec_ir
 
 NUMPY_NAME = {"atan2": "arctan2", "pow": "power", "asin": "arcsin", "acos": "arccos",
               "atan": "arctan"}
@@ -117,15 +117,15 @@ def test_special_values(name, dtype, width=4, variant="inline", ulp=None):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", sorted(vm.ULP_LIBMVEC))
+@pytest.mark.parametrize("name", sorted(ULP_LIBMVEC))
 def test_libmvec_option(name, dtype):
     """libmvec_ir, where this machine has it: NumPy's special values, ULP_LIBMVEC."""
-    if vm.libmvec_ir(name, dtype, 8) is None:
+    if libmvec_ir(name, dtype, 8) is None:
         pytest.skip("no libmvec variant here")
     xs = [samples(name, dtype, 3000, seed) for seed in range(1, vm._ARITY[name] + 1)]
-    check(name, dtype, 8, xs, vm.ULP_LIBMVEC[name], "libmvec")
-    test_special_values(name, dtype, 8, "libmvec", vm.ULP_LIBMVEC[name])
-    assert vm.libmvec_ir(name, dtype, 4 if dtype == "float32" else 6) is None
+    check(name, dtype, 8, xs, ULP_LIBMVEC[name], "libmvec")
+    test_special_values(name, dtype, 8, "libmvec", ULP_LIBMVEC[name])
+    assert libmvec_ir(name, dtype, 4 if dtype == "float32" else 6) is None
 
 
 @pytest.mark.parametrize("width", [3, 4, 16])

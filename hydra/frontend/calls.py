@@ -81,16 +81,20 @@ class CallMixin:
         problem = intrinsics.check_argument_types(name, [a.type for a in args])
         if problem:
             raise CompileError(problem, loc)
-        if name == "atomic_add":
-            array, index, v = args
-            if array.type.ndim != 1:
-                raise CompileError("atomic_add needs a 1-d array", loc)
-            index = self.coerce(index, INT64, loc)
-            v = self.coerce(v, array.type.dtype, loc)
-            self.emit_op("intrinsic", [array, index, v], [], loc, {"name": name})
+        coerced = []
+        for a, p in zip(args, entry.params):
+            kind = intrinsics.PARAM_KINDS[p]
+            if kind == "1-d array" and a.type.ndim != 1:
+                raise CompileError(f"{name} needs a 1-d array", loc)
+            if kind in ("lane index", "index"):
+                a = self.coerce(a, INT64, loc)
+            elif kind == "element of a":
+                a = self.coerce(a, args[entry.params.index("a")].type.dtype, loc)
+            coerced.append(a)
+        args = coerced
+        if entry.effect:
+            self.emit_op("intrinsic", args, [], loc, {"name": name})
             return None
-        if name in ("broadcast", "shuffle", "rotate"):
-            args = [args[0], self.coerce(args[1], INT64, loc)]
         result = entry.result([a.type for a in args])
         return self.emit("intrinsic", args, result, loc, {"name": name})
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..errors import Loc
+from ..intrinsics import INTRINSICS
 from ..types import Type
 
 
@@ -67,8 +68,6 @@ OPCODES: dict[str, OpInfo] = {
     "cast": OpInfo("convert to the result type (float->int truncates toward zero)"),
     "select": OpInfo("per lane: c ? a : b"),
     "math": OpInfo("a math function; attrs: fn (sqrt, exp, ...)"),
-    "tuple": OpInfo("build a tuple"),
-    "tuple_get": OpInfo("element of a tuple; attrs: index"),
     "global_array": OpInfo("a NumPy array captured at compile time; attrs: array, name"),
     "array_dim": OpInfo("size of an axis of an array; attrs: axis"),
     "local_array": OpInfo("a new per-lane array of shape operands; attrs: dtype, fill"),
@@ -130,6 +129,46 @@ class Op:
         """Operands and mask: every value this op reads directly."""
         return self.operands + ([self.mask] if self.mask is not None else [])
 
+    # --- op facts: the one definition every pass and backend reads ---------------------
+
+    @property
+    def effect(self) -> bool:
+        """Has a side effect: never removed, runs only on its mask's lanes."""
+        if self.opcode == "intrinsic":
+            return INTRINSICS[self.attrs["name"]].effect
+        return OPCODES[self.opcode].effect
+
+    @property
+    def traps(self) -> bool:
+        """May raise for some operand values.  Float ``//`` and ``%`` never do (IEEE
+        gives nan or inf); integer ones do on a zero divisor."""
+        if self.opcode in ("floordiv", "mod"):
+            return self.results[0].type.kind != "f"
+        if self.opcode == "intrinsic":
+            return INTRINSICS[self.attrs["name"]].traps
+        return OPCODES[self.opcode].traps
+
+    @property
+    def cross_lane(self) -> bool:
+        """Reads (or writes for) other lanes: a sync point, run with all lanes at once."""
+        return self.opcode == "intrinsic" and INTRINSICS[self.attrs["name"]].cross_lane
+
+    @property
+    def needs_mask(self) -> bool:
+        """Must carry the mask of the lanes that run it after linearize (so inactive
+        lanes never write, raise, or take part in a cross-lane op); the verifier checks
+        what linearize guarantees by this same rule."""
+        return self.effect or self.traps or self.cross_lane
+
+    @property
+    def written_array(self) -> Value | None:
+        """The array this op writes, if any."""
+        if self.opcode == "store":
+            return self.operands[0]
+        if self.opcode == "intrinsic" and self.effect:
+            return self.operands[INTRINSICS[self.attrs["name"]].params.index("a")]
+        return None
+
 
 @dataclass(slots=True, eq=False)
 class Region:
@@ -155,7 +194,6 @@ class Function:
     param_names: list[str]
     body: Region
     loc: Loc
-    result_type: Type | None = None
     #: facts passes attach for later stages and tools (e.g. sync points)
     notes: dict = field(default_factory=dict)
 

@@ -58,8 +58,7 @@ class Printer:
 
     def function(self, fn: Function) -> str:
         params = ", ".join(self.decl(p) for p in fn.params)
-        ret = f" -> {fn.result_type}" if fn.result_type is not None else ""
-        self.lines.append(f"func {fn.name}({params}){ret} {{")
+        self.lines.append(f"func {fn.name}({params}) {{")
         self.region_body(fn.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"

@@ -82,8 +82,5 @@ class _Verifier:
             cond = op.operands[0] if op.opcode == "if" else op.regions[0].terminator.operands[0]
             if cond.varying:
                 self.fail(op, "branch on a varying value after linearization")
-        info = OPCODES[op.opcode]
-        if (info.effect or info.traps) and op.mask is None:
-            if op.opcode in ("floordiv", "mod") and op.results[0].type.kind == "f":
-                return
-            self.fail(op, "side effect or trapping op without a mask")
+        if op.needs_mask and op.mask is None:
+            self.fail(op, "side effect, trapping or cross-lane op without a mask")

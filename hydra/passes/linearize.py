@@ -34,8 +34,7 @@ pure ops get no ``any`` guard: the guard would cost more than the ops.
 from __future__ import annotations
 
 from ..errors import CompileError, Loc
-from ..intrinsics import INTRINSICS
-from ..ir.core import OPCODES, Function, Op, Region, Value
+from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType
 
 _SMALL_ARM = 8
@@ -48,21 +47,12 @@ def linearize(fn: Function) -> Function:
     return fn
 
 
-def _needs_mask(op: Op) -> bool:
-    info = OPCODES[op.opcode]
-    if op.opcode in ("floordiv", "mod"):
-        return op.results[0].type.kind != "f"
-    if op.opcode == "intrinsic":
-        return INTRINSICS[op.attrs["name"]].cross_lane
-    return info.effect or info.traps
-
-
 def _worth_guarding(region: Region) -> bool:
     count = 0
     for op in region.walk():
         if op.opcode in ("yield", "const", "undef"):
             continue
-        if _needs_mask(op) or op.regions:
+        if op.needs_mask or op.regions:
             return True
         count += 1
     return count > _SMALL_ARM
@@ -95,7 +85,7 @@ class _Linearizer:
             else:
                 # a uniform loop's break/return flags are ordinary uniform values
                 op.attrs.pop("exit_flags", None)
-                if _needs_mask(op):
+                if op.needs_mask:
                     op.mask = mask
                 for r in op.regions:
                     r.ops = self.region_ops(r, mask)

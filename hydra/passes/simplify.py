@@ -33,11 +33,6 @@ def simplify(fn: Function) -> Function:
             return fn
 
 
-def _const_of(op_by_result: dict[int, Op], v: Value):
-    op = op_by_result.get(v.id)
-    return op.attrs["value"] if op is not None and op.opcode == "const" else None
-
-
 def _cse_key(op: Op):
     """A key equal for ops that compute the same value, or None if not a candidate."""
     if op.regions or op.mask is not None or len(op.results) != 1 or not _is_removable(op):
@@ -171,14 +166,7 @@ def _resolve(subst: dict[int, Value], v: Value) -> Value:
 
 
 def _is_removable(op: Op) -> bool:
-    info = OPCODES[op.opcode]
-    if info.effect or info.terminator or op.mask is not None:
-        return False
-    if info.traps and not (op.opcode in ("floordiv", "mod") and op.result.type.kind == "f"):
-        return False
-    if op.opcode == "intrinsic" and not op.results:
-        return False
-    return True
+    return not (op.effect or op.traps or op.info.terminator or op.mask is not None)
 
 
 def _dce(fn: Function) -> bool:

@@ -21,7 +21,6 @@ their lane and never sync.  Distinct array arguments are assumed not to alias
 
 from __future__ import annotations
 
-from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Value
 
 
@@ -31,10 +30,8 @@ def find_sync_points(fn: Function) -> Function:
     accesses: dict[int, list[Op]] = {}
     written: set[int] = set()
     for op in ops:
-        if op.opcode in ("load", "store") or _is_atomic(op):
-            array = op.operands[0]
-            if array.varying:
-                continue  # a per-lane array: private to its lane
+        array = op.operands[0] if op.opcode == "load" else op.written_array
+        if array is not None and not array.varying:  # per-lane arrays are lane-private
             accesses.setdefault(array.id, []).append(op)
             if op.opcode != "load":
                 written.add(array.id)
@@ -45,7 +42,7 @@ def find_sync_points(fn: Function) -> Function:
     points = []
     for op in ops:
         reason = None
-        if op.opcode == "intrinsic" and INTRINSICS[op.attrs["name"]].cross_lane:
+        if op.cross_lane:
             reason = f"cross-lane {op.attrs['name']}"
         elif op.opcode == "print":
             reason = "print in lane order"
@@ -63,10 +60,6 @@ def find_sync_points(fn: Function) -> Function:
     return fn
 
 
-def _is_atomic(op: Op) -> bool:
-    return op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
-
-
 def _lane_indices(ops: list[Op]) -> set[int]:
     """Ids of values equal to lane() on every lane (lane() itself and casts of it)."""
     ids: set[int] = set()
@@ -80,7 +73,7 @@ def _lane_indices(ops: list[Op]) -> set[int]:
 
 
 def _lane_private(op: Op, lane_values: set[int]) -> bool:
-    if _is_atomic(op):
+    if op.cross_lane:
         return False
     index: Value = op.operands[1]
     return index.id in lane_values

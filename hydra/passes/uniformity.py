@@ -101,6 +101,6 @@ def _check_uniform_operands(fn: Function) -> None:
         if op.opcode == "local_array" and any(v.varying for v in op.operands):
             raise CompileError("the size of a per-lane array must be the same on every lane",
                                op.loc, hint="use the largest size every lane needs")
-        if op.opcode == "intrinsic" and op.attrs["name"] == "broadcast" and op.operands[1].varying:
-            raise CompileError("broadcast(x, k) needs the same k on every lane", op.loc,
-                               hint="use shuffle(x, idx) to read a different lane per lane")
+        rule = INTRINSICS[op.attrs["name"]].uniform if op.opcode == "intrinsic" else None
+        if rule is not None and op.operands[rule[0]].varying:
+            raise CompileError(rule[1], op.loc, hint=rule[2])

@@ -1,6 +1,6 @@
 """Pure per-lane ops of the cpu code generator: arithmetic, compares, casts, math.
 
-Each rule reproduces ``numpy_backend`` bit for bit (without ``fastmath``): Python's
+Each rule reproduces the host rules (``host.py``) bit for bit (without ``fastmath``): Python's
 floor division and modulo (NumPy's ``divmod`` algorithm for floats), NumPy's shifts
 (0 or -1 for out-of-range counts), min/max as ``where(b < a, b, a)``, wrapping integer
 arithmetic.  A rule works on uniform scalars and on varying parts alike: ``apply``
@@ -258,6 +258,12 @@ def x86_float_to_int(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
         return x
     target = f"<{w} x {lty(dst)}>" if lz.varying else lty(dst)
     return lz.apply(f"trunc {{0}} {{1}} to {target}", via, x, w=w)
+
+
+def native_math(fn: str, t: ScalarType) -> bool:
+    """Does ``math_call`` lower ``fn`` on ``t``?"""
+    return fn in _LLVM_MATH or fn in ("copysign", "isnan", "isinf", "isfinite") or (
+        fn in vecmath.SUPPORTED and t.kind == "f")
 
 
 def math_call(lz: Lanes, fn: str, t: ScalarType, args):

@@ -38,13 +38,12 @@ class CpuBackend:
     @staticmethod
     def dump(fn: Function, stage: str, options: dict) -> str:
         plan = Plan(fn, dict(options))
-        if plan.whole_host:
-            return f"; runs on the host (reference interpreter): {plan.reason}\n"
         out = []
         for step in plan.steps:
             if not isinstance(step, Phase):
-                out.append(f"; host step (all lanes at once): {step.opcode} "
-                           f"{step.attrs.get('sync', 'not lowered')}\n")
+                line = f" (line {step.loc.line})" if step.loc and step.loc.line > 0 else ""
+                out.append(f"; host step (all lanes at once): {step.opcode}{line}: "
+                           f"{plan.reason(step)}\n")
                 continue
             if stage == "llvm":
                 out.append(step.text)

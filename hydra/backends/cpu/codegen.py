@@ -14,8 +14,8 @@ contiguous values; array -> ``ptr`` data, then shape and byte strides as i64 (a
 varying array's lane axis first).  Outputs are ``ptr``s to ``n`` values (varying) or
 one value (uniform).  A run-time error stores (kind, lane, site, values...) in ``err``
 (the first gang to fail wins) and stops the gang before any out-of-bounds access;
-gangs that start after an error do nothing.  Ops it cannot lower raise
-``Unsupported``; the caller then runs them on the host.
+gangs that start after an error do nothing.  ``lowerable(op)`` says beforehand, from
+the rules here, which ops it lowers (the others run on the host, see ``phases``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 from ...errors import RUNTIME_ERRORS
 from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
+from ..cut import nested
 from ...types import ArrayType, ScalarType, TupleType, Type
 from . import arith
 from .emit import Builder
@@ -31,6 +32,9 @@ from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has
                       vty)
 
 KINDS = list(RUNTIME_ERRORS)
+#: ops whose results and region arguments must be numbers (arrays do not cross
+#: control flow or selects in vector code)
+_SCALAR_ONLY = ("if", "while", "select", "undef", "const", "load")
 _BOOL = ScalarType("bool")
 _I64 = ScalarType("int64")
 
@@ -54,6 +58,38 @@ def rebuild(t: Type, flat: list):
     return flat.pop(0)
 
 
+def lowerable(op: Op) -> tuple[bool, str]:
+    """Can ``KernelGen`` lower ``op`` with the regions it owns?  Decided from its
+    lowering table (the ``op_*`` rules, arith, vecmath) before any code is made; the
+    reason says why the op runs on the host instead."""
+    for o in nested(op):
+        ok, why = _lowerable_here(o)
+        if not ok:
+            return False, why if o is op or not o.loc else f"{why} (line {o.loc.line})"
+    return True, ""
+
+
+def _lowerable_here(op: Op) -> tuple[bool, str]:
+    name = op.opcode
+    if "sync" in op.attrs:
+        return False, f"sync point: {op.attrs['sync']}"
+    if name == "intrinsic" and "cpu" not in INTRINSICS[op.attrs["name"]].lowerings:
+        return False, f"{op.attrs['name']} runs over all lanes on the host"
+    if name == "global_array":
+        return False, "a captured array: its data is passed to the kernels"
+    if not (name in BINARY_OPS or name in UNARY_OPS or op.info.terminator
+            or hasattr(KernelGen, "op_" + name)):
+        return False, f"no vector code for {name}"
+    if name == "math" and not arith.native_math(op.attrs["fn"], op.operands[0].type):
+        return False, f"no vector code for math.{op.attrs['fn']} on {op.operands[0].type}"
+    values = op.results + [a for r in op.regions for a in r.args]
+    if name in _SCALAR_ONLY and not all(isinstance(v.type, ScalarType) for v in values):
+        return False, f"an array value through {name}"
+    if name == "store" and not isinstance(op.operands[-1].type, ScalarType):
+        return False, "storing a sub-array"
+    return True, ""
+
+
 class KernelGen(MemoryOps):
     def __init__(self, name: str, geo: Geometry, options: dict, constants=None) -> None:
         self.name = name
@@ -65,7 +101,6 @@ class KernelGen(MemoryOps):
         self.env: dict[int, object] = {}
         self.sites: list[tuple[Op, str]] = []  # error sites: (op, kind)
         self.top: Op | None = None
-        self.lane_rep: Var | None = None  # the last lane() value: a[lane()] is contiguous
 
     # --- the function -----------------------------------------------------------------
 
@@ -176,8 +211,6 @@ class KernelGen(MemoryOps):
 
     def op(self, op: Op):
         name = op.opcode
-        if op.attrs.get("sync"):
-            raise Unsupported(f"sync point ({op.attrs['sync']})")
         method = getattr(self, "op_" + name, None)
         if method is not None:
             return method(op)
@@ -209,12 +242,6 @@ class KernelGen(MemoryOps):
     def op_any(self, op: Op):
         return [Uni(self.b.any(self.env[op.operands[0].id]))]
 
-    def op_tuple(self, op: Op):
-        return [tuple(self.env[v.id] for v in op.operands)]
-
-    def op_tuple_get(self, op: Op):
-        return [self.env[op.operands[0].id][op.attrs["index"]]]
-
     def op_cast(self, op: Op):
         lz = arith.Lanes(self.b, bool(op.result.varying))
         return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
@@ -232,34 +259,12 @@ class KernelGen(MemoryOps):
         return [rebuild(op.result.type, out)]
 
     def op_intrinsic(self, op: Op):
-        entry = INTRINSICS[op.attrs["name"]]
-        rule = entry.lowerings.get("cpu")
-        if rule is None:
-            raise Unsupported(f"intrinsic {entry.name}")
-        return rule(self, op)
+        return INTRINSICS[op.attrs["name"]].lowerings["cpu"](self, op)
 
     def op_array_dim(self, op: Op):
         return [Uni(self.env[op.operands[0].id].shape[op.attrs["axis"]])]
 
     # --- control flow -----------------------------------------------------------------
-
-    def canon(self, rep, t: ScalarType, varying: bool, carried: bool) -> tuple[str, str]:
-        """(LLVM type, value) of a leaf in the form it takes through a phi."""
-        if not varying:
-            return lty(t), rep.ref
-        w = self.geo.width(t)
-        parts = self.b.parts(rep, t, w)
-        if len(parts) > 1:
-            raise AssertionError("canon takes one part at a time")
-        return vty(t, w), parts[0]
-
-    def phi_leaves(self, t: Type, varying: bool) -> list[tuple[ScalarType, int]]:
-        """(scalar type, part index) per phi of a value of type t."""
-        out = []
-        for s in leaves(t):
-            n = self.geo.lanes // self.geo.width(s) if varying else 1
-            out += [(s, k) for k in range(n)]
-        return out
 
     def to_phis(self, values: list[Value], reps: list, carried: bool) -> list[tuple[str, str]]:
         """The incoming (type, ref) of each phi for these values' reps."""
@@ -429,22 +434,10 @@ _ERR_FN = "\n".join([
 @lowers("cpu", "lane")
 def _lane(gen: KernelGen, op: Op):
     w = gen.geo.width(_I64)
-    gen.lane_rep = Var(gen.b.lane_ids(gen.base, w), w)
-    return [gen.lane_rep]
+    return [Var(gen.b.lane_ids(gen.base, w), w)]
 
 
 @lowers("cpu", "nlanes")
 def _nlanes(gen: KernelGen, op: Op):
     return [Uni("%n")]
 
-
-def _at_sync_point(gen: KernelGen, op: Op):
-    """Cross-lane intrinsics read (or, for atomic_add, write for) every lane: the phase
-    planner cuts the kernel there and runs the op over all lanes at once, by the
-    intrinsic's reference rule, between two native phases (see phases.py)."""
-    raise Unsupported(f"{op.attrs['name']} is a sync point")
-
-
-for _name, _entry in INTRINSICS.items():
-    if _entry.cross_lane:
-        lowers("cpu", _name)(_at_sync_point)

@@ -4,16 +4,18 @@ Takes: predicated SSA whose sync points are marked (``op.attrs["sync"]``).
 Guarantees: lockstep semantics (SPEC section 4) with native speed between sync points.
 The function body's top-level ops are cut into *steps*:
 
-- a **native phase**: a run of top-level ops with no sync point inside; it becomes one
-  LLVM kernel (``codegen``) that runs gang by gang on all cores.  Values it needs from
-  earlier steps come in as per-lane buffers or scalars; values later steps need go out
-  the same way (constants are re-emitted instead).
-- a **host step**: one top-level op that contains a sync point (a cross-lane intrinsic,
-  a print, a load that may read another lane's store) or that the code generator does
-  not lower.  It runs with all lanes at once through the reference interpreter's op
-  rules, so cross-lane reads see every lane's current value and prints come out in lane
-  order; a sync point inside varying control flow makes its whole top-level loop or
-  ``if`` such a step (the lockstep region runs with all lanes together).
+- a **native phase**: a run of the cutter (``hydra.backends.cut``) over top-level ops
+  that ``codegen.lowerable`` accepts; it becomes one LLVM kernel (``codegen``) that
+  runs gang by gang on all cores.  Its live-ins come in as per-lane buffers or
+  scalars, its live-outs go out the same way (constants are made in each kernel
+  instead).
+- a **host step**: one top-level op that ``lowerable`` refuses, with the reason (a
+  sync point: a cross-lane intrinsic, a print, a load that may read another lane's
+  store; or an op with no vector code).  It runs with all lanes at once by
+  ``host.run_op``, so cross-lane reads see every lane's current value and prints come
+  out in lane order; a sync point inside varying control flow makes its whole
+  top-level loop or ``if`` such a step (the lockstep region runs with all lanes
+  together).  ``dump-ir`` names each host step and its reason.
 
 All gangs finish a phase before the next step starts: that is where they meet.
 """
@@ -27,21 +29,11 @@ import numpy as np
 from ...errors import RUNTIME_ERRORS
 from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
-from ..numpy_backend import NumpyKernel
-from .codegen import KINDS, KernelGen
+from ..host import Host, run_op
+from ..cut import Run, cut, nested, users_of
+from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .vectors import Geometry, Unsupported, geometry
-
-
-def _walk_inputs(op: Op, defined: set[int], used: list[Value]) -> None:
-    for v in op.inputs():
-        if v.id not in defined:
-            used.append(v)
-    for r in op.regions:
-        defined.update(a.id for a in r.args)
-        for inner in r.ops:
-            _walk_inputs(inner, defined, used)
-            defined.update(x.id for x in inner.results)
+from .vectors import Geometry, geometry
 
 
 def varying_types(fn: Function) -> list[ScalarType]:
@@ -72,12 +64,12 @@ def gang_local_values(fn: Function) -> set[int]:
 
 
 class Phase:
-    """One native kernel: ops, the values it reads and the values it hands on."""
+    """One native kernel: a run of the cutter and the code made for it."""
 
-    def __init__(self, ops: list[Op]) -> None:
-        self.ops = ops
-        self.inputs: list[Value] = []
-        self.outputs: list[Value] = []
+    def __init__(self, run: Run) -> None:
+        self.ops = run.ops
+        self.inputs: list[Value] = run.inputs
+        self.outputs: list[Value] = run.outputs
         self.gen: KernelGen | None = None
         self.text = ""
         self.driver: Driver | None = None
@@ -85,77 +77,65 @@ class Phase:
 
 
 class Plan:
-    """The steps of one kernel (see the module docstring)."""
+    """The steps of one kernel (see the module docstring).  ``host`` maps each
+    top-level op that runs on the host to the reason."""
 
     def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
         self.options = options
         self.geo: Geometry = geometry(varying_types(fn))
-        self.host: set[int] = {id(op) for op in fn.body.ops if op.opcode == "global_array"}
-        self.whole_host = False
-        self.gang_local = gang_local_values(fn)
-        while True:
-            try:
-                self.steps = self._cut()
-                break
-            except _Failed as e:
-                if e.op is None or id(e.op) in self.host:
-                    self.whole_host, self.reason = True, e.reason
-                    self.steps = []
-                    break
-                self.host.add(id(e.op))
-
-    def _cut(self) -> list:
-        ops = self.fn.body.ops[:-1]
-        # captured arrays first: they depend on nothing, and must not split a phase
-        steps: list = [op for op in ops if op.opcode == "global_array"]
-        run: list[Op] = []
+        ops = fn.body.ops[:-1]
+        self.host: dict[int, str] = {}
         for op in ops:
-            if op.opcode == "global_array":
-                continue
-            if id(op) in self.host:
-                if run:
-                    steps.append(Phase(run))
-                    run = []
-                steps.append(op)
-            else:
-                run.append(op)
-        if run:
-            steps.append(Phase(run))
+            ok, why = lowerable(op)
+            if not ok and op.opcode != "const":
+                self.host[id(op)] = why
+        # Constants are no step: each kernel makes its own, and the host computes
+        # those a host op or the result reads.  Captured arrays go first: they
+        # depend on nothing, and must not split a phase.
+        body = [op for op in ops if op.opcode not in ("const", "global_array")]
+        users = users_of(fn)
+        gang_local = gang_local_values(fn)
+        while True:
+            items = cut(body, lambda op: id(op) not in self.host, users)
+            runs = [item for item in items if isinstance(item, Run)]
+            # a value one gang computed for itself means nothing to the steps after
+            crossing = [op for run in runs for op in run.ops
+                        if any(r.id in gang_local for r in op.results if r in run.outputs)]
+            if not crossing:
+                break
+            for op in crossing:
+                self.host[id(op)] = "a gang's own uniform value is needed after a sync"
+        in_runs = {id(o) for run in runs for op in run.ops for o in nested(op)}
         consts = {op.result.id: op for op in ops if op.opcode == "const"}
-        later: set[int] = {v.id for v in self.fn.body.terminator.operands}
-        for step in reversed(steps):  # what each step reads, last to first
-            step_ops = step.ops if isinstance(step, Phase) else [step]
-            defined: set[int] = set()
-            used: list[Value] = []
-            for op in step_ops:
-                _walk_inputs(op, defined, used)
-                defined.update(r.id for r in op.results)
+        on_host = [op for op in ops if op.opcode == "global_array" or op.opcode == "const"
+                   and any(id(u) not in in_runs for u in users.get(op.result.id, []))]
+        for op in on_host:
+            self.host.setdefault(id(op), "a constant that a host step or the result reads")
+        self.steps: list = on_host + [Phase(self._remat(item, consts))
+                                      if isinstance(item, Run) else item for item in items]
+        for step in self.steps:
             if isinstance(step, Phase):
-                step.outputs = [r for op in step.ops for r in op.results if r.id in later]
-                for op in step.ops:
-                    if any(r.id in self.gang_local for r in op.results if r in step.outputs):
-                        raise _Failed(op, "a gang's own uniform value is needed after a sync")
-                remat = {v.id: consts[v.id] for v in used if v.id in consts
-                         and v.id not in defined}
-                step.ops = [*dict.fromkeys(remat.values()), *step.ops]
-                step.inputs = list({v.id: v for v in used if v.id not in remat}.values())
-                # no per-lane result and nothing that writes or raises: one gang will do
-                step.one_gang = not any(v.varying for v in step.outputs) and not any(
-                    o.info.effect or o.info.traps for op in step.ops for o in [op, *op_walk(op)])
-                self._generate(step, len(steps))
-                used = [v for v in used if v.id not in remat]
-            later.update(v.id for v in used)
-        return steps
+                self._generate(step)
 
-    def _generate(self, phase: Phase, n: int) -> None:
+    @staticmethod
+    def _remat(run: Run, consts: dict[int, Op]) -> Run:
+        """The run with the constants it reads made inside it instead of passed in."""
+        made = [consts[v.id] for v in run.inputs if v.id in consts]
+        return Run(made + run.ops, [v for v in run.inputs if v.id not in consts], run.outputs)
+
+    def reason(self, op: Op) -> str:
+        """Why this top-level op runs on the host."""
+        return self.host[id(op)]
+
+    def _generate(self, phase: Phase) -> None:
+        # no per-lane result and nothing that writes or raises: one gang will do
+        phase.one_gang = not any(v.varying for v in phase.outputs) and not any(
+            o.effect or o.traps for op in phase.ops for o in nested(op))
         captured = {op.result.id: op.attrs["array"] for op in self.fn.body.ops
                     if op.opcode == "global_array"}
         gen = KernelGen("hydra_kernel", self.geo, self.options, captured)
-        try:
-            text = gen.generate(phase.ops, phase.inputs, phase.outputs)
-        except Unsupported as e:
-            raise _Failed(getattr(gen, "top", None), str(e)) from None
+        text = gen.generate(phase.ops, phase.inputs, phase.outputs)
         # named by its content: the same kernel in another process gets the same name
         # (numba's disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -174,9 +154,7 @@ class Plan:
 
     def run(self, args: list, lanes: int) -> list:
         fn = self.fn
-        ref = NumpyKernel(fn, lanes)
-        if self.whole_host:
-            return ref(args)
+        ref = Host(fn, lanes)
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
         threads = int(self.options.get("threads") or numba.config.NUMBA_NUM_THREADS)
@@ -186,7 +164,7 @@ class Plan:
                 if isinstance(step, Phase):
                     self._run_phase(step, env, lanes, threads)
                 else:
-                    _host_op(ref, step, env)
+                    run_op(ref, step, env)
         return [env[v.id] for v in fn.body.terminator.operands]
 
     def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
@@ -220,28 +198,8 @@ class Plan:
         raise RUNTIME_ERRORS[kind](msg, lane, op.loc)
 
 
-class _Failed(Exception):
-    def __init__(self, op: Op | None, reason: str) -> None:
-        self.op, self.reason = op, reason
-
-
-def op_walk(op: Op):
-    for r in op.regions:
-        yield from r.walk()
-
-
 def _kind(v: Value) -> str:
     if isinstance(v.type, ArrayType):
         return "array"
     return "buf" if v.varying else "scalar"
 
-
-def _host_op(ref: NumpyKernel, op: Op, env: dict) -> None:
-    """One top-level op over all lanes, by the reference interpreter's rules."""
-    method = getattr(ref, "op_" + op.opcode, None)
-    if method is not None:
-        results = method(op, env)
-    else:
-        results = ref.elementwise(op, [env[v.id] for v in op.operands])
-    for r, value in zip(op.results, results):
-        env[r.id] = value

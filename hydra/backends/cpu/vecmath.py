@@ -17,9 +17,10 @@ a branch: sin/cos/tan of |x| > 1e9 (2**18 in native float32) and fmod with quoti
 >= 2**52. `load_runtime()` makes libm's symbols visible to llvmlite's JIT (llvmlite does
 not search the process by default); `llvm_ir` calls it.
 
-Layout: a tiny SSA builder (`Builder`, `Vec`: Python operators emit LLVM instructions), the
-algorithms (one function per name, table `_IMPL`), `llvm_ir`, and a JIT'd array driver
-used by the tests and by the benchmark `python -m hydra.backends.cpu.vecmath [names]`.
+Layout: the algorithms (one function per name, table `_IMPL`, built with `vecbuild`'s
+`Builder` and `Vec`: Python operators emit LLVM instructions) and `llvm_ir`.  The JIT'd
+array driver the tests use and the benchmark against libm and libmvec live in
+`bench/vecmath.py` (`python -m bench.vecmath [names]`).
 """
 
 from __future__ import annotations
@@ -53,31 +54,16 @@ ULP: dict[str, float] = {
     "sin": 2, "cos": 2, "tan": 3, "asin": 2, "acos": 2, "atan": 2, "atan2": 2, "sinh": 3,
     "cosh": 2, "tanh": 3, "erf": 1, "erfc": 5, "cbrt": 3, "hypot": 1, "fmod": 0,
 }
-# The same for glibc 2.36's libmvec (`libmvec_ir`), measured the same way; fmod has none.
-ULP_LIBMVEC: dict[str, float] = {
-    "exp": 4, "exp2": 2, "expm1": 3, "log": 7, "log2": 2, "log10": 3, "log1p": 2, "pow": 1,
-    "sin": 3, "cos": 3, "tan": 3, "asin": 2, "acos": 2, "atan": 2, "atan2": 3, "sinh": 3,
-    "cosh": 2, "tanh": 2, "erf": 2, "erfc": 4, "cbrt": 4, "hypot": 1,
-}
-
 _FT = {"float32": "float", "float64": "double"}
 
 
 @functools.cache
-def load_runtime() -> bool:
-    """Load libm (and libmvec if present) so the JIT resolves their symbols.
-
-    Returns whether libmvec is available.
-    """
+def load_runtime() -> None:
+    """Load libm so the JIT resolves its symbols (the rare-lane fallbacks call it)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()
     llvm.load_library_permanently(ctypes.util.find_library("m") or "libm.so.6")
-    try:
-        llvm.load_library_permanently("libmvec.so.1")
-    except RuntimeError:
-        return False
-    return bool(llvm.address_of_symbol("_ZGVdN4v_exp"))
 
 
 # ---------------------------------------------------------------------------------
@@ -565,81 +551,35 @@ _IMPL = {f.__name__: f for f in (exp, exp2, expm1, sinh, cosh, tanh, log, log2, 
                                  cbrt, hypot, fmod)}
 
 
-def _scalarized(b: Builder, name: str, args: list[Vec]) -> Vec:
-    return b.scalar_calls(name + ("f" if b.ft == "float" else ""), args)
-
-
-def _libmvec_symbol(name: str, ft: str) -> str:
-    lanes = 8 if ft == "float" else 4  # the AVX2 ("d") variants
-    return f"_ZGVdN{lanes}{'v' * _ARITY[name]}_{name}{'f' * (ft == 'float')}"
-
-
-def _libmvec(b: Builder, name: str, args: list[Vec]) -> Vec:
-    """glibc's vector variant on width/lanes slices (benchmark comparison only)."""
-    ty, sym = args[0].ty, _libmvec_symbol(name, b.ft)
-    lanes = 8 if ty == "float" else 4
-    lt = f"<{lanes} x {ty}>"
-    b.decls.add(f"declare {lt} @{sym}({', '.join([lt] * len(args))})")
-    parts = []
-    for start in range(0, b.w, lanes):
-        mask = ", ".join(f"i32 {start + i}" for i in range(lanes))
-        sl = [b.emit(f"shufflevector {b.vt(ty)} {a.ref}, {b.vt(ty)} poison, <{lanes} x i32> "
-                     f"<{mask}>", ty) for a in args]
-        parts.append(b.emit(f"call {lt} @{sym}({', '.join(f'{lt} {v.ref}' for v in sl)})", ty))
-    while len(parts) > 1:  # concatenate pairwise
-        n = 2 * lanes
-        mask = ", ".join(f"i32 {i}" for i in range(n))
-        parts = [b.emit(f"shufflevector <{lanes} x {ty}> {parts[i].ref}, <{lanes} x {ty}> "
-                        f"{parts[i + 1].ref}, <{n} x i32> <{mask}>", ty)
-                 for i in range(0, len(parts), 2)]
-        lanes = n
-    return parts[0]
-
-
 def llvm_ir(name: str, dtype: str, width: int) -> tuple[str, str]:
     """Return `(symbol, module_text)` defining `name` on `<width x dtype>` vectors."""
-    return _module(name, dtype, width, "inline")
-
-
-def libmvec_ir(name: str, dtype: str, width: int) -> tuple[str, str] | None:
-    """Like `llvm_ir` but calling glibc's libmvec (AVX2 variants), or None where this
-    process has no such symbol or width is not a multiple of its lanes. Often 1.5-4x
-    faster than the inline code, but less accurate (`ULP_LIBMVEC`): an option for a
-    fast-math mode, not the default."""
-    ft = _FT[dtype]
-    if width % (8 if ft == "float" else 4) or name not in ULP_LIBMVEC:
-        return None
-    load_runtime()
-    if not llvm.address_of_symbol(_libmvec_symbol(name, ft)):
-        return None
-    return _module(name, dtype, width, "libmvec")
+    return _module(name, dtype, width)
 
 
 @functools.cache
-def _module(name: str, dtype: str, width: int, variant: str) -> tuple[str, str]:
-    """`llvm_ir` ("inline"), or for comparison "libm" (a call per lane) or "libmvec"."""
+def _module(name: str, dtype: str, width: int) -> tuple[str, str]:
+    """`llvm_ir`, cached."""
     if name not in SUPPORTED:
         raise KeyError(f"vecmath has no function {name!r}")
     ft = _FT[dtype]
     load_runtime()
     b = Builder(ft, width)
     args = [Vec(b, f"%a{i}", ft) for i in range(_ARITY[name])]
-    impl = _IMPL[name]
-    if variant == "libm":
-        res = _scalarized(b, name, args)
-    elif variant == "libmvec":
-        res = _libmvec(b, name, args)
-    elif ft == "float" and name in _NATIVE32:
+    if ft == "float" and name in _NATIVE32:
         res = _NATIVE32[name](b, *args)
     else:
         wide = [a.cast("fpext", "double") for a in args] if ft == "float" else args
         b.ft = "double"  # constants now default to double
-        res = impl(b, *wide, ft == "float")
+        res = _IMPL[name](b, *wide, ft == "float")
         if ft == "float":
             res = res.cast("fptrunc", "float")
-    tag = "" if variant == "inline" else "_" + variant
-    sym = f"hydra_vm_{name}_{'f32' if ft == 'float' else 'f64'}x{width}{tag}"
-    vt = b.vt(ft)
+    return define(b, f"hydra_vm_{name}_{'f32' if ft == 'float' else 'f64'}x{width}", args, res)
+
+
+def define(b: Builder, sym: str, args: list[Vec], res: Vec) -> tuple[str, str]:
+    """`(sym, module text)` of the function `res(args)` that `b` built, inlinable and
+    mergeable across modules."""
+    vt = b.vt(args[0].ty)
     params = ", ".join(f"{vt} {a.ref}" for a in args)
     text = "\n".join([
         *sorted(b.decls),
@@ -652,11 +592,3 @@ def _module(name: str, dtype: str, width: int, variant: str) -> tuple[str, str]:
         "",
     ])
     return sym, text
-
-
-if __name__ == "__main__":
-    import sys
-
-    from hydra.backends.cpu.vecmath_jit import benchmark
-
-    benchmark(sys.argv[1:] or sorted(SUPPORTED))

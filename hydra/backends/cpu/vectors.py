@@ -29,7 +29,8 @@ LLVM_TYPES = {
 
 
 class Unsupported(Exception):
-    """An op the vector code generator does not lower; the caller runs it on the host."""
+    """An op the vector code generator cannot lower although ``codegen.lowerable``
+    accepted it: a compiler bug (the two must agree)."""
 
 
 @functools.cache

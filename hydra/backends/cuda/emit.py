@@ -2,7 +2,7 @@
 
 Takes: ops of the structured or the predicated IR, one at a time, and a ``Frame``
 saying how each array is laid out.  Guarantees: the emitted statements compute
-exactly what ``hydra/backends/numpy_backend.py`` computes for one lane, both when
+exactly what the host rules (``hydra/backends/host.py``) compute for one lane, both when
 numba compiles them for a GPU and when the CUDA simulator runs them as Python with
 NumPy scalars.  That is why every result is wrapped in its NumPy type (``np.int32(a
 + b)``): numba widens small integers and the wrap brings them back; NumPy scalars
@@ -203,10 +203,6 @@ class OpEmitter:
         if n == "math":
             call = f"{MATH[op.attrs['fn']]}({', '.join(o)})"
             return f"{np_type(t)}({call})"
-        if n == "tuple":
-            return "(" + "".join(x + ", " for x in o) + ")"
-        if n == "tuple_get":
-            return f"{o[0]}[{op.attrs['index']}]"
         if n == "entry_mask":
             return "True"
         if n == "array_dim":

@@ -8,10 +8,10 @@ checks) become one generated kernel, one thread per lane; everything else runs o
 the host between phases, in program order, which keeps the lockstep order:
 uniform values and control flow (the host drives every ``if``/``while``), the
 ``any`` of a mask, per-lane array allocation, prints (lane order per statement),
-the loads and stores that are sync points, and the cross-lane intrinsics (their
-``cuda`` lowerings, on the phase's values copied back from the device).  A sync
-point inside a varying loop is therefore simply a host-driven loop that launches
-the loop body's phases each iteration.
+the loads and stores that are sync points, and the cross-lane intrinsics (all by
+``host.run_op``, on the phase's values copied back from the device).  A sync point
+inside a varying loop is therefore simply a host-driven loop that launches the loop
+body's phases each iteration.
 
 Per-lane values a phase computes stay in device arrays (``OnDevice``) for the
 phases after it; the host copies one back only when a host op reads it.  Shared
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...intrinsics import INTRINSICS
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
-from ..numpy_backend import NumpyKernel
+from ..cut import Run, cut, nested, users_of
+from ..host import Host, run_op
 from . import launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .lowerings import LANE_LOCAL
@@ -53,8 +53,8 @@ def in_kernel(op: Op) -> bool:
 def uniform_pure(op: Op) -> bool:
     """A pure op of uniform values only: the host may compute it ahead of the
     kernel run it sits in (its operands never come from a kernel)."""
-    return (not op.info.effect and not op.info.terminator and not op.regions
-            and "sync" not in op.attrs and not op.info.traps
+    return (not op.effect and not op.info.terminator and not op.regions
+            and "sync" not in op.attrs and not op.traps
             and all(v.varying is False for v in op.inputs() + op.results))
 
 
@@ -74,37 +74,11 @@ class Phase:
     kernel: object = None
 
 
-def uses_of(fn: Function) -> dict[int, list[Op]]:
-    uses: dict[int, list[Op]] = {}
-    for op in fn.walk():
-        for v in op.inputs():
-            uses.setdefault(v.id, []).append(op)
-    return uses
-
-
-def _nested(op: Op):
-    yield op
-    for region in op.regions:
-        yield from region.walk()
-
-
-def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmitter,
-           constants=None) -> Phase:
-    """One kernel for ``ops`` (with the regions they own, if the emitter takes them):
-    its inputs are the values it reads from outside, its outputs the values of its
-    top-level ops that something outside reads."""
-    walked = [o for op in ops for o in _nested(op)]
-    members = {id(o) for o in walked}
-    defined = {r.id for o in walked for r in o.results}
-    defined |= {a.id for o in walked for region in o.regions for a in region.args}
-    inputs, seen = [], set()
-    for o in walked:
-        for v in o.inputs():
-            if v.id not in defined and v.id not in seen:
-                seen.add(v.id)
-                inputs.append(v)
-    outputs = [r for op in ops for r in op.results
-               if any(id(u) not in members for u in uses.get(r.id, []))]
+def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
+               constants=None) -> Phase:
+    """One kernel for a run of the cutter (its ops with the regions they own, if the
+    emitter takes them): the run's live-ins are its inputs, its live-outs its outputs."""
+    ops, inputs, outputs = run.ops, run.inputs, run.outputs
     frame = Frame(ErrorSites(), boundscheck=boundscheck)
     em = emitter(frame)
     em.constants.update(constants or {})
@@ -127,7 +101,8 @@ def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmi
     lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
               f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
     text = renumber("\n".join(lines)) + "\n"
-    written = {o.operands[0].id for o in walked if o.opcode == "store"}
+    written = {o.written_array.id for op in ops for o in nested(op)
+               if o.written_array is not None}
     return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
                  frame.sites, written, label)
 
@@ -135,30 +110,24 @@ def make_phase(ops: list[Op], uses, label: str, boundscheck: bool, emitter=OpEmi
 def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[Phase]]:
     """For every region (by id): its items in order, each an ``Op`` run on the host
     or a ``Phase``; and every phase in the order they were cut."""
-    uses = uses_of(fn)
+    users = users_of(fn)
     plans: dict[int, list] = {}
     phases: list[Phase] = []
 
-    def cut(region: Region) -> None:
-        items: list = []
-        run: list[Op] = []
-        for op in region.ops:
-            for inner in op.regions:
-                cut(inner)
-            if in_kernel(op):
-                run.append(op)
+    def visit(region: Region) -> None:
+        # a uniform op joins no kernel; the host computes it ahead of the run it sits in
+        items = cut(region.ops, in_kernel, users, lambda op, run: bool(run) and uniform_pure(op))
+        for k, item in enumerate(items):
+            if isinstance(item, Run):
                 continue
-            if run and uniform_pure(op):
-                items.append(op)  # computed now, on the host: the run goes on
-                continue
-            if run:
+            for inner in item.regions:  # (numbered before the run this op closes)
+                visit(inner)
+            if k and isinstance(items[k - 1], Run):
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
-                phases.append(make_phase(run, uses, label, boundscheck))
-                items.append(phases[-1])
-                run = []
-            items.append(op)
+                phases.append(make_phase(items[k - 1], label, boundscheck))
+                items[k - 1] = phases[-1]
         plans[id(region)] = items
-    cut(fn.body)
+    visit(fn.body)
     return plans, phases
 
 
@@ -190,7 +159,7 @@ class Env(dict):
         return dict.__getitem__(self, key)
 
 
-class PhaseKernel(NumpyKernel):
+class PhaseKernel(Host):
     """Runs one predicated function: host ops as the numpy backend does, phases as
     CUDA kernels."""
 
@@ -215,11 +184,7 @@ class PhaseKernel(NumpyKernel):
                 # carried values stay where they are (a loop's phases keep theirs on
                 # the device); the host reads only what it needs
                 return [env.raw(v.id) for v in item.operands]
-            rule = getattr(self, "op_" + item.opcode, None)
-            values = [env[v.id] for v in item.operands]
-            results = self.elementwise(item, values) if rule is None else rule(item, env)
-            for r, value in zip(item.results, results):
-                env[r.id] = value
+            run_op(self, item, env)
         raise AssertionError("region without terminator")
 
     def run_phase(self, phase: Phase, env: Env) -> None:
@@ -247,20 +212,3 @@ class PhaseKernel(NumpyKernel):
         moves.finish()
         for v, d in zip(phase.outputs, outs):
             env[v.id] = OnDevice(d) if v.varying else d.copy_to_host()[0]
-
-    def op_intrinsic(self, op: Op, env) -> list:
-        """Cross-lane intrinsics through their ``cuda`` lowering, on the host."""
-        name_ = op.attrs["name"]
-        if name_ in LANE_LOCAL:
-            return super().op_intrinsic(op, env)
-        mask = env[op.mask.id] if op.mask is not None else np.ones(self.lanes, dtype=bool)
-        args = [env[v.id] if isinstance(v.type, ArrayType)
-                else np.broadcast_to(env[v.id], (self.lanes,)) for v in op.operands]
-
-        def fail(kind, message, lane):
-            self.fail(kind, message, lane, op.loc)
-        out = INTRINSICS[name_].lowerings["cuda"](args, mask, self.lanes, fail)
-        if not op.results:
-            return []
-        out = np.asarray(out).astype(op.result.type.dtype)
-        return [out if op.result.varying else out[()]]

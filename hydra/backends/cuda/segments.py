@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from ...ir.core import Function, Op, Value
 from ...types import BOOL, ScalarType
-from .phases import Phase, make_phase, uniform_pure, uses_of
+from ..cut import Run, cut, users_of
+from .phases import Phase, make_phase, uniform_pure
 from .emit import ident
 from .structured import StructuredEmitter, fits
 
@@ -87,39 +88,33 @@ def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Ph
     host = _host_driven(fn)
     _prepare(fn, host)
     host_ids = {id(op) for op in host}
-    uses = uses_of(fn)
+    users = users_of(fn)
     plans: dict[int, list] = {}
     phases: list[Phase] = []
 
-    def cut(region) -> None:
-        items: list = []
-        run: list[Op] = []
-        pending: set[int] = set()  # values the unfinished run defines
+    def native(op: Op) -> bool:
+        return not (id(op) in host_ids or op.info.terminator
+                    or op.opcode in ("entry_mask", "global_array"))
 
-        def close() -> None:
-            label = f"segment{len(phases) + 1}_{ident(fn.name)}"
-            phase = make_phase(list(run), uses, label, boundscheck, StructuredEmitter,
-                               constants)
-            if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
-                raise Unsuitable("a segment hands on a value that is not a scalar")
-            phases.append(phase)
-            items.append(phase)
-            run.clear()
-            pending.clear()
+    def hoist(op: Op, run: list[Op]) -> bool:
+        """A uniform value that does not depend on the unfinished run: the host
+        computes it ahead."""
+        pending = {r.id for o in run for r in o.results}
+        return uniform_pure(op) and not any(v.id in pending for v in op.inputs())
 
-        for op in region.ops:
-            if id(op) in host_ids or op.info.terminator or op.opcode in ("entry_mask",
-                                                                           "global_array"):
-                if run:
-                    close()
-                items.append(op)
-                for inner in op.regions:
-                    cut(inner)
-            elif uniform_pure(op) and not pending.intersection(v.id for v in op.inputs()):
-                items.append(op)  # a uniform value: the host computes it ahead
+    def visit(region) -> None:
+        items = cut(region.ops, native, users, hoist)
+        for k, item in enumerate(items):
+            if isinstance(item, Run):
+                label = f"segment{len(phases) + 1}_{ident(fn.name)}"
+                phase = make_phase(item, label, boundscheck, StructuredEmitter, constants)
+                if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
+                    raise Unsuitable("a segment hands on a value that is not a scalar")
+                phases.append(phase)
+                items[k] = phase
             else:
-                run.append(op)
-                pending.update(r.id for r in op.results)
+                for inner in item.regions:
+                    visit(inner)
         plans[id(region)] = items
-    cut(fn.body)
+    visit(fn.body)
     return plans, phases
