@@ -238,7 +238,7 @@ def _compile(spec: KernelSpec) -> Compiled:
     fn = offset_lanes(run_pipeline(fn, set(spec.varying), check=CHECK_IR))
     if spec.staged:
         from .stages import Program
-        return Compiled(fn, None, Program(fn, kernel.options))
+        return Compiled(fn, None, Program(fn, kernel.backend, kernel.options))
     structured = kernel._structured(list(spec.types))
     runner = kernel.backend.compile(fn, kernel.options, lambda: offset_lanes(structured()))
     return Compiled(fn, runner, None)

@@ -15,9 +15,10 @@ sum of the chunks before it (a small task over the chunk totals).  Integers, boo
 ``prefixsum`` of integers equal a local call bit for bit; float sums and products are
 summed in another order (see the guide for the tolerance).
 
-The cut itself is the cpu backend's phase plan (native phases between host steps),
-reached through one adapter, ``cut``; where a reduction sits under a varying ``if``,
-its any-lane guard is inlined first (``unguard``) so that the reduction is top-level.
+The cut is the one cutter's (``hydra.backends.cut``): the runs between staged ops
+become functions compiled by the kernel's own backend.  Where a reduction sits under a
+varying ``if``, its any-lane guard is inlined first (``unguard``) so that the
+reduction is top-level.
 Anything else that needs all lanes at once is refused before anything runs: a sync
 point inside a loop or a uniform branch (one global round trip per iteration),
 ``broadcast``/``shuffle``/``rotate``/``atomic_add``, and loads that may read
@@ -224,59 +225,65 @@ def scan_offsets(totals: list) -> list:
     return list(np.cumsum(values) - values)
 
 
-# --- on the worker: the adapter to the phase plan ----------------------------------------
+# --- on the worker: the stages as runs of the one cutter ---------------------------------
 
 class Program:
-    """A kernel cut into the steps of each stage, for chunks of lanes."""
+    """A kernel cut by the one cutter (``hydra.backends.cut``) at its staged ops: each
+    stage is at most one run, compiled by the kernel's own backend as a function of the
+    run's live-ins returning its live-outs, so every backend runs its lanes natively."""
 
-    def __init__(self, fn: Function, options: dict) -> None:
+    def __init__(self, fn: Function, backend, options: dict) -> None:
+        from ..backends.cut import Run, cut, users_of
         unguard(fn)
         self.fn = fn
-        self.steps, self.run_step = cut(fn, options)
-        self.cross = [i for i, s in enumerate(self.steps) if isinstance(s, Op)
-                      and s.opcode == "intrinsic" and s.attrs["name"] in STAGED]
+        items = cut(fn.body.ops[:-1], lambda op: not _staged(op), users_of(fn))
+        self.stages: list[list] = [[]]  # per stage: the runs, compiled
+        self.cross: list[Op] = []
+        for item in items:
+            if isinstance(item, Run):
+                self.stages[-1].append((item, backend.compile(_function(fn, item), options)))
+            elif _staged(item):
+                self.cross.append(item)
+                self.stages.append([])
+            else:  # the cutter keeps every other op in a run
+                raise AssertionError(f"host op {item.opcode} outside a run")
         values = list(fn.params)
         for op in fn.walk():
             values += op.results + [a for r in op.regions for a in r.args]
         #: value id -> its position: the same in every process that compiles the kernel
         self.number = {v.id: i for i, v in enumerate(values)}
-        self.value_of = {i: v for i, v in enumerate(values)}
+        self.value_of = dict(enumerate(values))
         #: numbers of the arrays the kernel stores into (copied when a stage resumes)
         self.stored = {self.number[op.operands[0].id] for op in fn.walk()
                        if op.opcode == "store" and op.operands[0].id in self.number}
+        # live[k]: what stage k and the ones after it read (the result included)
+        live = {v.id for v in fn.body.terminator.operands} | {p.id for p in fn.params}
+        self.live: list[set[int]] = []
+        for k in range(len(self.cross), -1, -1):
+            for run, _ in self.stages[k]:
+                live |= {v.id for v in run.inputs}
+            if k < len(self.cross):
+                live |= {v.id for v in self.cross[k].inputs()}
+            self.live.insert(0, set(live))
 
-    def stage_steps(self, k: int) -> list:
-        begin = 0 if k == 0 else self.cross[k - 1] + 1
-        end = self.cross[k] if k < len(self.cross) else len(self.steps)
-        return self.steps[begin:end]
+    def run_stage(self, k: int, env: dict, lanes: int) -> None:
+        """Stage ``k`` over one chunk: its runs, natively, on ``env``."""
+        for run, runner in self.stages[k]:
+            with np.errstate(all="ignore"):
+                leaves = runner([env[v.id] for v in run.inputs], lanes)
+            env.update((v.id, x) for v, x in zip(run.outputs, leaves))
 
 
-def cut(fn: Function, options: dict):
-    """ADAPTER to the one cutter: ``fn``'s top-level steps as the cpu backend's phase
-    plan makes them (native phases and host ops, every staged op a host step of its
-    own), and ``run(step, env, lanes)``.  Re-point this at the shared cutter when there
-    is one."""
-    import numba
+def _staged(op: Op) -> bool:
+    return op.opcode == "intrinsic" and op.attrs["name"] in STAGED
 
-    from ..backends.cpu.backend import OPTIONS
-    from ..backends.cpu.phases import Phase, Plan, _host_op
-    from ..backends.numpy_backend import NumpyKernel
-    phase_plan = Plan(fn, {k: v for k, v in options.items() if k in OPTIONS})
-    if phase_plan.whole_host:
-        steps = list(fn.body.ops[:-1])
-    else:
-        phase_plan.drivers()
-        steps = list(phase_plan.steps)
-    threads = int(options.get("threads") or numba.config.NUMBA_NUM_THREADS)
-    threads = min(threads, numba.config.NUMBA_NUM_THREADS)
 
-    def run(step, env: dict, lanes: int) -> None:
-        with np.errstate(all="ignore"):
-            if isinstance(step, Phase):
-                phase_plan._run_phase(step, env, lanes, threads)
-            else:
-                _host_op(NumpyKernel(fn, lanes), step, env)
-    return steps, run
+def _function(fn: Function, run) -> Function:
+    """A run as a function of its live-ins that returns its live-outs."""
+    from ..ir.core import Region
+    body = Region([], [*run.ops, Op("yield", list(run.outputs), [], fn.loc)])
+    return Function(fn.name, list(run.inputs), [v.name or f"v{v.id}" for v in run.inputs],
+                    body, fn.loc, {"result_tree": tuple("leaf" for _ in run.outputs)})
 
 
 def partial(op: Op, env: dict, lanes: int):

@@ -113,14 +113,13 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
     else:  # arrays this stage may write are copied: the previous output stays as it was
         env = {program.value_of[i].id: (x.copy() if i in program.stored else x)
                for i, x in previous.env.items()}
-        op = program.steps[program.cross[k - 1]]
+        op = program.cross[k - 1]
         env[op.result.id] = resume(op, previous.kept, carried, lanes)
         printed = previous.printed
     with captured_stdout() as out, lane_errors(start) as failed:
-        for step in program.stage_steps(k):
-            program.run_step(step, env, lanes)
+        program.run_stage(k, env, lanes)
         if k < len(program.cross):
-            part, kept = partial(program.steps[program.cross[k]], env, lanes)
+            part, kept = partial(program.cross[k], env, lanes)
     printed += out.getvalue()
     if failed.error is not None:
         if k < len(program.cross):
@@ -128,7 +127,8 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
         return ChunkOut(None, printed, error=failed.error)
     if k < len(program.cross):
         number = program.number
-        return StageOut({number[i]: x for i, x in env.items() if i in number}, printed,
+        live = program.live[k + 1]
+        return StageOut({number[i]: x for i, x in env.items() if i in live}, printed,
                         part, kept)
     leaves = [env[v.id] for v in program.fn.body.terminator.operands]
     params = program.fn.params
