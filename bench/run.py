@@ -1,5 +1,6 @@
 """Run the benchmarks: ``python -m bench [names...] [--repeat N]``; with ``--gpu [--scale
-S]`` the GPU comparison of ``bench/gpu.py`` instead.
+S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench dask`` the Dask
+comparison of ``bench/dask.py``.
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi) it times hydra's
 cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar loop),
@@ -138,6 +139,10 @@ def main(argv=None) -> None:
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.names == ["dask"]:
+        from .dask import run as run_dask
+        run_dask(repeat=a.repeat)
+        return
     if a.gpu:
         from .gpu import run as run_gpu
         run_gpu(a.names, a.repeat, a.scale)

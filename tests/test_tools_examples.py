@@ -70,3 +70,12 @@ def test_aobench_matches_plain_python():
         with np.errstate(over="ignore"):  # the hash wraps on purpose
             expected = aobench.shade(np.int64(pixel), size, size)
         assert image.flat[pixel] == expected
+
+
+def test_dask_mandelbrot_png(tmp_path):
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
+    png = tmp_path / "dm.png"
+    out = run_example("dask_mandelbrot.py", "--width", "64", "--height", "32", "--workers", "1",
+                      "--rows-per-chunk", "8", "--check", "--png", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "64x32 pixels in 4 tasks" in out and "equal to a local call: True" in out

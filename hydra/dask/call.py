@@ -68,7 +68,6 @@ def call(kernel, args: tuple):
     deps, sources, layers = [], [], {}
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
-    flat_index = 0
     for name, a, v, t in zip(names, args, values, types):
         leaves = _flatten_tuples([v], [t])[0]
         if name in kernel.varying:
@@ -82,7 +81,6 @@ def call(kernel, args: tuple):
             sources.append(("key", key))
         else:
             sources += [("lit", x) for x in leaves]
-        flat_index += len(leaves)
     token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
                      [s for s in sources if s[0] != "chunk"])
     starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
