@@ -1,9 +1,10 @@
 """``python -m bench dask``: one kernel run locally and as Dask tasks on a LocalCluster.
 
 The mandelbrot kernel of ``bench/mandelbrot.py`` (2048x1536 pixels, 6144 iterations) on
-a picture cut into 8 bands of rows, each band one task of at least ~100 ms: a local call on one thread, then the same call
-with Dask arrays on a LocalCluster of 1 and of 2 process workers (one thread each, so
-that every configuration runs the same code on the same cores).  For each cluster it
+a picture cut into 8 bands of rows, each band one task of at least ~100 ms: a local call
+on one thread, then the same call with Dask arrays on a LocalCluster of 1 and of 2
+process workers (one thread each, so that every configuration runs the same code on the
+same cores).  For each cluster it
 reports the first compute (the workers compile the kernel: the time to the first
 result), the best of the warm computes, the scheduling overhead per task (one worker:
 warm time minus the local time, over the tasks), and whether the picture equals the

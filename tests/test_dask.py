@@ -305,3 +305,44 @@ def test_kernel_defined_in_main_runs_on_process_workers(tmp_path):
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"lane {i}" for i in range(6)] + ["equal True"]
+
+
+CELL = '''
+import numpy as np
+from hydra import lane, lanemax
+LIMIT = np.int64(50)
+
+def cell_kernel(x):
+    y = x * 3 % LIMIT
+    return y + lanemax(y) * 1000 + lane()
+'''
+
+
+def test_kernel_from_a_notebook_cell_runs_on_process_workers(client):
+    import linecache
+    name = "<ipython-input-13-cell>"  # no such file on the workers: the source travels
+    linecache.cache[name] = (len(CELL), None, CELL.splitlines(True), name)
+    namespace = {}
+    exec(compile(CELL, name, "exec"), namespace)
+    k = hydra.compile(namespace["cell_kernel"], varying="x")
+    x = np.arange(30, dtype=np.int64)
+    assert np.array_equal(compute(k(da.from_array(x, chunks=7)), client), k(x))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cuda"])
+def test_other_backends_run_chunks_too(backend):
+    x = np.arange(20, dtype=np.int64)
+    table = np.array([3, 5, 7], dtype=np.int64)
+    k = hydra.compile(shifted, varying="x", backend=backend)
+    assert np.array_equal(k(da.from_array(x, chunks=6), table).compute(scheduler="sync"),
+                          k(x, table))
+    k = hydra.compile(reductions, varying="x", backend=backend)
+    # one task at a time: the CUDA simulator's kernels cannot run in two threads at once
+    got = dask.compute(k(da.from_array(x, chunks=6), 2), scheduler="sync")[0]
+    assert all(np.array_equal(g, e) for g, e in zip(got, k(x, 2)))
+
+
+def test_fixed_lane_count_is_checked():
+    k = hydra.compile(lambda v: v + 1, lanes=5, varying="v")
+    with pytest.raises(ValueError, match="'v' has length 8, but the kernel runs 5 lanes"):
+        k(da.arange(8, chunks=4))
