@@ -346,3 +346,27 @@ def test_fixed_lane_count_is_checked():
     k = hydra.compile(lambda v: v + 1, lanes=5, varying="v")
     with pytest.raises(ValueError, match="'v' has length 8, but the kernel runs 5 lanes"):
         k(da.arange(8, chunks=4))
+
+
+def staged_effects(x, out):
+    s = lanesum(x)
+    print("s", s, "lane", lane())
+    out[lane()] = x + s
+    p = prefixsum(x)
+    out[lane()] += p
+    print("p", p)
+
+
+def test_stages_with_prints_and_writes(where, capsys):
+    x = np.arange(7, dtype=np.int64)
+    k = hydra.compile(staged_effects, varying="x")
+    expected = np.zeros(7, np.int64)
+    k(x, expected)
+    capsys.readouterr()
+    out = np.zeros(7, np.int64)
+    assert compute(k(da.from_array(x, chunks=3), out), where) is None
+    assert np.array_equal(out, expected)
+    chunks = [(0, 1, 2), (3, 4, 5), (6,)]
+    p = [0, 0, 1, 3, 6, 10, 15]
+    assert capsys.readouterr().out.splitlines() == [
+        line for c in chunks for line in [f"s 21 lane {i}" for i in c] + [f"p {p[i]}" for i in c]]

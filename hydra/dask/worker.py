@@ -148,25 +148,28 @@ class Failure:
 
 # --- prints -------------------------------------------------------------------------------
 
+#: the buffer of the task running in this thread, if any: shared by every proxy, so that
+#: a proxy someone else wrapped (or one left stale) still routes each thread's text
+_buffers = threading.local()
+
+
 class _ThreadStdout(io.TextIOBase):
     """``sys.stdout`` while tasks run: each task's thread writes into its own buffer,
     every other thread to the stream that was there before."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
-        self.local = threading.local()
 
     def write(self, text: str) -> int:
-        buf = getattr(self.local, "buf", None)
+        buf = getattr(_buffers, "buf", None)
         return (buf or self.inner).write(text)
 
     def flush(self) -> None:
-        buf = getattr(self.local, "buf", None)
+        buf = getattr(_buffers, "buf", None)
         (buf or self.inner).flush()
 
 
 _proxy_lock = threading.Lock()
-_proxy: _ThreadStdout | None = None
 _proxy_users = 0
 
 
@@ -174,25 +177,22 @@ class captured_stdout:
     """Capture what this thread prints (other threads print as before)."""
 
     def __enter__(self) -> io.StringIO:
-        global _proxy, _proxy_users
+        global _proxy_users
         with _proxy_lock:
-            if _proxy is None or sys.stdout is not _proxy:
-                _proxy = _ThreadStdout(sys.stdout)
-                sys.stdout = _proxy
+            if not isinstance(sys.stdout, _ThreadStdout):
+                sys.stdout = _ThreadStdout(sys.stdout)
             _proxy_users += 1
-            self.proxy = _proxy
         self.buf = io.StringIO()
-        self.proxy.local.buf = self.buf
+        _buffers.buf = self.buf
         return self.buf
 
     def __exit__(self, *exc) -> None:
-        global _proxy, _proxy_users
-        self.proxy.local.buf = None
+        global _proxy_users
+        _buffers.buf = None
         with _proxy_lock:
             _proxy_users -= 1
-            if _proxy_users == 0 and sys.stdout is self.proxy:
-                sys.stdout = self.proxy.inner
-                _proxy = None
+            if _proxy_users == 0 and isinstance(sys.stdout, _ThreadStdout):
+                sys.stdout = sys.stdout.inner
 
 
 # --- errors -------------------------------------------------------------------------------
