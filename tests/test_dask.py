@@ -288,7 +288,7 @@ MAIN = textwrap.dedent('''
         return kern
 
     if __name__ == "__main__":
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                       dashboard_address=None, host="127.0.0.1") as cluster:
             with distributed.Client(cluster) as client:
                 k = hydra.compile(make(7), varying="x")
