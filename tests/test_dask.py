@@ -370,3 +370,12 @@ def test_stages_with_prints_and_writes(where, capsys):
     p = [0, 0, 1, 3, 6, 10, 15]
     assert capsys.readouterr().out.splitlines() == [
         line for c in chunks for line in [f"s 21 lane {i}" for i in c] + [f"p {p[i]}" for i in c]]
+
+
+def test_other_dask_objects_and_unknown_chunks_are_clear_errors():
+    k = hydra.compile(lambda v: v + 1, varying="v")
+    with pytest.raises(TypeError, match="'v' is a Dask Delayed"):
+        k(dask.delayed(np.arange(4)))
+    x = da.arange(10, chunks=5)
+    with pytest.raises(ValueError, match="'v' has unknown chunk sizes"):
+        k(x[x > 3])

@@ -43,19 +43,22 @@ def call(kernel, args: tuple):
 
     names = kernel.param_names
     for name, a in zip(names, args):
+        if type(a).__module__.startswith("dask.") and not is_dask_array(a):
+            raise TypeError(f"argument '{name}' is a Dask {type(a).__name__}; kernels take "
+                            f"dask.array.Array as varying arguments")
         if is_dask_array(a) and name not in kernel.varying:
             raise TypeError(f"argument '{name}' is a Dask array but not varying: uniform "
                             f"arguments are shipped whole (pass a NumPy array), or list "
                             f"'{name}' in varying=")
+        if is_dask_array(a) and any(np.isnan(c) for c in a.chunks[0]):
+            raise ValueError(f"argument '{name}' has unknown chunk sizes; call "
+                             f".compute_chunk_sizes() on it first")
     # the types come from the arrays' metadata: nothing is computed
     meta = [np.empty((0, *a.shape[1:]), a.dtype) if is_dask_array(a) else a for a in args]
     values, types = kernel._signature(meta)
     lanes = kernel._lanes_for(args)
     first = next(a for n, a in zip(names, args) if n in kernel.varying and is_dask_array(a))
     lane_chunks = first.chunks[0]
-    if any(np.isnan(c) for c in lane_chunks):
-        raise ValueError("a varying Dask array has unknown chunk sizes; call "
-                         ".compute_chunk_sizes() on it first")
     fn = _ir(kernel, types)
     from ..api import _flatten_tuples
     flat_values, flat_types = _flatten_tuples(list(values), list(types))
