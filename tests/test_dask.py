@@ -379,3 +379,14 @@ def test_other_dask_objects_and_unknown_chunks_are_clear_errors():
     x = da.arange(10, chunks=5)
     with pytest.raises(ValueError, match="'v' has unknown chunk sizes"):
         k(x[x > 3])
+
+
+def test_uniform_arrays_and_the_kernel_are_one_graph_key_each():
+    table = np.arange(3, dtype=np.int64) + 1
+    k = hydra.compile(shifted, varying="x")
+    out = k(da.arange(40, chunks=4, dtype=np.int64), table)
+    graph = dict(out.__dask_graph__())
+    holders = [key for key, v in graph.items() if getattr(v, "value", v) is table]
+    specs = [key for key, v in graph.items() if "hydra-kernel-" in str(key)]
+    assert len(holders) == 1 and len(specs) == 1  # each worker fetches them once
+    assert sum(1 for key in graph if "hydra-shifted-" in str(key)) == 10  # one task a chunk
