@@ -7,10 +7,14 @@ in chunks (with a ``HydraError`` naming the operation and its line), and returns
 - Dask arrays (varying results, chunked like the lanes) and 0-d Dask arrays (uniform
   results), as a local call would return NumPy arrays and scalars, when the kernel
   only computes;
-- a ``DaskCall`` (a Dask collection) when the kernel prints, writes a uniform array
-  or returns nothing: its ``.compute()`` returns what a local call returns, after
-  writing the prints to ``sys.stdout`` (chunks in lane order) and the lane-private
-  rows of written arrays back into the caller's arrays.
+- a ``DaskCall`` when the kernel prints, writes a uniform array or returns nothing:
+  its ``.compute()`` returns what a local call returns, after writing the prints to
+  ``sys.stdout`` (chunks in lane order) and the lane-private rows of written arrays
+  back into the caller's arrays, on the client (``.chunks`` is its Dask collection).
+
+Either way a lane's error reaches the caller as the lowest failing lane's: chunk tasks
+hand errors back as values, and the results pass through a chain of small gate tasks
+in lane order (or, for a ``DaskCall``, the client picks the first failing chunk).
 """
 
 from __future__ import annotations
