@@ -390,3 +390,16 @@ def test_uniform_arrays_and_the_kernel_are_one_graph_key_each():
     specs = [key for key, v in graph.items() if "hydra-kernel-" in str(key)]
     assert len(holders) == 1 and len(specs) == 1  # each worker fetches them once
     assert sum(1 for key in graph if "hydra-shifted-" in str(key)) == 10  # one task a chunk
+
+
+def test_the_lowest_failing_lane_wins_over_many_chunks():
+    k = hydra.compile(lambda v: 1000 // (v % 37 - 11), varying="v")
+    x = np.arange(500)  # lanes 11, 48, 85, ... fail
+    with pytest.raises(ZeroDivisionError) as local:
+        k(x)
+    for _ in range(3):
+        with pytest.raises(ZeroDivisionError) as remote:
+            k(da.from_array(x, chunks=10)).compute(scheduler="threads")
+        assert str(remote.value) == str(local.value) and remote.value.lane == 11
+    ok = k(da.from_array(x, chunks=10))[:10]  # the first chunk alone has no failure
+    assert np.array_equal(ok.compute(scheduler="threads"), k(x[:10]))

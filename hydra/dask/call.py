@@ -162,23 +162,58 @@ def _error_of(out: ChunkOut):
     return out.error
 
 
-def _gate(error, earlier=None) -> None:
-    """Raise a chunk's error once every chunk before it is known to be fine: the lowest
-    failing lane's error, whatever order the tasks ran in."""
+def _gate(*errors) -> None:
+    """Raise the first of ``errors`` (they are in lane order), if any."""
+    error = _first(*errors)
     if error is not None:
         raise error
+
+
+def _first(*errors):
+    return next((e for e in errors if e is not None), None)
+
+
+def _gates(chunk_keys: list, token: str, layers: dict) -> list:
+    """Per chunk, a task that raises the first error of the chunks up to it: the error of
+    the lowest failing lane, whatever order the tasks ran in.  The chunks before each one
+    are the O(log n) nodes of a tree over the chunks' errors (a prefix scan), so that no
+    chain of n tasks delays the first chunk's result."""
+    errors = [(f"hydra-error-{token}", c) for c in range(len(chunk_keys))]
+    for key, chunk in zip(errors, chunk_keys):
+        layers[key] = (_error_of, chunk)
+
+    def node(lo: int, hi: int):
+        if hi - lo == 1:
+            return errors[lo]
+        key = (f"hydra-errors-{token}", lo, hi)
+        if key not in layers:
+            mid = (lo + hi) // 2
+            layers[key] = (_first, node(lo, mid), node(mid, hi))
+        return key
+
+    def before(lo: int, hi: int, c: int) -> list:
+        if hi <= c:
+            return [node(lo, hi)]
+        if lo >= c or hi - lo == 1:
+            return []
+        mid = (lo + hi) // 2
+        return before(lo, mid, c) + before(mid, hi, c)
+
+    n = len(chunk_keys)
+    gates = []
+    for c in range(n):
+        layers[(f"hydra-gate-{token}", c)] = (_gate, *before(0, n, c), errors[c])
+        gates.append((f"hydra-gate-{token}", c))
+    layers[(f"hydra-gate-{token}", "all")] = (_gate, node(0, n))
+    return gates + [(f"hydra-gate-{token}", "all")]
 
 
 def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
     """Dask arrays (and 0-d arrays) of the result leaves, in the result's tuple shape."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
-    gates, layers = [], {}
-    for c, k in enumerate(chunk_keys):
-        layers[(f"hydra-error-{token}", c)] = (_error_of, k)
-        layers[(f"hydra-gate-{token}", c)] = (_gate, (f"hydra-error-{token}", c),
-                                              *gates[-1:])
-        gates.append((f"hydra-gate-{token}", c))
+    layers: dict = {}
+    gates = _gates(chunk_keys, token, layers)
     graph = HighLevelGraph({**graph.layers, f"hydra-gate-{token}": layers},
                            {**graph.dependencies, f"hydra-gate-{token}": set(graph.layers)})
     arrays = []
