@@ -1,4 +1,6 @@
-"""Regenerate the generated parts of docs/guide.md (the intrinsics table).
+"""Regenerate the generated parts of docs/guide.md: the intrinsics table (from
+``hydra.intrinsics``), the options table and the host-only table (from the backends'
+declared protocols, ``hydra.backends.PROTOCOLS``).
 
     python docs/regen.py          # rewrite docs/guide.md
     python docs/regen.py --check  # exit 1 if it is out of date
@@ -8,14 +10,43 @@ import re
 import sys
 from pathlib import Path
 
-from hydra.intrinsics import markdown_table
+from hydra.backends import PROTOCOLS
+from hydra.intrinsics import INTRINSICS
 
 GUIDE = Path(__file__).with_name("guide.md")
-BLOCK = re.compile(r"(<!-- intrinsics:start -->\n).*?(\n<!-- intrinsics:end -->)", re.S)
+
+
+def markdown_table() -> str:
+    """The intrinsics table, from the table of ``hydra.intrinsics``."""
+    rows = ["| call | result | meaning |", "|---|---|---|"]
+    for e in INTRINSICS.values():
+        kind = "none" if e.effect else ("varying" if e.varying([True] * e.nargs) else "uniform")
+        rows.append(f"| `{e.name}({', '.join(e.params)})` | {kind} | {e.doc} |")
+    return "\n".join(rows)
+
+
+def markdown_tables() -> dict[str, str]:
+    """The guide's generated tables: every option on every backend, and what each
+    compiled backend runs on the host and why."""
+    names = list(PROTOCOLS)
+    rows = ["| option | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for option in PROTOCOLS["numpy"].options:
+        rows.append(f"| `{option}` | " + " | ".join(PROTOCOLS[n].options[option]
+                                                      for n in names) + " |")
+    host = ["| backend | runs on the host | why |", "|---|---|---|"]
+    for n in names:
+        by_reason: dict[str, list[str]] = {}
+        for key, why in PROTOCOLS[n].host_only.items():
+            by_reason.setdefault(why, []).append(f"`{key}`")
+        host += [f"| {n} | {', '.join(keys)} | {why} |" for why, keys in by_reason.items()]
+    return {"options": "\n".join(rows), "host": "\n".join(host)}
 
 
 def regenerated(text: str) -> str:
-    return BLOCK.sub(lambda m: m.group(1) + markdown_table() + m.group(2), text)
+    for name, table in {"intrinsics": markdown_table(), **markdown_tables()}.items():
+        block = re.compile(rf"(<!-- {name}:start -->\n).*?(\n<!-- {name}:end -->)", re.S)
+        text = block.sub(lambda m: m.group(1) + table + m.group(2), text)
+    return text
 
 
 def main() -> int:

@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-from .backends import default_backend, get_backend
+from .backends import PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .ir.core import Function
@@ -30,10 +30,8 @@ from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
-COMMON_OPTIONS = ("threads", "fastmath", "boundscheck", "cache", "exactmath")
-STAGES = ("ast", "ssa", "predicated", "numba", "llvm", "asm", "ptx")
-#: the backends that make each code stage (the first is used for kernels of other backends)
-STAGE_BACKEND = {"llvm": ("cpu",), "asm": ("cpu",), "ptx": ("cuda",), "numba": ("cpu", "cuda")}
+STAGES = ("ast", "ssa", "predicated", *dict.fromkeys(
+    s for p in PROTOCOLS.values() for s in p.stages))
 
 
 class Kernel:
@@ -58,10 +56,7 @@ class Kernel:
                              f"{self.pyfunc.__name__}{tuple(self.param_names)}")
         self.backend_name = backend or default_backend()
         self.backend = get_backend(self.backend_name)
-        allowed = set(COMMON_OPTIONS)
-        bad = set(options) - allowed
-        if bad:
-            raise TypeError(f"unknown option(s) {sorted(bad)}; the options are {sorted(allowed)}")
+        self.backend.protocol.check_options(options)
         self.options = options
         self._cache: dict[tuple, tuple[Function, object]] = {}
 
@@ -162,8 +157,12 @@ class Kernel:
                 self._cache[key] = self._specialize(types)
         return self._cache[key]
 
-    def _structured(self, types: list[Type]):
-        """A builder of the unlinearized IR, for backends whose hardware diverges."""
+    def _structured(self, types: list[Type], backend=None):
+        """A builder of the unlinearized IR, for backends whose hardware diverges (their
+        protocol says they take it); None for the others."""
+        if not (backend or self.backend).protocol.structured:
+            return None
+
         def structured() -> Function:
             ir = build_function(self.pyfunc, list(types))
             return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
@@ -205,16 +204,8 @@ class Kernel:
         fn = run_pipeline(fn, set(self.varying), stop_after=after)
         if stage in ("ssa", "predicated"):
             return print_function(fn)
-        backend_name = self.backend_name
-        if stage in STAGE_BACKEND and backend_name not in STAGE_BACKEND[stage]:
-            backend_name = STAGE_BACKEND[stage][0]  # e.g. asm of a numpy-backend kernel
-        backend = get_backend(backend_name)
-        dump = getattr(backend, "dump", None)
-        if dump is None:
-            raise ValueError(f"the {backend_name} backend has no stage {stage!r}")
-        if "structured" in inspect.signature(dump).parameters:
-            return dump(fn, stage, self.options, structured=self._structured(types))
-        return dump(fn, stage, self.options)
+        backend = get_backend(stage_backend(self.backend_name, stage))
+        return backend.dump(fn, stage, self.options, self._structured(types, backend))
 
 
 @contextlib.contextmanager

@@ -28,9 +28,6 @@ class Loc:
         return linecache.getline(self.file, self.line).rstrip("\n")
 
 
-UNKNOWN_LOC = Loc("<unknown>", 0, 0)
-
-
 def _render(message: str, loc: Loc | None, hint: str | None) -> str:
     parts = [message]
     if loc is not None and loc.line > 0:

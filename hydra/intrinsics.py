@@ -18,7 +18,7 @@ facts instead of comparing names:
   (``LOWERING_SIGNATURES``), registered with ``@lowers(backend, name)``.
 
 A test runs every entry on every backend; the docs' intrinsics table is generated
-from this one (``markdown_table``).
+from this one (``docs/regen.py``).
 
 Reference implementations take ``(args, mask, lanes, fail)``: ``args`` are the
 operands, each a NumPy array of ``lanes`` values (uniform ones broadcast),
@@ -244,12 +244,3 @@ shuffle = _stub("shuffle")
 rotate = _stub("rotate")
 prefixsum = _stub("prefixsum")
 atomic_add = _stub("atomic_add")
-
-
-def markdown_table() -> str:
-    """The intrinsics table of the docs, generated from this module."""
-    rows = ["| call | result | meaning |", "|---|---|---|"]
-    for e in INTRINSICS.values():
-        kind = "none" if e.effect else ("varying" if e.varying([True] * e.nargs) else "uniform")
-        rows.append(f"| `{e.name}({', '.join(e.params)})` | {kind} | {e.doc} |")
-    return "\n".join(rows)

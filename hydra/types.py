@@ -127,18 +127,6 @@ def finalize(t: Type) -> Type:
     return t
 
 
-def is_int(t: Type) -> bool:
-    return isinstance(t, ScalarType) and t.kind in "iu"
-
-
-def is_float(t: Type) -> bool:
-    return isinstance(t, ScalarType) and t.kind == "f"
-
-
-def is_bool(t: Type) -> bool:
-    return isinstance(t, ScalarType) and t.kind == "b"
-
-
 def typeof_python(value) -> Type | None:
     """The hydra type of a Python/NumPy value, or None if unsupported."""
     if isinstance(value, (bool, np.bool_)):

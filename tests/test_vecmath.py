@@ -14,7 +14,7 @@ from hydra.backends.cpu import vecmath as vm
 from bench.vecmath import ULP_LIBMVEC, array_function, libmvec_ir
 
 NUMPY_NAME = {"atan2": "arctan2", "pow": "power", "asin": "arcsin", "acos": "arccos",
-              "atan": "arctan"}
+              "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh"}
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1e-310,
             -1e-310, 1e-40, -1e-40, 1e300, -1e300, 1e30, -1e30, 3.0, 10.0, 88.7, 89.0,
             709.8, 710.0, -745.2, -746.0, -104.0, -88.0, 1e5, 1e6, 1e22, np.pi, np.pi / 2]
@@ -30,6 +30,8 @@ DOMAINS = {
     "tanh": [(-25, 25), (-1, 1)], "erf": [(-7, 7), (-1, 1)], "erfc": [(-7, 30)],
     "cbrt": [(-10, 10)], "atan2": [(-10, 10)], "hypot": [(-10, 10)],
     "pow": [(0, 10), (-10, 10)], "fmod": [(-100, 100)],
+    "asinh": [(-3, 3), (-1e-3, 1e-3), (-1e9, 1e9)], "acosh": [(1, 3), (1, 1.001), (0, 1e9)],
+    "atanh": [(-1, 1), (-0.6, 0.6), (0.999, 1), (-1e-3, 1e-3)],
 }
 
 

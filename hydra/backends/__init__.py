@@ -1,21 +1,129 @@
-"""Backends: each turns predicated SSA into something that runs N lanes.
+"""Backends: each turns the IR into something that runs N lanes.
 
-A backend is a class with ``compile(fn, options, structured) -> runner`` where ``fn``
-is the predicated SSA, ``structured()`` builds a fresh copy of the IR without
-linearization (varying branches kept, sync points marked) for backends whose
-hardware handles divergence, and ``runner(args, lanes)`` returns the leaves of the
-function's result (``fn.body.terminator.operands``).  An optional
-``dump(fn, stage, options) -> str`` gives the backend's dump-ir stages.  ``numpy`` is
-the reference and defines the semantics; the others must agree with it.
+Each backend declares itself in ``PROTOCOLS`` (``Protocol``: its name, what every
+option does there, the dump-ir stages it makes, and whether it takes the structured
+IR as well), and the API asks that declaration instead of inspecting the backend.
+A backend is a class with ``protocol``, ``lowerable(op) -> (bool, reason)`` (decided
+before any code is generated), ``compile(fn, options, structured) -> runner`` and
+``dump(fn, stage, options, structured) -> str`` (for its stages): ``fn`` is the
+predicated SSA, ``structured()`` builds a fresh copy without linearization (varying
+branches kept, sync points marked) for backends whose hardware handles divergence,
+and ``runner(args, lanes)`` returns the leaves of the function's result
+(``fn.body.terminator.operands``).  Each compiled backend also declares what it
+never runs natively and why (``host_only``, which its ``lowerable`` reads).
+``numpy`` is the reference and defines the semantics (``host.py``); the others must
+agree with it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from dataclasses import dataclass, field
 
 from ..errors import HydraError
+from ..intrinsics import INTRINSICS
 
 BACKENDS = ("numpy", "cpu", "cuda")
+#: means "accepted, so that code can switch backends, but nothing changes here"
+NO_EFFECT = "no effect"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What a backend declares about itself."""
+
+    name: str
+    #: every option a kernel accepts -> what it does on this backend
+    options: dict[str, str]
+    #: the dump-ir stages it makes (beyond ast, ssa and predicated)
+    stages: tuple[str, ...]
+    #: does ``compile``/``dump`` use the structured IR (divergence left to hardware)?
+    structured: bool
+    #: what its code generator never lowers and why: "opcode", "intrinsic NAME" or
+    #: "math FN" -> reason (such ops run on the host, all lanes at once, by
+    #: ``host.run_op``); a test checks that everything else is lowered natively
+    host_only: dict[str, str] = field(default_factory=dict)
+
+    def check_options(self, options: dict) -> None:
+        """``TypeError`` naming any option no backend has."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(map(repr, unknown))}; the "
+                            f"options are {', '.join(self.options)}")
+
+
+def _options(**meanings: str) -> dict[str, str]:
+    return {name: meanings.get(name, NO_EFFECT)
+            for name in ("threads", "fastmath", "boundscheck", "cache", "exactmath")}
+
+
+_HOST_ONLY = {
+    "print": "prints come out in lane order, from the host",
+    **{f"intrinsic {n}": "cross-lane: runs over all lanes on the host, by its reference"
+       for n, e in INTRINSICS.items() if e.cross_lane},
+}
+
+PROTOCOLS = {
+    "numpy": Protocol("numpy", _options(), (), False),
+    "cpu": Protocol("cpu", _options(
+        threads="how many cores run the gangs (default: all)",
+        fastmath="FMA contraction and reassociation (results may differ in the last bits)",
+        boundscheck="False skips the bounds checks of array indexing",
+        cache="numba's disk cache for the drivers: a second process skips compilation",
+        exactmath="math functions call libm per lane: the numpy backend's bits (slower)",
+    ), ("numba", "llvm", "asm"), False, {
+        **_HOST_ONLY,
+        "global_array": "a captured array: its data is passed to the kernels",
+        "local_array": "per-lane arrays are allocated by the host (NumPy)",
+    }),
+    "cuda": Protocol("cuda", _options(
+        fastmath="numba's fast-math flags, FMA contraction included",
+        boundscheck="False skips the bounds checks of array indexing",
+        cache="numba-cuda's disk cache for the kernels: a second process skips compilation",
+    ), ("numba", "ptx"), True, {
+        **_HOST_ONLY,
+        "any": "the any of a mask reads all lanes: the host computes it",
+        "global_array": "a captured array: passed to the kernels as a parameter",
+    }),
+}
+
+
+def stage_backend(name: str, stage: str) -> str:
+    """The backend that makes dump stage ``stage`` for a kernel of backend ``name``:
+    its own if it makes that stage, else the first that does (asm of a numpy kernel)."""
+    if stage in PROTOCOLS[name].stages:
+        return name
+    for other in BACKENDS:
+        if stage in PROTOCOLS[other].stages:
+            return other
+    raise ValueError(f"no backend makes stage {stage!r}")
+
+
+def cache_dir() -> str:
+    return os.environ.get("HYDRA_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "hydra")
+
+
+def load_source(name: str, source: str):
+    """Module ``name`` from ``source`` written to a file under the cache directory:
+    numba's disk caches need a file to key on (by path and mtime, so it is written
+    once)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    os.makedirs(cache_dir(), exist_ok=True)
+    path = os.path.join(cache_dir(), name + ".py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def default_backend() -> str:

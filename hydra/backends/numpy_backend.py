@@ -4,14 +4,19 @@ once.  It defines the semantics; the other backends must agree with it."""
 from __future__ import annotations
 
 from ..ir.core import Function
+from . import PROTOCOLS
 from .host import Host
 
 
 class NumpyBackend:
-    """The reference backend's entry point (see ``hydra.backends``)."""
+    """The reference backend's entry point (see ``hydra.backends``): it takes the
+    predicated IR and every option, none of which changes anything here."""
 
-    name = "numpy"
-    options: tuple[str, ...] = ()
+    protocol = PROTOCOLS["numpy"]
+
+    @staticmethod
+    def lowerable(op) -> tuple[bool, str]:
+        return False, "the reference runs every op by its host rule"
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):

@@ -28,13 +28,16 @@ from ..types import Type
 
 @dataclass(frozen=True, slots=True)
 class OpInfo:
-    """Schema of an opcode.
+    """Schema of an opcode; the verifier checks it.
 
-    effect: has a side effect (must not be removed, must carry a mask after linearize).
-    traps:  may raise for some operand values (must carry a mask after linearize so
-            that inactive lanes never raise).
-    regions: number of regions it owns.
-    terminator: ends a region.
+    effect: has a side effect (never removed; carries a mask after linearize).
+    traps:  may raise for some operand values (carries a mask after linearize so that
+            inactive lanes never raise).  ``Op.traps`` refines it (float // and % do
+            not trap) and ``Op.needs_mask`` is the one mask rule linearize follows.
+    regions: number of regions it owns.  terminator: ends a region.
+    operands, results: how many (None: any number, or a rule of the op's own).
+    attrs: the attributes it must have; ``ATTRS`` lists the optional ones that passes
+    hand to each other.
     """
 
     doc: str
@@ -42,6 +45,9 @@ class OpInfo:
     traps: bool = False
     regions: int = 0
     terminator: bool = False
+    operands: int | None = None
+    results: int | None = 1
+    attrs: tuple[str, ...] = ()
 
 
 _ARITH = {
@@ -52,40 +58,56 @@ _ARITH = {
     "eq": "a == b", "ne": "a != b", "min": "min(a, b)", "max": "max(a, b)",
 }
 BINARY_OPS = frozenset(_ARITH)
-COMPARE_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 UNARY_OPS = frozenset({"neg", "invert", "not", "abs"})
 
 OPCODES: dict[str, OpInfo] = {
-    **{name: OpInfo(doc) for name, doc in _ARITH.items()},
-    "floordiv": OpInfo("a // b; integer division by zero raises", traps=True),
-    "mod": OpInfo("a % b with Python's sign; integer modulo by zero raises", traps=True),
-    "neg": OpInfo("-a"),
-    "invert": OpInfo("~a"),
-    "not": OpInfo("not a (bool)"),
-    "abs": OpInfo("abs(a)"),
-    "const": OpInfo("a constant; attrs: value"),
-    "undef": OpInfo("a value of the result type that is never observed"),
-    "cast": OpInfo("convert to the result type (float->int truncates toward zero)"),
-    "select": OpInfo("per lane: c ? a : b"),
-    "math": OpInfo("a math function; attrs: fn (sqrt, exp, ...)"),
-    "global_array": OpInfo("a NumPy array captured at compile time; attrs: array, name"),
-    "array_dim": OpInfo("size of an axis of an array; attrs: axis"),
-    "local_array": OpInfo("a new per-lane array of shape operands; attrs: dtype, fill"),
-    "load": OpInfo("array[indices]; out of bounds raises", traps=True),
-    "store": OpInfo("array[indices] = value", effect=True, traps=True),
-    "intrinsic": OpInfo("a lane intrinsic from hydra.intrinsics; attrs: name"),
-    "print": OpInfo("print per active lane in lane order; attrs: parts, sep, end", effect=True),
-    "check": OpInfo("raise attrs.kind with attrs.message where the condition is false",
-                    effect=True, traps=True),
-    "any": OpInfo("uniform: is any lane of the mask on"),
-    "entry_mask": OpInfo("the lanes that run the kernel"),
-    "if": OpInfo("structured if; regions: then, else; results: what they yield", regions=2),
+    **{name: OpInfo(doc, operands=2) for name, doc in _ARITH.items()},
+    "floordiv": OpInfo("a // b; integer division by zero raises", traps=True, operands=2),
+    "mod": OpInfo("a % b with Python's sign; integer modulo by zero raises", traps=True,
+                  operands=2),
+    "neg": OpInfo("-a", operands=1),
+    "invert": OpInfo("~a", operands=1),
+    "not": OpInfo("not a (bool)", operands=1),
+    "abs": OpInfo("abs(a)", operands=1),
+    "const": OpInfo("a constant", operands=0, attrs=("value",)),
+    "undef": OpInfo("a value of the result type that is never observed", operands=0),
+    "cast": OpInfo("convert to the result type (float->int truncates toward zero)",
+                   operands=1),
+    "select": OpInfo("per lane: c ? a : b", operands=3),
+    "math": OpInfo("a math function fn (sqrt, exp, ...) of its 1 or 2 operands",
+                   attrs=("fn",)),
+    "global_array": OpInfo("a NumPy array captured at compile time", operands=0,
+                           attrs=("array", "name")),
+    "array_dim": OpInfo("size of an axis of an array", operands=1, attrs=("axis",)),
+    "local_array": OpInfo("a new per-lane array of shape operands", attrs=("dtype", "fill")),
+    "load": OpInfo("array[indices] (one index per axis); out of bounds raises", traps=True),
+    "store": OpInfo("array[indices] = value (one index per axis)", effect=True, traps=True,
+                    results=0),
+    "intrinsic": OpInfo("a lane intrinsic from hydra.intrinsics, whose table entry gives "
+                        "its arity, result and facts", attrs=("name",), results=None),
+    "print": OpInfo("print per active lane in lane order", effect=True, results=0,
+                    attrs=("parts", "sep", "end")),
+    "check": OpInfo("raise kind with message where the condition is false", effect=True,
+                    traps=True, operands=1, results=0, attrs=("kind", "message")),
+    "any": OpInfo("uniform: is any lane of the mask on", operands=1),
+    "entry_mask": OpInfo("the lanes that run the kernel", operands=0),
+    "if": OpInfo("structured if; regions: then, else; results: what they yield", regions=2,
+                 operands=1, results=None),
     "while": OpInfo("structured loop; operands: initial carried values; regions: before "
                     "(ends in condition), body (ends in yield); results: carried values at exit",
-                    regions=2),
-    "yield": OpInfo("end of a region: its values", terminator=True),
+                    regions=2, results=None),
+    "yield": OpInfo("end of a region: its values", terminator=True, results=0),
     "condition": OpInfo("end of a while's before region: continue?, carried values",
-                        terminator=True),
+                        terminator=True, results=0),
+}
+
+#: optional attributes, which passes hand to each other: name -> (opcodes, meaning)
+ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
+    "sync": (None, "a sync point (any op; set by syncpoints): why all lanes meet here"),
+    "exit_flags": (("while",), "indices of the carried break/return flags (frontend -> "
+                               "linearize, which removes it)"),
+    "guard": (("if",), "an any-lane guard that linearize put around an arm"),
+    "varying": (("while",), "a loop that repeats while any lane is active (linearize)"),
 }
 
 

@@ -1,18 +1,23 @@
 """The one IR verifier.  Tests run it after every pass.
 
-Checks, for any stage: every opcode is known; every value is defined before it
-is used and only where it is visible (an op sees the values defined earlier in
-its region and in the regions around it); each region ends in the right
-terminator; ``if``/``while`` regions yield as many values, of the same types,
-as the op has results.  With ``predicated=True`` it also checks the guarantee
-of linearization: no ``if`` or ``while`` depends on a varying value, and every
-op with a side effect or that may trap carries a mask.
+Checks, for any stage: every opcode is known and its op keeps the contract of
+its ``OPCODES`` entry (operand and result counts, required attributes, optional
+ones only from ``ATTRS`` and on the opcodes they belong to; loads and stores take
+one index per axis; intrinsics their table entry's arity); every value is defined
+before it is used and only where it is visible (an op sees the values defined
+earlier in its region and in the regions around it); each region ends in the right
+terminator; ``if``/``while`` regions yield as many values, of the same types, as
+the op has results.  With ``predicated=True`` it also checks the guarantees of
+linearization: no ``if`` or ``while`` depends on a varying value, every op that
+``Op.needs_mask`` (side effects, traps, cross-lane reads: the rule linearize
+follows) carries a mask, and no ``exit_flags`` are left.
 """
 
 from __future__ import annotations
 
 from ..errors import HydraError
-from .core import OPCODES, Function, Op, Region, Value
+from ..intrinsics import INTRINSICS
+from .core import ATTRS, OPCODES, Function, Op, Region, Value
 
 
 class VerifyError(HydraError):
@@ -51,10 +56,36 @@ class _Verifier:
                     self.fail(op, f"operand {v!r} used where it is not defined")
             if len(op.regions) != OPCODES[op.opcode].regions:
                 self.fail(op, "wrong number of regions")
+            self.contract(op)
             self.structure(op, visible)
             if self.predicated:
                 self.predication(op)
             visible = visible | {r.id for r in op.results}
+
+    def contract(self, op: Op) -> None:
+        info = OPCODES[op.opcode]
+        operands, results = info.operands, info.results
+        if op.opcode in ("load", "store"):
+            array = op.operands[0].type if op.operands else None
+            operands = getattr(array, "ndim", -9) + (1 if op.opcode == "load" else 2)
+        elif op.opcode == "intrinsic":
+            entry = INTRINSICS.get(op.attrs.get("name"))
+            if entry is None:
+                self.fail(op, f"unknown intrinsic {op.attrs.get('name')!r}")
+            operands, results = entry.nargs, 0 if entry.effect else 1
+        if operands is not None and len(op.operands) != operands:
+            self.fail(op, f"{len(op.operands)} operands where it takes {operands}")
+        if results is not None and len(op.results) != results:
+            self.fail(op, f"{len(op.results)} results where it has {results}")
+        for name in info.attrs:
+            if name not in op.attrs:
+                self.fail(op, f"attribute {name!r} missing")
+        for name in op.attrs:
+            where = ATTRS[name][0] if name in ATTRS else ()
+            if name not in info.attrs and where is not None and op.opcode not in where:
+                self.fail(op, f"attribute {name!r} does not belong on {op.opcode}")
+        if self.predicated and "exit_flags" in op.attrs:
+            self.fail(op, "exit_flags left after linearization")
 
     def structure(self, op: Op, visible: set[int]) -> None:
         if op.opcode == "if":

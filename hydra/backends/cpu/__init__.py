@@ -2,9 +2,10 @@
 cores (see ``backend.CpuBackend``).
 
 Modules: ``vectors`` (gang geometry, value representations), ``emit`` (the LLVM text
-builder), ``arith`` / ``memory`` (per-op rules), ``codegen`` (one phase -> one kernel),
-``phases`` (cutting a kernel at its sync points, running it), ``driver`` (numba drivers,
-disk cache), ``backend`` (compile and dump), ``vecmath`` (vector math functions).
+builder), ``arith`` / ``memory`` (per-op rules), ``codegen`` (``lowerable``: what it
+lowers, and one phase -> one kernel), ``phases`` (the cutter's runs as kernels, host
+steps between them, running it), ``driver`` (numba drivers, disk cache), ``backend``
+(compile and dump), ``vecmath`` (vector math functions).
 
 ``hydra.backends.get_backend("cpu")`` imports ``CpuBackend`` from this package, and
 ``default_backend()`` picks "cpu" where it imports.

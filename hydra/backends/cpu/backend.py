@@ -1,10 +1,11 @@
 """The cpu backend's entry point: compile (plan + drivers) and dump (llvm, asm, numba).
 
-Options: ``threads`` (default all cores), ``fastmath`` (contraction and reassociation;
-off so results match the reference bit for bit), ``boundscheck`` (default on),
-``cache`` (numba's disk cache for the drivers; see ``driver``), ``exactmath`` (math
-functions as one libm call per lane, NumPy's bits exactly, instead of the inline
-vector functions of ``vecmath``, which are within ``vecmath.ULP``).
+Its options and stages are declared in ``hydra.backends.PROTOCOLS["cpu"]``: ``threads``
+(default all cores), ``fastmath`` (contraction and reassociation; off so results
+match the reference bit for bit), ``boundscheck`` (default on), ``cache`` (numba's
+disk cache for the drivers; see ``driver``), ``exactmath`` (math functions as one libm
+call per lane, NumPy's bits exactly, instead of the inline vector functions of
+``vecmath``, which are within ``vecmath.ULP``).  It takes the predicated IR.
 """
 
 from __future__ import annotations
@@ -14,29 +15,23 @@ from numba.core import compiler_lock
 from numba.core.registry import cpu_target
 
 from ...ir.core import Function
+from .. import PROTOCOLS
+from .codegen import lowerable
 from .phases import Phase, Plan
 from .vectors import init_llvm
-
-OPTIONS = ("threads", "fastmath", "boundscheck", "cache", "exactmath")
-
 
 class CpuBackend:
     """Explicit SIMD through llvmlite, all cores (see ``hydra.backends``)."""
 
-    name = "cpu"
-    options: tuple[str, ...] = OPTIONS
+    protocol = PROTOCOLS["cpu"]
+    lowerable = staticmethod(lowerable)
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        unknown = set(options) - set(OPTIONS)
-        if unknown:
-            raise TypeError(f"the cpu backend has no option {', '.join(sorted(unknown))}; "
-                            f"its options are {', '.join(OPTIONS)}")
-        plan = Plan(fn, dict(options))
-        return plan.run
+        return Plan(fn, dict(options)).run
 
     @staticmethod
-    def dump(fn: Function, stage: str, options: dict) -> str:
+    def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
         plan = Plan(fn, dict(options))
         out = []
         for step in plan.steps:

@@ -23,8 +23,9 @@ from __future__ import annotations
 from ...errors import RUNTIME_ERRORS
 from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
+from .. import PROTOCOLS
 from ..cut import nested
-from ...types import ArrayType, ScalarType, TupleType, Type
+from ...types import ArrayType, ScalarType
 from . import arith
 from .emit import Builder
 from .memory import MemoryOps
@@ -37,25 +38,6 @@ KINDS = list(RUNTIME_ERRORS)
 _SCALAR_ONLY = ("if", "while", "select", "undef", "const", "load")
 _BOOL = ScalarType("bool")
 _I64 = ScalarType("int64")
-
-
-def leaves(t: Type) -> list[ScalarType]:
-    """The scalar leaves of a (possibly nested tuple) type."""
-    if isinstance(t, TupleType):
-        return [x for e in t.elems for x in leaves(e)]
-    if isinstance(t, ScalarType):
-        return [t]
-    raise Unsupported(f"a {t} value crossing control flow")
-
-
-def flatten(rep) -> list:
-    return [x for r in rep for x in flatten(r)] if isinstance(rep, tuple) else [rep]
-
-
-def rebuild(t: Type, flat: list):
-    if isinstance(t, TupleType):
-        return tuple(rebuild(e, flat) for e in t.elems)
-    return flat.pop(0)
 
 
 def lowerable(op: Op) -> tuple[bool, str]:
@@ -73,13 +55,10 @@ def _lowerable_here(op: Op) -> tuple[bool, str]:
     name = op.opcode
     if "sync" in op.attrs:
         return False, f"sync point: {op.attrs['sync']}"
-    if name == "intrinsic" and "cpu" not in INTRINSICS[op.attrs["name"]].lowerings:
-        return False, f"{op.attrs['name']} runs over all lanes on the host"
-    if name == "global_array":
-        return False, "a captured array: its data is passed to the kernels"
-    if not (name in BINARY_OPS or name in UNARY_OPS or op.info.terminator
-            or hasattr(KernelGen, "op_" + name)):
-        return False, f"no vector code for {name}"
+    key = {"intrinsic": f"intrinsic {op.attrs.get('name')}",
+           "math": f"math {op.attrs.get('fn')}"}.get(name, name)
+    if key in PROTOCOLS["cpu"].host_only:
+        return False, PROTOCOLS["cpu"].host_only[key]
     if name == "math" and not arith.native_math(op.attrs["fn"], op.operands[0].type):
         return False, f"no vector code for math.{op.attrs['fn']} on {op.operands[0].type}"
     values = op.results + [a for r in op.regions for a in r.args]
@@ -234,7 +213,7 @@ class KernelGen(MemoryOps):
         return [Uni(const_text(op.attrs["value"], t))]
 
     def op_undef(self, op: Op):
-        return [rebuild(op.result.type, [Uni(const_text(0, t)) for t in leaves(op.result.type)])]
+        return [Uni(const_text(0, op.result.type))]
 
     def op_entry_mask(self, op: Op):
         return [self.tail]
@@ -254,9 +233,7 @@ class KernelGen(MemoryOps):
     def op_select(self, op: Op):
         c, a, b = (self.env[v.id] for v in op.operands)
         lz = arith.Lanes(self.b, bool(op.result.varying))
-        ts = leaves(op.result.type)
-        out = [lz.sel(c, x, y, t) for t, x, y in zip(ts, flatten(a), flatten(b))]
-        return [rebuild(op.result.type, out)]
+        return [lz.sel(c, a, b, op.result.type)]
 
     def op_intrinsic(self, op: Op):
         return INTRINSICS[op.attrs["name"]].lowerings["cpu"](self, op)
@@ -270,16 +247,16 @@ class KernelGen(MemoryOps):
         """The incoming (type, ref) of each phi for these values' reps."""
         out = []
         for v, rep in zip(values, reps):
-            for s, r in zip(leaves(v.type), flatten(rep)):
-                if not v.varying:
-                    out.append((lty(s), r.ref))
-                    continue
-                w = self.geo.width(s)
-                for p in self.b.parts(r, s, w):
-                    if carried and s.kind == "b" and not host_has_avx512():
-                        out.append(self.carry_mask(p, w))
-                    else:
-                        out.append((vty(s, w), p))
+            s = v.type
+            if not v.varying:
+                out.append((lty(s), rep.ref))
+                continue
+            w = self.geo.width(s)
+            for p in self.b.parts(rep, s, w):
+                if carried and s.kind == "b" and not host_has_avx512():
+                    out.append(self.carry_mask(p, w))
+                else:
+                    out.append((vty(s, w), p))
         return out
 
     def carry_mask(self, p: str, w: int) -> tuple[str, str]:
@@ -295,18 +272,16 @@ class KernelGen(MemoryOps):
         refs = list(refs)
         reps = []
         for v in values:
-            flat = []
-            for s in leaves(v.type):
-                if not v.varying:
-                    flat.append(Uni(refs.pop(0)))
-                    continue
-                w = self.geo.width(s)
-                parts = [refs.pop(0) for _ in range(self.geo.lanes // w)]
-                if carried and s.kind == "b" and not host_has_avx512():
-                    it = f"<{w} x i{self.geo.vbits // w}>"
-                    parts = [self.b.emit(f"icmp slt {it} {p}, zeroinitializer") for p in parts]
-                flat.append(Var(parts, w))
-            reps.append(rebuild(v.type, flat))
+            s = v.type
+            if not v.varying:
+                reps.append(Uni(refs.pop(0)))
+                continue
+            w = self.geo.width(s)
+            parts = [refs.pop(0) for _ in range(self.geo.lanes // w)]
+            if carried and s.kind == "b" and not host_has_avx512():
+                it = f"<{w} x i{self.geo.vbits // w}>"
+                parts = [self.b.emit(f"icmp slt {it} {p}, zeroinitializer") for p in parts]
+            reps.append(Var(parts, w))
         return reps
 
     def op_if(self, op: Op):

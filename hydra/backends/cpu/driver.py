@@ -20,8 +20,6 @@ needs the LLVM text, does not run on a cache hit).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
 import sys
 
 import llvmlite.binding as llvm
@@ -31,6 +29,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from .. import load_source
 from .vectors import init_llvm
 
 #: key -> (kernel LLVM text, vecmath module texts), for the intrinsic's codegen
@@ -38,11 +37,6 @@ _SOURCES: dict[str, tuple[str, list[str]]] = {}
 _LIBRARIES: dict[str, object] = {}
 #: prange drivers are started only when a run has at least this many gangs
 PARALLEL_GANGS = 64
-
-
-def cache_dir() -> str:
-    return os.environ.get("HYDRA_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "hydra")
 
 
 def _library(context, key: str):
@@ -142,18 +136,7 @@ class Driver:
             mod = type(sys)(name)
             mod.__dict__.update(scope)
             return mod
-        os.makedirs(cache_dir(), exist_ok=True)
-        path = os.path.join(cache_dir(), name + ".py")
-        if not os.path.exists(path):  # numba's cache keys on the file's mtime: write once
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(self.source)
-            os.replace(tmp, path)
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
+        return load_source(name, self.source)
 
     def run(self, n: int, args: list, err: np.ndarray, threads: int,
             one_gang: bool = False) -> None:

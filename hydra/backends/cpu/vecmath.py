@@ -9,7 +9,7 @@ inliner removes the call. Results are within `ULP[name]` ulp of NumPy's float64 
 functions vary by CPU; measured by tests/test_vecmath.py) and special values (nan,
 +-inf, +-0, subnormals, overflow, domain errors) come out as NumPy's do.
 
-All 23 functions are inline vector code (range reduction + polynomial, no libm call in
+All 26 functions are inline vector code (range reduction + polynomial, no libm call in
 the hot path). float32 exp/log/sin/cos compute in float; the other float32 functions
 widen to double, which makes them accurate to 1 ulp of the correctly rounded result at
 about half the float speed. libm is called per lane only for lanes that need it, behind
@@ -40,7 +40,7 @@ _ARITY = {
     "exp": 1, "log": 1, "sin": 1, "cos": 1, "tan": 1, "atan2": 2, "pow": 2, "erf": 1,
     "erfc": 1, "exp2": 1, "log2": 1, "log10": 1, "expm1": 1, "log1p": 1, "asin": 1,
     "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "tanh": 1, "cbrt": 1, "hypot": 2,
-    "fmod": 2,
+    "fmod": 2, "asinh": 1, "acosh": 1, "atanh": 1,
 }
 SUPPORTED: frozenset[str] = frozenset(_ARITY)
 
@@ -53,6 +53,7 @@ ULP: dict[str, float] = {
     "exp": 2, "exp2": 1, "expm1": 2, "log": 4, "log2": 1, "log10": 2, "log1p": 1, "pow": 1,
     "sin": 2, "cos": 2, "tan": 3, "asin": 2, "acos": 2, "atan": 2, "atan2": 2, "sinh": 3,
     "cosh": 2, "tanh": 3, "erf": 1, "erfc": 5, "cbrt": 3, "hypot": 1, "fmod": 0,
+    "asinh": 2, "acosh": 2, "atanh": 1,
 }
 _FT = {"float32": "float", "float64": "double"}
 
@@ -249,6 +250,40 @@ def tanh(b, x, f32):
     t = expm1(b, b.select(big, ax * 2.0, ax * -2.0), f32)
     res = b.select(big, 1.0 - 2.0 / (t + 2.0), -t / (t + 2.0))
     return _nanfix(copysign(b.select(ax.lt(22.0), res, 1.0), x), x)
+
+
+def _asinh_acosh(b, x, ax, f32, sign):
+    """log(ax + sqrt(x*x + sign)) by fdlibm's three ranges: log1p of the small excess
+    over 1 (ax <= 2), log(2 ax +- 1/(ax + sqrt(...))) (ax <= 2**28), log(ax) + ln2."""
+    t = x * x
+    if sign > 0:  # asinh: ax + t / (1 + sqrt(1 + t)) = ax + sqrt(1 + t) - 1, no cancelling
+        excess = ax + t / (b.call("llvm.sqrt", t + 1.0) + 1.0)
+    else:  # acosh: u + sqrt(2u + u*u), u = x - 1 exact
+        u = x - 1.0
+        excess = u + b.call("llvm.sqrt", u * 2.0 + u * u)
+    mid = ax * 2.0 + sign / (b.call("llvm.sqrt", t + sign) + ax)
+    w = b.select(ax.gt(2.0), log(b, mid, f32), log1p(b, excess, f32))
+    return b.select(ax.gt(2.0 ** 28), log(b, ax, f32) + _LN2, w)
+
+
+def asinh(b, x, f32):
+    ax = fabs(x)
+    w = b.select(ax.lt(2.0 ** -28), ax, _asinh_acosh(b, x, ax, f32, 1.0))
+    return _nanfix(copysign(w, x), x)
+
+
+def acosh(b, x, f32):
+    return b.select(x.lt(1.0) | x.isnan(), math.nan, _asinh_acosh(b, x, x, f32, -1.0))
+
+
+def atanh(b, x, f32):
+    """0.5 log1p(2a / (1 - a)), a = |x|; below 0.5 as 2a + 2a a / (1 - a), so that
+    the big term is exact; |x| = 1 gives inf, |x| > 1 nan (log1p below -1)."""
+    ax = fabs(x)
+    t = ax + ax
+    arg = b.select(ax.lt(0.5), t + t * ax / (1.0 - ax), t / (1.0 - ax))
+    w = b.select(ax.lt(2.0 ** -28), ax, log1p(b, arg, f32) * 0.5)
+    return _nanfix(copysign(w, x), x)
 
 
 def _log_parts(x, f32, dd=False):
@@ -548,7 +583,7 @@ def fmod(b, x, y, f32):
 
 _IMPL = {f.__name__: f for f in (exp, exp2, expm1, sinh, cosh, tanh, log, log2, log10, log1p,
                                  pow, sin, cos, tan, atan2, atan, asin, acos, erf, erfc,
-                                 cbrt, hypot, fmod)}
+                                 cbrt, hypot, fmod, asinh, acosh, atanh)}
 
 
 def llvm_ir(name: str, dtype: str, width: int) -> tuple[str, str]:

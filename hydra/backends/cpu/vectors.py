@@ -131,10 +131,6 @@ def const_text(value, t: ScalarType) -> str:
     return str(v)
 
 
-def zero_text(t: ScalarType) -> str:
-    return const_text(0, t)
-
-
 # --- value representations -------------------------------------------------------------
 
 @dataclass

@@ -29,7 +29,8 @@ from numba import cuda
 from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
-from . import launch, phases
+from .. import PROTOCOLS
+from . import launch, lowerings, phases  # noqa: F401  (lowerings: registers them)
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
@@ -44,13 +45,13 @@ class OneKernel:
 
     strategy = "one kernel"
 
-    def __init__(self, fn: Function, boundscheck: bool, fastmath: bool = False) -> None:
+    def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
-        self.fastmath = fastmath
+        self.options = options
         self.errors = launch.ErrorBuffer()
         #: runs the call again in lockstep (phases) after a failure, to raise its error
         self.exact = None
-        self.code = generate(fn, boundscheck)
+        self.code = generate(fn, options.get("boundscheck", True))
         self.kernel = None
         stored = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
         self.written = [p.id in stored for p in fn.params]
@@ -60,7 +61,7 @@ class OneKernel:
     def __call__(self, args: list, lanes: int) -> list:
         if self.kernel is None:
             self.kernel = launch.build(self.code.source, self.code.entry, self.fn.name,
-                                       self.fastmath)
+                                       self.options)
         moves = launch.Transfers()
         dev = []
         for p, a, written in zip(self.fn.params, args, self.written):
@@ -110,8 +111,7 @@ def choose(fn: Function, structured, options: dict) -> Choice:
     if structured is not None:
         lane_local = structured()
         if fits(lane_local) is None:
-            return Choice("one kernel", lane_local, one=OneKernel(lane_local, boundscheck,
-                                                                 options.get("fastmath", False)))
+            return Choice("one kernel", lane_local, one=OneKernel(lane_local, options))
         try:
             plans, cut = plan_segments(lane_local, boundscheck)
             return Choice("segments", lane_local, plans=plans, phases=cut)
@@ -124,8 +124,9 @@ def choose(fn: Function, structured, options: dict) -> Choice:
 class CudaBackend:
     """The cuda backend's entry point (see ``hydra.backends``)."""
 
-    name = "cuda"
-    options: tuple[str, ...] = ("boundscheck", "fastmath")
+    protocol = PROTOCOLS["cuda"]
+    #: of the phases strategy (the one kernel and segments run everything else)
+    lowerable = staticmethod(phases.lowerable)
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
@@ -155,7 +156,12 @@ class CudaBackend:
                 return "# cuda backend: one kernel, one thread per lane\n" + \
                     choice.one.code.source
             head = (f"# cuda backend: {choice.strategy}: {len(choice.phases)} kernel(s) of "
-                    f"{fn.name}, launched in program order; the host runs the rest\n")
+                    f"{fn.name}, launched in program order; the host runs the rest:\n")
+            on_host = {id(item) for items in choice.plans.values() for item in items}
+            for op in choice.fn.walk():
+                if id(op) in on_host and not op.info.terminator:
+                    line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
+                    head += f"#   {op.opcode}{line}: {phases.lowerable(op)[1]}\n"
             return head + PRELUDE + "".join("\n\n" + p.text for p in choice.phases)
         if _on_simulator():
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
@@ -213,7 +219,7 @@ def _phase_runner(choice: Choice, options: dict):
         try:
             with np.errstate(all="ignore"):
                 return phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
-                                          options.get("fastmath", False))(host_args)
+                                          options)(host_args)
         finally:
             for device, host in back:
                 device.copy_to_device(host)

@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import RUNTIME_ERRORS, Loc
 from ...intrinsics import INTRINSICS
 from ...ir.core import Op, Value
-from ...types import ArrayType, ScalarType
+from ...types import ScalarType
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
           "bitxor": "^", "floordiv": "//", "mod": "%"}
@@ -47,6 +47,14 @@ MATH = {
     "ceil": "dev.ceil", "trunc": "dev.trunc", "rint": "dev.rint", "erf": "math.erf",
     "erfc": "math.erfc",
 }
+
+
+#: the math functions ``expr`` lowers: the table and pow (as ``**``, or ``ipow``)
+NATIVE_MATH = frozenset(MATH) | {"pow"}
+#: the opcodes ``OpEmitter.expr`` spells as one expression (the others have ``op_*``)
+EXPR_OPS = frozenset(_INFIX) | frozenset(_COMPARE) | {
+    "pow", "lshift", "rshift", "min", "max", "neg", "not", "invert", "abs", "const", "undef",
+    "cast", "select", "math", "entry_mask", "array_dim", "intrinsic"}
 
 
 def np_type(t: ScalarType) -> str:
@@ -210,7 +218,7 @@ class OpEmitter:
             return f"np.int64({o[0]}.shape[{axis}])"
         if n == "intrinsic":
             return INTRINSICS[op.attrs["name"]].lowerings["cuda"](op)
-        raise NotImplementedError(f"cuda backend: no rule for {n}")
+        raise AssertionError(f"{n} is not in EXPR_OPS")
 
     @staticmethod
     def shift(n: str, o: list[str], t: ScalarType) -> str:
@@ -368,11 +376,3 @@ class OpEmitter:
         if value is None:
             raise NotImplementedError("local array of a size that is not a constant")
         return int(value)
-
-
-def is_scalar(v: Value) -> bool:
-    return isinstance(v.type, ScalarType)
-
-
-def is_array(v: Value) -> bool:
-    return isinstance(v.type, ArrayType)

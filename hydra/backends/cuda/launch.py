@@ -10,18 +10,28 @@ covers any N with whole blocks (the kernel guards ``lane < N``).
 
 from __future__ import annotations
 
+import hashlib
 import linecache
 import warnings
 
 import numpy as np
 from numba import cuda
 
+from .. import load_source
+
 BLOCK = 128
 
 
-def build(source: str, entry: str, label: str, fastmath: bool = False):
-    """Compile generated source; the ``cuda.jit`` kernel named ``entry``
-    (``fastmath``: numba's fast-math flags, FMA contraction included)."""
+def build(source: str, entry: str, label: str, options: dict):
+    """Compile generated source; the ``cuda.jit`` kernel named ``entry``.  Options:
+    ``fastmath`` (numba's fast-math flags, FMA contraction included) and ``cache``
+    (numba-cuda's disk cache, which needs the source in a file: it is written under
+    the cache directory, named by its hash, and imported from there)."""
+    fastmath, cache = bool(options.get("fastmath")), bool(options.get("cache"))
+    if cache:
+        key = hashlib.sha256(source.encode()).hexdigest()[:24]
+        module = load_source(f"hydra_cuda_{key}", source)
+        return cuda.jit(getattr(module, entry), fastmath=fastmath, cache=True)
     filename = f"<hydra-cuda {label} {abs(hash(source)):x}>"
     # tracebacks and inspect can then show the generated lines
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

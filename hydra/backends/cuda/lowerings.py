@@ -10,7 +10,7 @@ ballots or working grid sync).
 
 from __future__ import annotations
 
-from ...intrinsics import INTRINSICS, lowers
+from ...intrinsics import lowers
 from ...ir.core import Op
 from .emit import np_type
 
@@ -24,6 +24,3 @@ def _lane(op: Op) -> str:
 def _nlanes(op: Op) -> str:
     return f"{np_type(op.result.type)}(N)"
 
-
-#: intrinsics a kernel computes itself; the others are sync points run by the host
-LANE_LOCAL = frozenset(n for n, e in INTRINSICS.items() if not e.cross_lane)

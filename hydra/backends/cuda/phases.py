@@ -2,10 +2,11 @@
 
 Takes: the predicated SSA (every ``if``/``while`` uniform) of any function.
 Guarantees: the same results, prints, errors and in-place writes as the numpy
-backend.  Each region is cut into *phases*: maximal runs of lane-local ops with a
-varying result (arithmetic, casts, selects, math, lane-private loads and stores,
-checks) become one generated kernel, one thread per lane; everything else runs on
-the host between phases, in program order, which keeps the lockstep order:
+backend.  Each region is cut (``hydra.backends.cut``, with ``lowerable`` as the
+capability) into *phases*: maximal runs of lane-local ops with a varying result
+(arithmetic, casts, selects, math, lane-private loads and stores, checks) become one
+generated kernel, one thread per lane; everything else runs on the host between
+phases, in program order, which keeps the lockstep order:
 uniform values and control flow (the host drives every ``if``/``while``), the
 ``any`` of a mask, per-lane array allocation, prints (lane order per statement),
 the loads and stores that are sync points, and the cross-lane intrinsics (all by
@@ -28,26 +29,38 @@ import numpy as np
 
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
+from .. import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from ..host import Host, run_op
 from . import launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
-from .lowerings import LANE_LOCAL
 from .structured import PRELUDE
 
 _KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store", "check",
                                         "intrinsic"}
+#: why the other ops run on the host in this strategy
+_HOST = {"if": "control flow: the host drives it", "while": "control flow: the host drives it",
+         "local_array": "per-lane arrays live on the host and travel to the kernels",
+         "entry_mask": "the lanes that run: the host makes the mask",
+         "global_array": "a captured array: passed to the kernels that use it"}
+
+
+def lowerable(op: Op) -> tuple[bool, str]:
+    """Does this op run inside a phase kernel?  If not, why the host runs it."""
+    if "sync" in op.attrs:
+        return False, f"sync point: {op.attrs['sync']}"
+    host_only = PROTOCOLS["cuda"].host_only
+    key = f"intrinsic {op.attrs['name']}" if op.opcode == "intrinsic" else op.opcode
+    if key in host_only or op.opcode in _HOST:
+        return False, host_only.get(key) or _HOST[op.opcode]
+    if op.opcode in ("store", "check") or op.opcode in _KERNEL_OPS and all(
+            r.varying and isinstance(r.type, ScalarType) for r in op.results):
+        return True, ""
+    return False, "no per-lane result: the host computes it"
 
 
 def in_kernel(op: Op) -> bool:
-    """Does this op run inside a phase kernel (rather than on the host)?"""
-    if op.opcode not in _KERNEL_OPS or "sync" in op.attrs:
-        return False
-    if op.opcode == "intrinsic" and op.attrs["name"] not in LANE_LOCAL:
-        return False
-    if op.opcode in ("store", "check"):
-        return True
-    return all(r.varying and isinstance(r.type, ScalarType) for r in op.results)
+    return lowerable(op)[0]
 
 
 def uniform_pure(op: Op) -> bool:
@@ -164,11 +177,11 @@ class PhaseKernel(Host):
     CUDA kernels."""
 
     def __init__(self, fn: Function, lanes: int, plans: dict[int, list],
-                 errors: launch.ErrorBuffer, fastmath: bool = False) -> None:
+                 errors: launch.ErrorBuffer, options: dict) -> None:
         super().__init__(fn, lanes)
         self.plans = plans
         self.errors = errors
-        self.fastmath = fastmath
+        self.options = options
 
     def __call__(self, args: list) -> list:
         env = Env((p.id, a) for p, a in zip(self.fn.params, args))
@@ -189,7 +202,7 @@ class PhaseKernel(Host):
 
     def run_phase(self, phase: Phase, env: Env) -> None:
         if phase.kernel is None:
-            phase.kernel = launch.build(phase.source, phase.label, "phase", self.fastmath)
+            phase.kernel = launch.build(phase.source, phase.label, "phase", self.options)
         moves = launch.Transfers()
         args = []
         for v in phase.inputs:

@@ -6,7 +6,8 @@ function whose sync points sit only at the top level or inside *uniform*
 ``phases.PhaseKernel`` in which the host drives those uniform branches and loops
 and runs the sync points, and every maximal run of other ops between them -
 varying loops and branches included - is one *segment* kernel of the structured
-IR (one thread per lane, the hardware handles divergence).  This keeps a
+IR (one thread per lane, the hardware handles divergence), cut by
+``hydra.backends.cut``.  This keeps a
 loop-heavy kernel followed by a ``lanesum`` at two launches instead of one launch
 per loop iteration.
 
