@@ -240,7 +240,8 @@ def _compile(spec: KernelSpec) -> Compiled:
         from .stages import Program
         return Compiled(fn, None, Program(fn, kernel.backend, kernel.options))
     structured = kernel._structured(list(spec.types))
-    runner = kernel.backend.compile(fn, kernel.options, lambda: offset_lanes(structured()))
+    runner = kernel.backend.compile(fn, kernel.options, structured and (
+        lambda: offset_lanes(structured())))
     return Compiled(fn, runner, None)
 
 
