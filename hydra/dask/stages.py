@@ -98,8 +98,8 @@ def unguard(fn: Function) -> None:
         replace: dict[int, Value] = {}
         for op in fn.body.ops:
             if op.opcode == "if" and op.attrs.get("guard") and any(
-                    o.opcode == "intrinsic" and o.attrs["name"] in STAGED
-                    for o in op.regions[0].walk()):
+                    _staged(o) for o in op.regions[0].walk()) and all(
+                    o.opcode in ("undef", "yield") for o in op.regions[1].ops):
                 then = op.regions[0]
                 for inner in then.walk():
                     inner.attrs["_unguarded"] = True
