@@ -30,7 +30,7 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from .. import PROTOCOLS
-from . import launch, lowerings, phases  # noqa: F401  (lowerings: registers them)
+from . import launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 

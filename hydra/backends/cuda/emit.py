@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import RUNTIME_ERRORS, Loc
-from ...intrinsics import INTRINSICS
+from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import Op, Value
 from ...types import ScalarType
 
@@ -376,3 +376,18 @@ class OpEmitter:
         if value is None:
             raise NotImplementedError("local array of a size that is not a constant")
         return int(value)
+
+
+# --- the cuda lowerings of the lane-local intrinsics: (op) -> the per-lane expression
+# (``lane`` is the thread's global index, ``N`` the kernel's lane count).  Cross-lane
+# intrinsics have none: they are sync points, which the host runs between two kernels
+# by their reference (the simulator has no warp shuffles, ballots or grid sync). ---------
+
+@lowers("cuda", "lane")
+def _lane(op: Op) -> str:
+    return f"{np_type(op.result.type)}(lane)"
+
+
+@lowers("cuda", "nlanes")
+def _nlanes(op: Op) -> str:
+    return f"{np_type(op.result.type)}(N)"

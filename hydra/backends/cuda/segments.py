@@ -7,9 +7,8 @@ function whose sync points sit only at the top level or inside *uniform*
 and runs the sync points, and every maximal run of other ops between them -
 varying loops and branches included - is one *segment* kernel of the structured
 IR (one thread per lane, the hardware handles divergence), cut by
-``hydra.backends.cut``.  This keeps a
-loop-heavy kernel followed by a ``lanesum`` at two launches instead of one launch
-per loop iteration.
+``hydra.backends.cut``.  This keeps a loop-heavy kernel followed by a ``lanesum``
+at two launches instead of one launch per loop iteration.
 
 The structured IR has no masks: a sync point outside varying control flow runs on
 every lane, so this module gives them the entry mask (an ``entry_mask`` op put first in the body),
