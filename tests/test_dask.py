@@ -14,8 +14,8 @@ distributed = pytest.importorskip("distributed", reason="the dask extra is not i
 import dask  # noqa: E402
 
 import hydra  # noqa: E402
-from hydra import (lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum,  # noqa: E402
-                   nlanes, prefixsum, shuffle)
+from hydra import (broadcast, lane, laneall, laneany, lanemax, lanemin,  # noqa: E402
+                   laneprod, lanesum, nlanes, prefixsum, shuffle)
 from hydra.dask import DaskCall  # noqa: E402
 from hydra.dask.ship import compile_count  # noqa: E402
 
@@ -404,3 +404,31 @@ def test_the_lowest_failing_lane_wins_over_many_chunks():
         assert str(remote.value) == str(local.value) and remote.value.lane == 11
     ok = k(da.from_array(x, chunks=10))[:10]  # the first chunk alone has no failure
     assert np.array_equal(ok.compute(scheduler="threads"), k(x[:10]))
+
+
+def pick(x, k):
+    return x - broadcast(x * 2, k) + broadcast(x, nlanes() - 1)
+
+
+def test_broadcast_across_chunks(where):
+    x = np.arange(10, dtype=np.int64) * 3
+    k = hydra.compile(pick, varying="x")
+    assert np.array_equal(compute(k(da.from_array(x, chunks=4), 6), where), k(x, 6))
+    for bad in (10, -1):
+        with pytest.raises(IndexError) as local:
+            k(x, bad)
+        with pytest.raises(IndexError) as remote:
+            compute(k(da.from_array(x, chunks=4), bad), where)
+        assert str(remote.value) == str(local.value)
+
+    def odd_only(v):
+        if v % 2 == 1:
+            return broadcast(v, 4)
+        return 0
+    k = hydra.compile(odd_only, varying="v")
+    x = np.arange(10, dtype=np.int64)
+    with pytest.raises(hydra.HydraError) as local:
+        k(x)
+    with pytest.raises(hydra.HydraError) as remote:
+        compute(k(da.from_array(x, chunks=3)), where)
+    assert str(remote.value) == str(local.value) and "not active" in str(remote.value)

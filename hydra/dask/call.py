@@ -68,7 +68,7 @@ def call(kernel, args: tuple):
     flat_values, flat_types = _flatten_tuples(list(values), list(types))
     kernel._check_aliasing(fn, flat_values, flat_types)
     written = _check_writes(fn, flat_values)
-    plan = stages.plan(fn)  # refuses sync points that cannot run in chunks
+    plan = stages.plan(fn, lanes)  # refuses sync points that cannot run in chunks
 
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross))

@@ -2,7 +2,8 @@
 
 A kernel whose only sync points are prints runs as one task per chunk.  A kernel with
 top-level reductions (``lanesum``, ``laneprod``, ``lanemin``, ``lanemax``,
-``laneany``, ``laneall``) or ``prefixsum`` is cut at those ops into stages:
+``laneany``, ``laneall``), ``broadcast`` or ``prefixsum`` is cut at those ops into
+stages:
 
     stage 0 (per chunk) -> partial (per chunk) -> combine tree -> global value
        -> stage 1 (per chunk, with the global value) -> ... -> last stage: ChunkOut
@@ -10,7 +11,8 @@ top-level reductions (``lanesum``, ``laneprod``, ``lanemin``, ``lanemax``,
 A reduction is a Dask tree reduction in ``dask.array.reduction``'s terms: *chunk* (the
 reduction over a chunk's active lanes, with their count), *combine* (groups of
 ``SPLIT_EVERY`` partials), *aggregate* (the value, or the local call's error when no
-lane at all is active).  ``prefixsum`` is a scan: each chunk's exclusive sum plus the
+lane at all is active); ``broadcast`` combines the same way (the chunk that holds lane
+k gives its value).  ``prefixsum`` is a scan: each chunk's exclusive sum plus the
 sum of the chunks before it (a small task over the chunk totals).  Integers, bools and
 ``prefixsum`` of integers equal a local call bit for bit; float sums and products are
 summed in another order (see the guide for the tolerance).
@@ -21,7 +23,7 @@ varying ``if``, its any-lane guard is inlined first (``unguard``) so that the
 reduction is top-level.
 Anything else that needs all lanes at once is refused before anything runs: a sync
 point inside a loop or a uniform branch (one global round trip per iteration),
-``broadcast``/``shuffle``/``rotate``/``atomic_add``, and loads that may read
+``shuffle``/``rotate``/``atomic_add``, and loads that may read
 another lane's store.
 """
 
@@ -37,7 +39,7 @@ from ..ir.core import Function, Op, Value
 
 REDUCTIONS = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
               "lanemax": np.maximum, "laneany": np.logical_or, "laneall": np.logical_and}
-STAGED = frozenset(REDUCTIONS) | {"prefixsum"}
+STAGED = frozenset(REDUCTIONS) | {"prefixsum", "broadcast"}
 #: how many partials one combine task takes (dask.array.reduction's split_every)
 SPLIT_EVERY = 8
 
@@ -50,6 +52,7 @@ class Cross:
     loc: Loc
     dtype: np.dtype  # of its result
     guarded: bool  # was under a varying if: an unobserved value when no lane is active
+    lanes: int  # of the whole call
 
 
 @dataclass
@@ -58,7 +61,7 @@ class StagePlan:
     cross: list[Cross]
 
 
-def plan(fn: Function) -> StagePlan:
+def plan(fn: Function, lanes: int) -> StagePlan:
     """The stages of ``fn`` (its guards inlined in place); ``HydraError`` for any sync
     point that cannot run in chunks."""
     from .call import refuse
@@ -73,14 +76,15 @@ def plan(fn: Function) -> StagePlan:
         name = op.attrs["name"] if op.opcode == "intrinsic" else None
         if name in STAGED and id(op) in top:
             cross.append(Cross(name, op.loc, op.result.type.dtype,
-                               bool(op.attrs.get("_unguarded"))))
+                               bool(op.attrs.get("_unguarded")), lanes))
         elif name in STAGED:
             refuse(op.loc, f"{name} inside a loop or a uniform branch: it would need one "
                    f"global round trip across the chunks per iteration",
                    "compute it outside the loop, or call the kernel with NumPy arrays")
         elif name is not None:
             refuse(op.loc, f"{name} across Dask chunks is not supported",
-                   "the reductions and prefixsum are; or call the kernel with NumPy arrays")
+                   "the reductions, prefixsum and broadcast are; or call the kernel with "
+                   "NumPy arrays")
         else:
             refuse(op.loc, f"{reason}: lanes of other chunks run elsewhere",
                    "index shared arrays by lane() when the kernel writes them")
@@ -155,7 +159,7 @@ def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple, d
             layers[(part, c)] = (_partial_of, (stage, c))
         level = [(part, c) for c in range(n)]
         depth = 0
-        while len(level) > 1 and cross.name in REDUCTIONS:
+        while len(level) > 1 and cross.name != "prefixsum":
             comb = f"{name}-combine{k}-{depth}"
             groups = [level[i:i + SPLIT_EVERY] for i in range(0, len(level), SPLIT_EVERY)]
             for g, group in enumerate(groups):
@@ -163,7 +167,7 @@ def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple, d
             level = [(comb, g) for g in range(len(groups))]
             depth += 1
         total = f"{name}-global{k}"
-        if cross.name in REDUCTIONS:
+        if cross.name != "prefixsum":
             layers[total] = (aggregate, cross, level[0])
             carried = [total] * n
         else:
@@ -186,6 +190,10 @@ def combine(name: str, partials: list) -> tuple:
     failed = [p[1] for p in partials if p[0] == "failed"]
     if failed:
         return _failed(failed)
+    if name == "broadcast":  # (k, first active lane, (value, active) where lane k is)
+        firsts = [p[1] for p in partials if p[1] is not None]
+        found = [p[2] for p in partials if p[2] is not None]
+        return partials[0][0], min(firsts, default=None), found[0] if found else None
     count = sum(p[0] for p in partials)
     values = [p[1] for p in partials if p[0]]
     if not values:
@@ -202,9 +210,11 @@ def _failed(failures: list) -> tuple:
 def aggregate(cross: Cross, partial: tuple):
     """The reduction's value from the last partial (the local call's error if no lane at
     all is active, unless the op was under a guard, where the value is never used)."""
+    if partial[0] == "failed":
+        return partial[1]  # a lane failed before the reduction: the chunks pass it on
+    if cross.name == "broadcast":
+        return _broadcast(cross, *partial)
     count, value = partial
-    if count == "failed":
-        return value  # a lane failed before the reduction: the chunks pass it on
     if count == 0:
         if cross.guarded:
             return np.zeros((), cross.dtype)[()]
@@ -213,6 +223,18 @@ def aggregate(cross: Cross, partial: tuple):
             raise RUNTIME_ERRORS[kind](message, lane, cross.loc)
         value = INTRINSICS[cross.name].reference([np.zeros(0, cross.dtype)],
                                                  np.zeros(0, bool), 0, fail)
+    return np.asarray(value).astype(cross.dtype)[()]
+
+
+def _broadcast(cross: Cross, k: int, first, found):
+    """broadcast's value, or the local call's error (naming the first active lane)."""
+    if first is not None and not 0 <= k < cross.lanes:
+        raise RUNTIME_ERRORS["index"](f"broadcast: lane index {k} is out of range for "
+                                      f"{cross.lanes} lanes", first, cross.loc)
+    if first is not None and not found[1]:
+        raise RUNTIME_ERRORS["inactive"](f"broadcast reads lane {k}, which is not active",
+                                         first, cross.loc)
+    value = found[0] if found is not None else 0  # no lane active: never observed
     return np.asarray(value).astype(cross.dtype)[()]
 
 
@@ -286,13 +308,19 @@ def _function(fn: Function, run) -> Function:
                     body, fn.loc, {"result_tree": tuple("leaf" for _ in run.outputs)})
 
 
-def partial(op: Op, env: dict, lanes: int):
-    """A staged op's partial over one chunk, and what the chunk keeps for the next stage
-    (prefixsum: its own exclusive sums)."""
+def partial(op: Op, env: dict, lanes: int, start: int):
+    """A staged op's partial over lanes ``start:start+lanes``, and what the chunk keeps
+    for the next stage (prefixsum: its own exclusive sums)."""
     x = np.broadcast_to(env[op.operands[0].id], (lanes,))
     mask = env[op.mask.id] if op.mask is not None else np.ones(lanes, bool)
     mask = np.broadcast_to(mask, (lanes,))
     name = op.attrs["name"]
+    if name == "broadcast":
+        k = int(np.asarray(env[op.operands[1].id]).reshape(-1)[0])
+        active = np.flatnonzero(mask)
+        first = start + int(active[0]) if active.size else None
+        here = (x[k - start], bool(mask[k - start])) if start <= k < start + lanes else None
+        return (k, first, here), None
     if name == "prefixsum":
         vals = np.where(mask, x, 0).astype(x.dtype if x.dtype != np.bool_ else np.int64)
         sums = np.cumsum(vals)

@@ -119,7 +119,7 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
     with captured_stdout() as out, lane_errors(start) as failed:
         program.run_stage(k, env, lanes)
         if k < len(program.cross):
-            part, kept = partial(program.cross[k], env, lanes)
+            part, kept = partial(program.cross[k], env, lanes, start)
     printed += out.getvalue()
     if failed.error is not None:
         if k < len(program.cross):
