@@ -15,7 +15,7 @@ import dask  # noqa: E402
 
 import hydra  # noqa: E402
 from hydra import (broadcast, lane, laneall, laneany, lanemax, lanemin,  # noqa: E402
-                   laneprod, lanesum, nlanes, prefixsum, shuffle)
+                   laneprod, lanesum, nlanes, prefixsum, shuffle, atomic_add)
 from hydra.dask import DaskCall  # noqa: E402
 from hydra.dask.ship import compile_count  # noqa: E402
 
@@ -432,3 +432,28 @@ def test_broadcast_across_chunks(where):
     with pytest.raises(hydra.HydraError) as remote:
         compute(k(da.from_array(x, chunks=3)), where)
     assert str(remote.value) == str(local.value) and "not active" in str(remote.value)
+
+
+def histogram(x, bins, counts):
+    b = x % bins
+    atomic_add(counts, b, 1)
+    if x > 20:
+        atomic_add(counts, 0, lanesum(x) % 7)
+
+
+def test_atomic_add_into_an_array_the_kernel_does_not_read(where):
+    x = np.arange(40, dtype=np.int64) * 5 % 37
+    k = hydra.compile(histogram, varying="x")
+    expected = np.full(6, 100, np.int64)
+    k(x, 6, expected)
+    counts = np.full(6, 100, np.int64)
+    call = k(da.from_array(x, chunks=(9, 9, 22)), 6, counts)
+    assert np.all(counts == 100)
+    compute(call, where)
+    assert np.array_equal(counts, expected)
+
+    def read_back(v, a):
+        atomic_add(a, 0, v)
+        return a[0]
+    with pytest.raises(hydra.HydraError, match="atomic_add across Dask chunks"):
+        hydra.compile(read_back, varying="v")(da.arange(4, chunks=2), np.zeros(2, np.int64))

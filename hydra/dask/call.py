@@ -68,7 +68,9 @@ def call(kernel, args: tuple):
     flat_values, flat_types = _flatten_tuples(list(values), list(types))
     kernel._check_aliasing(fn, flat_values, flat_types)
     written = _check_writes(fn, flat_values)
-    plan = stages.plan(fn, lanes)  # refuses sync points that cannot run in chunks
+    added = _only_added(fn, flat_values)
+    plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
+
 
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross))
@@ -91,13 +93,14 @@ def call(kernel, args: tuple):
     token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
                      [s for s in sources if s[0] != "chunk"])
     starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
-    chunk_keys = stages.build(plan, spec_key, sources, tuple(written), deps, starts,
-                              lanes, token, fn.name, layers)
+    chunk_keys = stages.build(plan, spec_key, sources, tuple(written), tuple(added), deps,
+                              starts, lanes, token, fn.name, layers)
     graph = _graph(layers, deps)
     leaves = fn.body.terminator.operands
-    if written or plan.prints or fn.notes["result_tree"] is None:
+    if written or added or plan.prints or fn.notes["result_tree"] is None:
         return DaskCall(graph, chunk_keys, fn, lanes, starts,
-                        {i: flat_values[i] for i in written})
+                        {i: flat_values[i] for i in written},
+                        {i: flat_values[i] for i in added})
     return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
 
 
@@ -137,6 +140,26 @@ def _check_writes(fn: Function, flat_values: list) -> list[int]:
         if i not in written:
             written.append(i)
     return written
+
+
+def _only_added(fn: Function, flat_values: list) -> list[int]:
+    """Flat indices of the uniform array parameters that the kernel only ``atomic_add``s
+    into (no load or store): each chunk adds into zeros, the sums are added at compute."""
+    index = {p.id: i for i, p in enumerate(fn.params)}
+    added, read = [], set()
+    for op in fn.walk():
+        if op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add":
+            array = op.operands[0]
+            if array.id in index and not array.varying and index[array.id] not in added:
+                added.append(index[array.id])
+        elif op.opcode in ("load", "store"):
+            read.add(op.operands[0].id)
+    added = [i for i in added if fn.params[i].id not in read]
+    for i in added:
+        if not flat_values[i].flags.writeable:
+            raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "
+                             f"writes it")
+    return added
 
 
 def refuse(loc: Loc, what: str, hint: str | None = None):
@@ -246,9 +269,11 @@ class DaskCall:
     the cluster, where the caller's stdout and arrays are not.  ``.chunks`` is the
     collection of the chunks' raw outputs, for ``dask.persist`` and friends."""
 
-    def __init__(self, graph, chunk_keys, fn, lanes, starts, targets: dict) -> None:
+    def __init__(self, graph, chunk_keys, fn, lanes, starts, targets: dict,
+                 added: dict) -> None:
         self.chunks = _ChunkOuts(graph, list(chunk_keys))
         self._fn, self._lanes, self._starts, self._targets = fn, lanes, starts, targets
+        self._added = added
 
     def compute(self, **kwargs):
         """Run the call on the active Dask scheduler (``scheduler=`` as for any Dask
@@ -269,6 +294,9 @@ class DaskCall:
             for start, out in zip(self._starts, outs):
                 rows = out.rows[i]
                 target[start:start + len(rows)] = rows
+        for i, target in self._added.items():
+            for out in outs:  # chunks in lane order
+                target += out.added[i]
         leaves = [np.concatenate([o.leaves[j] for o in outs]) if v.varying else
                   outs[0].leaves[j] for j, v in enumerate(self._fn.body.terminator.operands)]
         return _result(self._fn, leaves, self._lanes)

@@ -23,8 +23,9 @@ varying ``if``, its any-lane guard is inlined first (``unguard``) so that the
 reduction is top-level.
 Anything else that needs all lanes at once is refused before anything runs: a sync
 point inside a loop or a uniform branch (one global round trip per iteration),
-``shuffle``/``rotate``/``atomic_add``, and loads that may read
-another lane's store.
+``shuffle``/``rotate``, ``atomic_add`` into an array the kernel also reads (into
+one it only adds to, each chunk adds into zeros: see ``call``), and loads that may
+read another lane's store.
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ class StagePlan:
     cross: list[Cross]
 
 
-def plan(fn: Function, lanes: int) -> StagePlan:
+def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
     """The stages of ``fn`` (its guards inlined in place); ``HydraError`` for any sync
-    point that cannot run in chunks."""
+    point that cannot run in chunks.  ``added``: ids of the arrays that only take
+    ``atomic_add``s (each chunk adds into its own zeros)."""
     from .call import refuse
     unguard(fn)
     top = {id(op) for op in fn.body.ops}
@@ -74,6 +76,8 @@ def plan(fn: Function, lanes: int) -> StagePlan:
         if not reason or op.opcode == "print":
             continue
         name = op.attrs["name"] if op.opcode == "intrinsic" else None
+        if name == "atomic_add" and op.operands[0].id in added:
+            continue
         if name in STAGED and id(op) in top:
             cross.append(Cross(name, op.loc, op.result.type.dtype,
                                bool(op.attrs.get("_unguarded")), lanes))
@@ -83,8 +87,8 @@ def plan(fn: Function, lanes: int) -> StagePlan:
                    "compute it outside the loop, or call the kernel with NumPy arrays")
         elif name is not None:
             refuse(op.loc, f"{name} across Dask chunks is not supported",
-                   "the reductions, prefixsum and broadcast are; or call the kernel with "
-                   "NumPy arrays")
+                   "the reductions, prefixsum, broadcast and atomic_add into an array the "
+                   "kernel does not read are; or call the kernel with NumPy arrays")
         else:
             refuse(op.loc, f"{reason}: lanes of other chunks run elsewhere",
                    "index shared arrays by lane() when the kernel writes them")
@@ -122,7 +126,8 @@ def unguard(fn: Function) -> None:
 
 # --- the graph ------------------------------------------------------------------------------
 
-def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple, deps: list,
+def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple,
+          added: tuple, deps: list,
           starts: list[int], lanes: int, token: str, fname: str, layers: dict) -> list:
     """Add the chunk tasks (and, for staged kernels, the combine and scan tasks) to
     ``layers``; the keys of the tasks that hand back each chunk's ``ChunkOut``."""
@@ -130,7 +135,7 @@ def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple, d
     n = len(starts) - 1
     keyed = [s for s in sources if s[0] != "lit"]
     layout = Layout(tuple((("dep", keyed.index(s)) if s[0] != "lit" else s) for s in sources),
-                    written)
+                    written, added)
 
     def inputs(c: int) -> list:
         return [(deps[s[1]].name, c, *([0] * (deps[s[1]].ndim - 1))) if s[0] == "chunk"
@@ -276,8 +281,9 @@ class Program:
         self.number = {v.id: i for i, v in enumerate(values)}
         self.value_of = dict(enumerate(values))
         #: numbers of the arrays the kernel stores into (copied when a stage resumes)
-        self.stored = {self.number[op.operands[0].id] for op in fn.walk()
-                       if op.opcode == "store" and op.operands[0].id in self.number}
+        self.stored = {self.number[op.written_array.id] for op in fn.walk()
+                       if op.written_array is not None
+                       and op.written_array.id in self.number}
         # live[k]: what stage k and the ones after it read (the result included)
         live = {v.id for v in fn.body.terminator.operands} | {p.id for p in fn.params}
         self.live: list[set[int]] = []

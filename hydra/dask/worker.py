@@ -33,6 +33,7 @@ class ChunkOut:
     leaves: list | None  # the function's result leaves for this chunk's lanes
     printed: str = ""
     rows: dict = field(default_factory=dict)  # flat parameter index -> rows start:stop
+    added: dict = field(default_factory=dict)  # flat parameter index -> atomic_add deltas
     error: HydraError | None = None  # a lane's error (lane number global)
 
 
@@ -43,14 +44,24 @@ class Layout:
 
     sources: tuple
     written: tuple[int, ...]  # flat parameter indices of uniform arrays the kernel writes
+    added: tuple[int, ...] = ()  # ... of arrays it only atomic_adds into (never reads)
 
 
 def arguments(layout: Layout, deps: tuple) -> list:
-    """The flat argument list of a chunk, written arrays copied (the task stays pure)."""
+    """The flat argument list of a chunk, written arrays copied (the task stays pure) and
+    arrays that only take ``atomic_add``s zeroed (the chunk's sums come back)."""
     values = [deps[x] if how == "dep" else x for how, x in layout.sources]
     for i in layout.written:
         values[i] = np.array(values[i], copy=True)
+    for i in layout.added:
+        values[i] = np.zeros_like(values[i])
     return values
+
+
+def effects(layout: Layout, values: list, start: int, stop: int) -> dict:
+    """What a chunk hands back of the arrays it wrote: ``rows`` and ``added``."""
+    return {"rows": {i: values[i][start:stop] for i in layout.written},
+            "added": {i: values[i] for i in layout.added}}
 
 
 def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: int,
@@ -65,7 +76,7 @@ def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: in
     if failed.error is not None:
         return ChunkOut(None, out.getvalue(), error=failed.error)
     return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
-                    {i: values[i][start:stop] for i in layout.written})
+                    **effects(layout, values, start, stop))
 
 
 def chunk_leaves(fn, leaves: list, lanes: int) -> list:
@@ -132,8 +143,9 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
                         part, kept)
     leaves = [env[v.id] for v in program.fn.body.terminator.operands]
     params = program.fn.params
+    values = [env.get(p.id) for p in params]
     return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
-                    {i: env[params[i].id][start:stop] for i in layout.written})
+                    **effects(layout, values, start, stop))
 
 
 @dataclass
