@@ -1,10 +1,12 @@
 """What a Dask task runs on a worker: one chunk of lanes of a kernel.
 
 A task is pure: it reads its inputs and returns a ``ChunkOut`` (the result leaves of
-its lanes, the text its lanes printed, and the rows of each written uniform array
-that its lanes own), so Dask may run it twice or on another worker after a failure
-and get the same answer.  Uniform arrays the kernel writes are copied before the
-run for that reason: the input stays as it came.
+its lanes, the text its lanes printed, the rows of each written uniform array that
+its lanes own, and its sums for arrays it only ``atomic_add``s into), so Dask may run
+it twice or on another worker after a failure and get the same answer.  Uniform
+arrays the kernel writes are copied (or zeroed) before the run for that reason: the
+input stays as it came.  A staged kernel's task copies the arrays a stage writes from
+the previous stage's output for the same reason.
 
 Prints are captured per task (per thread: the threaded scheduler runs tasks side by
 side) and travel with the result; the client writes them, chunks in lane order.
