@@ -1,6 +1,6 @@
 """``python -m bench dask``: one kernel run locally and as Dask tasks on a LocalCluster.
 
-The mandelbrot kernel of ``bench/mandelbrot.py`` (2048x1536 pixels, 6144 iterations) on
+The mandelbrot kernel of ``bench/mandelbrot.py`` (2048x1536 pixels, 8192 iterations) on
 a picture cut into 8 bands of rows, each band one task of at least ~100 ms: a local call
 on one thread, then the same call with Dask arrays on a LocalCluster of 1 and of 2
 process workers (one thread each, so that every configuration runs the same code on the
@@ -28,10 +28,10 @@ def _picture(width: int, height: int):
     return np.tile(xs, height), np.repeat(ys, width)
 
 
-def run(width: int = 2048, height: int = 1536, rows: int = 192, iterations: int = 6144,
+def run(width: int = 2048, height: int = 1536, rows: int = 192, iterations: int = 8192,
         repeat: int = 3) -> None:
     import dask.array as da
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, wait
 
     k = hydra.compile(mandel, varying=("c_re", "c_im"), threads=1)
     c_re, c_im = _picture(width, height)
@@ -60,6 +60,7 @@ def run(width: int = 2048, height: int = 1536, rows: int = 192, iterations: int 
             dr = da.tile(xs, height).rechunk(chunk)
             di = da.repeat(ys, width).rechunk(chunk)
             dr, di = client.persist([dr, di])
+            wait([dr, di])
             t = time.perf_counter()
             got = k(dr, di, n).compute()
             first = time.perf_counter() - t
