@@ -457,3 +457,19 @@ def test_atomic_add_into_an_array_the_kernel_does_not_read(where):
         return a[0]
     with pytest.raises(hydra.HydraError, match="atomic_add across Dask chunks"):
         hydra.compile(read_back, varying="v")(da.arange(4, chunks=2), np.zeros(2, np.int64))
+
+
+def per_lane_array(x):
+    a = np.zeros(3, np.float32)
+    a[0] = x
+    a[2] = lane()
+    return a, x
+
+
+def test_per_lane_array_results_have_unknown_sizes_until_computed():
+    x = np.arange(7.0)
+    k = hydra.compile(per_lane_array, varying="x")
+    arrays, same = k(da.from_array(x, chunks=3))
+    assert arrays.dtype == np.float32 and np.isnan(arrays.shape[1])
+    got = dask.compute(arrays, same, scheduler="sync")
+    assert all(np.array_equal(g, e) for g, e in zip(got, k(x)))

@@ -243,14 +243,17 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
     for i, v in enumerate(leaves):
         name = f"hydra-result-{i}-{token}"
         if v.varying:
-            layer = {(name, c): (_leaf, k, i, gates[c]) for c, k in enumerate(chunk_keys)}
-            chunks = (lane_chunks,)
+            layer = {(name, c, *[0] * _ndim(v.type)): (_leaf, k, i, gates[c])
+                     for c, k in enumerate(chunk_keys)}
+            # a per-lane array's shape is known when it runs: unknown sizes until then
+            chunks = (lane_chunks, *[(np.nan,)] * _ndim(v.type))
         else:  # the same on every chunk (or, after a reduction, the global value)
             layer = {(name,): (_leaf, chunk_keys[0], i, gates[-1])}
             chunks = ()
         g = HighLevelGraph({**graph.layers, name: layer},
                            {**graph.dependencies, name: set(graph.layers)})
-        arrays.append(da.Array(g, name, chunks, dtype=v.type.dtype))
+        dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype
+        arrays.append(da.Array(g, name, chunks, dtype=dtype))
     it = iter(arrays)
 
     def build(tree):
@@ -258,6 +261,10 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
             return next(it)
         return tuple(build(t) for t in tree)
     return build(fn.notes["result_tree"])
+
+
+def _ndim(t) -> int:
+    return getattr(t, "ndim", 0)
 
 
 class DaskCall:
