@@ -473,3 +473,11 @@ def test_per_lane_array_results_have_unknown_sizes_until_computed():
     assert arrays.dtype == np.float32 and np.isnan(arrays.shape[1])
     got = dask.compute(arrays, same, scheduler="sync")
     assert all(np.array_equal(g, e) for g, e in zip(got, k(x)))
+
+
+def test_results_of_two_calls_combine():
+    k = hydra.compile(shifted, varying="x")
+    table = np.array([1, 2, 3])
+    a, b = np.arange(6), np.arange(6) * 10
+    both = k(da.from_array(a, chunks=4), table) + k(da.from_array(b, chunks=4), table)
+    assert np.array_equal(both.compute(scheduler="sync"), k(a, table) + k(b, table))

@@ -95,7 +95,7 @@ def call(kernel, args: tuple):
     starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
     chunk_keys = stages.build(plan, spec_key, sources, tuple(written), tuple(added), deps,
                               starts, lanes, token, fn.name, layers)
-    graph = _graph(layers, deps)
+    graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
     leaves = fn.body.terminator.operands
     if written or added or plan.prints or fn.notes["result_tree"] is None:
         return DaskCall(graph, chunk_keys, fn, lanes, starts,
@@ -171,9 +171,10 @@ def refuse(loc: Loc, what: str, hint: str | None = None):
     raise HydraError(text)
 
 
-def _graph(layers: dict, deps: list):
+def _graph(name: str, layers: dict, deps: list):
+    """One layer, named by everything the call depends on (two calls must never share a
+    layer name: merged graphs keep one layer per name)."""
     from dask.highlevelgraph import HighLevelGraph
-    name = next(iter(layers))
     return HighLevelGraph.from_collections(name, layers, dependencies=deps)
 
 
