@@ -481,3 +481,16 @@ def test_results_of_two_calls_combine():
     a, b = np.arange(6), np.arange(6) * 10
     both = k(da.from_array(a, chunks=4), table) + k(da.from_array(b, chunks=4), table)
     assert np.array_equal(both.compute(scheduler="sync"), k(a, table) + k(b, table))
+
+
+shape = object()  # a global named like the attribute below: not the kernel's business
+
+
+def uses_shape(x, a):
+    return x + a.shape[0] + lanesum(x)
+
+
+def test_only_the_names_a_kernel_reads_travel_with_it():
+    from hydra.dask.ship import IntrinsicRef, ship
+    captured = dict(ship(uses_shape).captured)
+    assert captured == {"lanesum": IntrinsicRef("lanesum")}

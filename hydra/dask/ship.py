@@ -81,7 +81,7 @@ def ship(pyfunc, _seen: dict | None = None) -> Shipped:
         lines = tuple(["\n"] * (start - 1) + list(all_lines[start - 1:end]))
         first, pos = parsed.line_offset + parsed.node.lineno, None
     captured = []
-    for name in sorted(_free_names(parsed.pyfunc.__code__)):
+    for name in sorted(_free_names(parsed.node, parsed.pyfunc.__code__)):
         try:
             value = parsed.resolve_free(name)
         except KeyError:
@@ -99,12 +99,11 @@ def ship(pyfunc, _seen: dict | None = None) -> Shipped:
     return shipped
 
 
-def _free_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names) | set(code.co_freevars)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _free_names(const)
-    return names
+def _free_names(node: ast.AST, code: types.CodeType) -> set[str]:
+    """The names the function reads from outside: plain names (not attributes, so that
+    ``a.shape`` does not ship a global called ``shape``) that are not its locals."""
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return (names - set(code.co_varnames) - set(code.co_cellvars)) | set(code.co_freevars)
 
 
 def _transportable(value, seen: dict):
