@@ -494,3 +494,22 @@ def test_only_the_names_a_kernel_reads_travel_with_it():
     from hydra.dask.ship import IntrinsicRef, ship
     captured = dict(ship(uses_shape).captured)
     assert captured == {"lanesum": IntrinsicRef("lanesum")}
+
+
+def test_a_stage_task_run_twice_on_the_same_inputs_gives_the_same_result():
+    x = np.arange(7, dtype=np.int64)
+    call = hydra.compile(staged_effects, varying="x")(da.from_array(x, chunks=3),
+                                                      np.zeros(7, np.int64))
+    graph = call.chunks.graph
+    raw = {k: v for layer in graph.layers.values() for k, v in layer.items()}
+    task = raw[call.chunks.keys[1]]  # the last stage of the second chunk
+
+    def value(a):
+        if isinstance(a, tuple) and a and callable(a[0]):
+            return a[0](*[value(b) for b in a[1:]])
+        return dask.get(dict(graph), a) if isinstance(a, (str, tuple)) and a in raw else a
+    args = [value(a) for a in task[1:]]
+    first, second = task[0](*args), task[0](*args)  # the same StageOut both times
+    assert first.error is None and first.printed == second.printed
+    assert np.array_equal(first.rows[1], second.rows[1])
+    assert np.array_equal(second.rows[1], [3 + 21 + 3, 4 + 21 + 6, 5 + 21 + 10])
