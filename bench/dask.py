@@ -55,10 +55,10 @@ def run(width: int = 2048, height: int = 1536, rows: int = 192, iterations: int 
                           dashboard_address=None, host="127.0.0.1") as cluster, \
                 Client(cluster) as client:
             # the pixels are made on the workers and wait there (no 24 MB graph to send)
-            xs = da.from_array(c_re[:width])
-            ys = da.from_array(c_im[::width])
-            dr = da.tile(xs, height).rechunk(chunk)
-            di = da.repeat(ys, width).rechunk(chunk)
+            xs, ys = c_re[:width], c_im[::width]
+            index = da.arange(c_re.size, chunks=chunk, dtype=np.int64)
+            dr = index.map_blocks(lambda i: xs[i % width], dtype=np.float32)
+            di = index.map_blocks(lambda i: ys[i // width], dtype=np.float32)
             dr, di = client.persist([dr, di])
             wait([dr, di])
             t = time.perf_counter()

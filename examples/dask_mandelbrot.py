@@ -21,11 +21,13 @@ from mandelbrot import grid, mandel, write_png
 
 
 def pixels(width: int, height: int, rows_per_chunk: int):
-    """The pixels' coordinates as lazy Dask arrays, one chunk per band of rows."""
-    xs = da.from_array(np.linspace(-2.0, 1.0, width, dtype=np.float32))
-    ys = da.from_array(np.linspace(-1.0, 1.0, height, dtype=np.float32))
-    chunk = width * rows_per_chunk
-    return da.tile(xs, height).rechunk(chunk), da.repeat(ys, width).rechunk(chunk)
+    """The pixels' coordinates as lazy Dask arrays, one chunk per band of rows, made
+    where they are used (the same values as ``mandelbrot.grid``)."""
+    xs = np.linspace(-2.0, 1.0, width, dtype=np.float32)
+    ys = np.linspace(-1.0, 1.0, height, dtype=np.float32)
+    index = da.arange(width * height, chunks=width * rows_per_chunk, dtype=np.int64)
+    return (index.map_blocks(lambda i: xs[i % width], dtype=np.float32),
+            index.map_blocks(lambda i: ys[i // width], dtype=np.float32))
 
 
 def main() -> None:
