@@ -1,6 +1,7 @@
 """Run the benchmarks: ``python -m bench [names...] [--repeat N]``; with ``--gpu [--scale
 S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench async`` the
-asynchronous launches of ``bench/asyncbench.py``.
+asynchronous launches of ``bench/asyncbench.py``; ``python -m bench dask`` the Dask
+comparison of ``bench/dask.py``.
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi) it times hydra's
 cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar loop),
@@ -142,6 +143,10 @@ def main(argv=None) -> None:
     if a.names == ["async"]:
         from .asyncbench import main as run_async
         run_async(a.repeat)
+        return
+    if a.names == ["dask"]:
+        from .dask import run as run_dask
+        run_dask(repeat=a.repeat)
         return
     if a.gpu:
         from .gpu import run as run_gpu

@@ -196,7 +196,11 @@ class Kernel:
         return fn, runner
 
     def __call__(self, *args, **kwargs):
-        return dataflow.call(self, self._bind(*args, **kwargs))
+        args = self._bind(*args, **kwargs)
+        if any(type(a).__module__.startswith("dask.") for a in args):
+            from .dask import call  # SPEC section 10: lanes as Dask tasks, lazily
+            return call(self, args)
+        return dataflow.call(self, args)
 
     def submit(self, *args, **kwargs) -> "dataflow.Future":
         """Start a launch and return its ``hydra.Future`` at once (see ``hydra.dataflow``)."""

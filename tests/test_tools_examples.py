@@ -85,3 +85,10 @@ def test_async_pipeline(tmp_path):
                                     "spread", "compare"]
     assert all(r[3] == "ok" for r in rows) and rows[1][-1] == "-"
     assert svg.read_text().startswith("<svg") and "marker-end" in svg.read_text()
+def test_dask_mandelbrot_png(tmp_path):
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
+    png = tmp_path / "dm.png"
+    out = run_example("dask_mandelbrot.py", "--width", "64", "--height", "32", "--workers", "1",
+                      "--rows-per-chunk", "8", "--check", "--png", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "64x32 pixels in 4 tasks" in out and "equal to a local call: True" in out

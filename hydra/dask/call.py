@@ -1,0 +1,350 @@
+"""The client side of a kernel call with Dask arrays: checks, the task graph, results.
+
+``call(kernel, args)`` runs nothing.  It types the call from the arrays' metadata,
+builds the predicated IR (no backend compile on the client), refuses what cannot run
+in chunks (with a ``HydraError`` naming the operation and its line), and returns:
+
+- Dask arrays (varying results, chunked like the lanes) and 0-d Dask arrays (uniform
+  results), as a local call would return NumPy arrays and scalars, when the kernel
+  only computes;
+- a ``DaskCall`` when the kernel prints, writes a uniform array or returns nothing:
+  its ``.compute()`` returns what a local call returns, after writing the prints to
+  ``sys.stdout`` (chunks in lane order) and the lane-private rows of written arrays
+  back into the caller's arrays, on the client (``.chunks`` is its Dask collection).
+
+Either way a lane's error reaches the caller as the lowest failing lane's: chunk tasks
+hand errors back as values, and the results pass through a chain of small gate tasks
+in lane order (or, for a ``DaskCall``, the client picks the first failing chunk).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import numpy as np
+
+from ..errors import HydraError, Loc
+from ..frontend import build_function
+from ..ir.core import Function
+from ..passes import run_pipeline
+from . import stages
+from .ship import KernelSpec, ship
+from .worker import ChunkOut, first_error
+
+_ir_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def is_dask_array(a) -> bool:
+    """Is ``a`` a ``dask.array.Array`` (checked without importing dask)?"""
+    return type(a).__module__.startswith("dask.array") and hasattr(a, "chunks")
+
+
+def call(kernel, args: tuple):
+    """``kernel(*args)`` with Dask arrays among the arguments: lazily."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    names = kernel.param_names
+    for name, a in zip(names, args):
+        if type(a).__module__.startswith("dask.") and not is_dask_array(a):
+            raise TypeError(f"argument '{name}' is a Dask {type(a).__name__}; kernels take "
+                            f"dask.array.Array as varying arguments")
+        if is_dask_array(a) and name not in kernel.varying:
+            raise TypeError(f"argument '{name}' is a Dask array but not varying: uniform "
+                            f"arguments are shipped whole (pass a NumPy array), or list "
+                            f"'{name}' in varying=")
+        if is_dask_array(a) and any(np.isnan(c) for c in a.chunks[0]):
+            raise ValueError(f"argument '{name}' has unknown chunk sizes; call "
+                             f".compute_chunk_sizes() on it first")
+    # the types come from the arrays' metadata: nothing is computed
+    meta = [np.empty((0, *a.shape[1:]), a.dtype) if is_dask_array(a) else a for a in args]
+    values, types = kernel._signature(meta)
+    lanes = kernel._lanes_for(args)
+    first = next(a for n, a in zip(names, args) if n in kernel.varying and is_dask_array(a))
+    lane_chunks = first.chunks[0]
+    fn = _ir(kernel, types)
+    from ..api import _flatten_tuples
+    flat_values, flat_types = _flatten_tuples(list(values), list(types))
+    kernel._check_aliasing(fn, flat_values, flat_types)
+    written = _check_writes(fn, flat_values)
+    added = _only_added(fn, flat_values)
+    plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
+
+
+    spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
+                      tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross))
+    deps, sources, layers = [], [], {}
+    spec_key = "hydra-kernel-" + spec.key[:32]
+    layers[spec_key] = spec
+    for name, a, v, t in zip(names, args, values, types):
+        leaves = _flatten_tuples([v], [t])[0]
+        if name in kernel.varying:
+            arr = a if is_dask_array(a) else da.from_array(np.asarray(a), chunks=-1)
+            arr = arr.rechunk({0: lane_chunks, **{i: -1 for i in range(1, arr.ndim)}})
+            deps.append(arr)
+            sources.append(("chunk", len(deps) - 1))
+        elif isinstance(v, np.ndarray):
+            key = f"hydra-array-{tokenize(v)}"  # one key: each worker fetches it once
+            layers[key] = v
+            sources.append(("key", key))
+        else:
+            sources += [("lit", x) for x in leaves]
+    token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
+                     [s for s in sources if s[0] != "chunk"])
+    starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
+    chunk_keys = stages.build(plan, spec_key, sources, tuple(written), tuple(added), deps,
+                              starts, lanes, token, fn.name, layers)
+    graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
+    leaves = fn.body.terminator.operands
+    if written or added or plan.prints or fn.notes["result_tree"] is None:
+        return DaskCall(graph, chunk_keys, fn, lanes, starts,
+                        {i: flat_values[i] for i in written},
+                        {i: flat_values[i] for i in added})
+    return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
+
+
+def _ir(kernel, types) -> Function:
+    """The predicated IR of this call (cached per kernel and types; no backend compile)."""
+    from ..api import CHECK_IR
+    per_kernel = _ir_cache.setdefault(kernel, {})
+    key = tuple(types)
+    if key not in per_kernel:
+        fn = build_function(kernel.pyfunc, list(types))
+        per_kernel[key] = run_pipeline(fn, set(kernel.varying), check=CHECK_IR)
+    return per_kernel[key]
+
+
+def _check_writes(fn: Function, flat_values: list) -> list[int]:
+    """Flat indices of the uniform array parameters the kernel writes (each chunk writes
+    its own rows); other writes are refused."""
+    index = {p.id: i for i, p in enumerate(fn.params)}
+    written = []
+    for op in fn.walk():
+        if op.opcode != "store":
+            continue
+        array = op.operands[0]
+        name = array.name or "an array"
+        if array.id not in index:
+            if not array.varying:
+                refuse(op.loc, f"the kernel writes the captured array {name}: each Dask "
+                       f"worker has its own copy, so the write would be lost",
+                       "pass the array as an argument")
+            continue  # a per-lane local array
+        if array.varying:
+            refuse(op.loc, f"the kernel writes its varying argument '{name}' in place: Dask "
+                   f"chunks are read-only inputs", "return the values instead")
+        i = index[array.id]
+        if not flat_values[i].flags.writeable:
+            raise ValueError(f"argument '{name}' is read-only and the kernel writes it")
+        if i not in written:
+            written.append(i)
+    return written
+
+
+def _only_added(fn: Function, flat_values: list) -> list[int]:
+    """Flat indices of the uniform array parameters that the kernel only ``atomic_add``s
+    into (no load or store): each chunk adds into zeros, the sums are added at compute."""
+    index = {p.id: i for i, p in enumerate(fn.params)}
+    added, read = [], set()
+    for op in fn.walk():
+        if op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add":
+            array = op.operands[0]
+            if array.id in index and not array.varying and index[array.id] not in added:
+                added.append(index[array.id])
+        elif op.opcode in ("load", "store"):
+            read.add(op.operands[0].id)
+    added = [i for i in added if fn.params[i].id not in read]
+    for i in added:
+        if not flat_values[i].flags.writeable:
+            raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "
+                             f"writes it")
+    return added
+
+
+def refuse(loc: Loc, what: str, hint: str | None = None):
+    """Raise the error for something a call with Dask arrays cannot do."""
+    where = f"{loc.file}:{loc.line}: " if loc.line else ""
+    text = f"{where}{what} (with Dask arrays)"
+    if hint:
+        text += f"\nhint: {hint}"
+    raise HydraError(text)
+
+
+def _graph(name: str, layers: dict, deps: list):
+    """One layer, named by everything the call depends on (two calls must never share a
+    layer name: merged graphs keep one layer per name)."""
+    from dask.highlevelgraph import HighLevelGraph
+    return HighLevelGraph.from_collections(name, layers, dependencies=deps)
+
+
+def _leaf(out: ChunkOut, i: int, gate=None):
+    return out.leaves[i]
+
+
+def _error_of(out: ChunkOut):
+    return out.error
+
+
+def _gate(*errors) -> None:
+    """Raise the first of ``errors`` (they are in lane order), if any."""
+    error = _first(*errors)
+    if error is not None:
+        raise error
+
+
+def _first(*errors):
+    return next((e for e in errors if e is not None), None)
+
+
+def _gates(chunk_keys: list, token: str, layers: dict) -> list:
+    """Per chunk, a task that raises the first error of the chunks up to it: the error of
+    the lowest failing lane, whatever order the tasks ran in.  The chunks before each one
+    are the O(log n) nodes of a tree over the chunks' errors (a prefix scan), so that no
+    chain of n tasks delays the first chunk's result."""
+    errors = [(f"hydra-error-{token}", c) for c in range(len(chunk_keys))]
+    for key, chunk in zip(errors, chunk_keys):
+        layers[key] = (_error_of, chunk)
+
+    def node(lo: int, hi: int):
+        if hi - lo == 1:
+            return errors[lo]
+        key = (f"hydra-errors-{token}", lo, hi)
+        if key not in layers:
+            mid = (lo + hi) // 2
+            layers[key] = (_first, node(lo, mid), node(mid, hi))
+        return key
+
+    def before(lo: int, hi: int, c: int) -> list:
+        if hi <= c:
+            return [node(lo, hi)]
+        if lo >= c or hi - lo == 1:
+            return []
+        mid = (lo + hi) // 2
+        return before(lo, mid, c) + before(mid, hi, c)
+
+    n = len(chunk_keys)
+    gates = []
+    for c in range(n):
+        layers[(f"hydra-gate-{token}", c)] = (_gate, *before(0, n, c), errors[c])
+        gates.append((f"hydra-gate-{token}", c))
+    layers[(f"hydra-gate-{token}", "all")] = (_gate, node(0, n))
+    return gates + [(f"hydra-gate-{token}", "all")]
+
+
+def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
+    """Dask arrays (and 0-d arrays) of the result leaves, in the result's tuple shape."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+    layers: dict = {}
+    gates = _gates(chunk_keys, token, layers)
+    graph = HighLevelGraph({**graph.layers, f"hydra-gate-{token}": layers},
+                           {**graph.dependencies, f"hydra-gate-{token}": set(graph.layers)})
+    arrays = []
+    for i, v in enumerate(leaves):
+        name = f"hydra-result-{i}-{token}"
+        if v.varying:
+            layer = {(name, c, *[0] * _ndim(v.type)): (_leaf, k, i, gates[c])
+                     for c, k in enumerate(chunk_keys)}
+            # a per-lane array's shape is known when it runs: unknown sizes until then
+            chunks = (lane_chunks, *[(np.nan,)] * _ndim(v.type))
+        else:  # the same on every chunk (or, after a reduction, the global value)
+            layer = {(name,): (_leaf, chunk_keys[0], i, gates[-1])}
+            chunks = ()
+        g = HighLevelGraph({**graph.layers, name: layer},
+                           {**graph.dependencies, name: set(graph.layers)})
+        dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype
+        arrays.append(da.Array(g, name, chunks, dtype=dtype))
+    it = iter(arrays)
+
+    def build(tree):
+        if tree == "leaf":
+            return next(it)
+        return tuple(build(t) for t in tree)
+    return build(fn.notes["result_tree"])
+
+
+def _ndim(t) -> int:
+    return getattr(t, "ndim", 0)
+
+
+class DaskCall:
+    """A lazy kernel call whose ``.compute()`` also reaches the caller: prints go to
+    ``sys.stdout`` and lane-private writes into the caller's arrays, then the result is
+    what a local call returns.
+
+    Not a Dask collection itself, on purpose: ``dask.compute`` finalizes collections on
+    the cluster, where the caller's stdout and arrays are not.  ``.chunks`` is the
+    collection of the chunks' raw outputs, for ``dask.persist`` and friends."""
+
+    def __init__(self, graph, chunk_keys, fn, lanes, starts, targets: dict,
+                 added: dict) -> None:
+        self.chunks = _ChunkOuts(graph, list(chunk_keys))
+        self._fn, self._lanes, self._starts, self._targets = fn, lanes, starts, targets
+        self._added = added
+
+    def compute(self, **kwargs):
+        """Run the call on the active Dask scheduler (``scheduler=`` as for any Dask
+        collection); returns what a local call does."""
+        import dask
+        (outs,) = dask.compute(self.chunks, **kwargs)
+        return self._finish(outs)
+
+    def _finish(self, outs: list[ChunkOut]):
+        from ..api import _result
+        error = first_error(out.error for out in outs)
+        for out in outs:  # chunks in lane order, each in lockstep order
+            if out.printed:
+                sys.stdout.write(out.printed)
+            if error is not None and out.error is error:
+                raise error
+        for i, target in self._targets.items():
+            for start, out in zip(self._starts, outs):
+                rows = out.rows[i]
+                target[start:start + len(rows)] = rows
+        for i, target in self._added.items():
+            for out in outs:  # chunks in lane order
+                target += out.added[i]
+        leaves = [np.concatenate([o.leaves[j] for o in outs]) if v.varying else
+                  outs[0].leaves[j] for j, v in enumerate(self._fn.body.terminator.operands)]
+        return _result(self._fn, leaves, self._lanes)
+
+    def __repr__(self) -> str:
+        return f"<hydra.DaskCall {self._fn.name}: {len(self.chunks.keys)} chunks, lazy>"
+
+
+class _ChunkOuts:
+    """The Dask collection of a call's per-chunk outputs (``ChunkOut``s in lane order)."""
+
+    def __init__(self, graph, keys: list) -> None:
+        self.graph, self.keys = graph, keys
+
+    def __dask_graph__(self):
+        return self.graph
+
+    def __dask_keys__(self):
+        return list(self.keys)
+
+    def __dask_layers__(self):
+        return tuple(self.graph.layers)
+
+    def __dask_tokenize__(self):
+        return tuple(self.keys)
+
+    def __dask_postcompute__(self):
+        return list, ()
+
+    def __dask_postpersist__(self):
+        return (lambda dsk, *a, rename=None: _ChunkOuts(dsk, self.keys)), ()
+
+    @staticmethod
+    def __dask_optimize__(dsk, keys, **kwargs):
+        return dsk
+
+    @staticmethod
+    def __dask_scheduler__(dsk, keys, **kwargs):
+        import dask.threaded
+        return dask.threaded.get(dsk, keys, **kwargs)
+
+
+__all__ = ["call", "is_dask_array", "DaskCall", "refuse"]

@@ -1,0 +1,346 @@
+"""Cross-lane operations across Dask chunks: the kernel as a chain of graph stages.
+
+A kernel whose only sync points are prints runs as one task per chunk.  A kernel with
+top-level reductions (``lanesum``, ``laneprod``, ``lanemin``, ``lanemax``,
+``laneany``, ``laneall``), ``broadcast`` or ``prefixsum`` is cut at those ops into
+stages:
+
+    stage 0 (per chunk) -> partial (per chunk) -> combine tree -> global value
+       -> stage 1 (per chunk, with the global value) -> ... -> last stage: ChunkOut
+
+A reduction is a Dask tree reduction in ``dask.array.reduction``'s terms: *chunk* (the
+reduction over a chunk's active lanes, with their count), *combine* (groups of
+``SPLIT_EVERY`` partials), *aggregate* (the value, or the local call's error when no
+lane at all is active); ``broadcast`` combines the same way (the chunk that holds lane
+k gives its value).  ``prefixsum`` is a scan: each chunk's exclusive sum plus the
+sum of the chunks before it (a small task over the chunk totals).  Integers, bools and
+``prefixsum`` of integers equal a local call bit for bit; float sums and products are
+summed in another order (see the guide for the tolerance).
+
+The cut is the one cutter's (``hydra.backends.cut``): the runs between staged ops
+become functions compiled by the kernel's own backend.  Where a reduction sits under a
+varying ``if``, its any-lane guard is inlined first (``unguard``) so that the
+reduction is top-level.
+Anything else that needs all lanes at once is refused before anything runs: a sync
+point inside a loop or a uniform branch (one global round trip per iteration),
+``shuffle``/``rotate``, ``atomic_add`` into an array the kernel also reads (into
+one it only adds to, each chunk adds into zeros: see ``call``), and loads that may
+read another lane's store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RUNTIME_ERRORS, Loc
+from ..intrinsics import INTRINSICS
+from ..ir.core import Function, Op, Value
+
+REDUCTIONS = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
+              "lanemax": np.maximum, "laneany": np.logical_or, "laneall": np.logical_and}
+STAGED = frozenset(REDUCTIONS) | {"prefixsum", "broadcast"}
+#: how many partials one combine task takes (dask.array.reduction's split_every)
+SPLIT_EVERY = 8
+
+
+@dataclass(frozen=True)
+class Cross:
+    """A staged cross-lane op, as the client sees it."""
+
+    name: str
+    loc: Loc
+    dtype: np.dtype  # of its result
+    guarded: bool  # was under a varying if: an unobserved value when no lane is active
+    lanes: int  # of the whole call
+
+
+@dataclass
+class StagePlan:
+    prints: bool
+    cross: list[Cross]
+
+
+def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
+    """The stages of ``fn`` (its guards inlined in place); ``HydraError`` for any sync
+    point that cannot run in chunks.  ``added``: ids of the arrays that only take
+    ``atomic_add``s (each chunk adds into its own zeros)."""
+    from .call import refuse
+    unguard(fn)
+    top = {id(op) for op in fn.body.ops}
+    cross, prints = [], False
+    for op in fn.walk():
+        prints = prints or op.opcode == "print"
+        reason = op.attrs.get("sync")
+        if not reason or op.opcode == "print":
+            continue
+        name = op.attrs["name"] if op.opcode == "intrinsic" else None
+        if name == "atomic_add" and op.operands[0].id in added:
+            continue
+        if name in STAGED and id(op) in top:
+            cross.append(Cross(name, op.loc, op.result.type.dtype,
+                               bool(op.attrs.get("_unguarded")), lanes))
+        elif name in STAGED:
+            refuse(op.loc, f"{name} inside a loop or a uniform branch: it would need one "
+                   f"global round trip across the chunks per iteration",
+                   "compute it outside the loop, or call the kernel with NumPy arrays")
+        elif name is not None:
+            refuse(op.loc, f"{name} across Dask chunks is not supported",
+                   "the reductions, prefixsum, broadcast and atomic_add into an array the "
+                   "kernel does not read are; or call the kernel with NumPy arrays")
+        else:
+            refuse(op.loc, f"{reason}: lanes of other chunks run elsewhere",
+                   "index shared arrays by lane() when the kernel writes them")
+    return StagePlan(prints, cross)
+
+
+def unguard(fn: Function) -> None:
+    """Inline the top-level any-lane guards (``if[guard]``) around staged ops: a chunk
+    with no active lane there still takes part in the global reduction (its ops run with
+    an all-off mask, which the predicated IR makes harmless)."""
+    changed = True
+    while changed:
+        changed = False
+        ops: list[Op] = []
+        replace: dict[int, Value] = {}
+        for op in fn.body.ops:
+            if op.opcode == "if" and op.attrs.get("guard") and any(
+                    _staged(o) for o in op.regions[0].walk()) and all(
+                    o.opcode in ("undef", "yield") for o in op.regions[1].ops):
+                then = op.regions[0]
+                for inner in then.walk():
+                    inner.attrs["_unguarded"] = True
+                ops += then.ops[:-1]
+                replace.update({r.id: v for r, v in zip(op.results, then.terminator.operands)})
+                changed = True
+            else:
+                ops.append(op)
+        fn.body.ops = ops
+        if replace:
+            for op in fn.walk():
+                op.operands = [replace.get(v.id, v) for v in op.operands]
+                if op.mask is not None:
+                    op.mask = replace.get(op.mask.id, op.mask)
+
+
+# --- the graph ------------------------------------------------------------------------------
+
+def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple,
+          added: tuple, deps: list,
+          starts: list[int], lanes: int, token: str, fname: str, layers: dict) -> list:
+    """Add the chunk tasks (and, for staged kernels, the combine and scan tasks) to
+    ``layers``; the keys of the tasks that hand back each chunk's ``ChunkOut``."""
+    from .worker import Layout, run_chunk
+    n = len(starts) - 1
+    keyed = [s for s in sources if s[0] != "lit"]
+    layout = Layout(tuple((("dep", keyed.index(s)) if s[0] != "lit" else s) for s in sources),
+                    written, added)
+
+    def inputs(c: int) -> list:
+        return [(deps[s[1]].name, c, *([0] * (deps[s[1]].ndim - 1))) if s[0] == "chunk"
+                else s[1] for s in keyed]
+
+    name = f"hydra-{fname}-{token}"
+    if not stage_plan.cross:
+        for c in range(n):
+            layers[(name, c)] = (run_chunk, spec_key, layout, starts[c], starts[c + 1], lanes,
+                                 *inputs(c))
+        return [(name, c) for c in range(n)]
+    from .worker import run_stage
+    previous = [None] * n
+    carried = [None] * n
+    for k in range(len(stage_plan.cross) + 1):
+        stage = f"{name}-stage{k}"
+        for c in range(n):
+            layers[(stage, c)] = (run_stage, spec_key, k, layout, starts[c], starts[c + 1],
+                                  lanes, previous[c], carried[c], *inputs(c))
+        previous = [(stage, c) for c in range(n)]
+        if k == len(stage_plan.cross):
+            return previous
+        cross = stage_plan.cross[k]
+        part = f"{name}-partial{k}"
+        for c in range(n):
+            layers[(part, c)] = (_partial_of, (stage, c))
+        level = [(part, c) for c in range(n)]
+        depth = 0
+        while len(level) > 1 and cross.name != "prefixsum":
+            comb = f"{name}-combine{k}-{depth}"
+            groups = [level[i:i + SPLIT_EVERY] for i in range(0, len(level), SPLIT_EVERY)]
+            for g, group in enumerate(groups):
+                layers[(comb, g)] = (combine, cross.name, list(group))
+            level = [(comb, g) for g in range(len(groups))]
+            depth += 1
+        total = f"{name}-global{k}"
+        if cross.name != "prefixsum":
+            layers[total] = (aggregate, cross, level[0])
+            carried = [total] * n
+        else:
+            layers[total] = (scan_offsets, level)
+            carried = [(_item, total, c) for c in range(n)]
+    raise AssertionError("unreachable")
+
+
+def _partial_of(out):
+    return out.partial
+
+
+def _item(values, c: int):
+    return values[c]
+
+
+def combine(name: str, partials: list) -> tuple:
+    """Partials (count, value) of several chunks as one (a lane's failure wins, the
+    lowest lane's)."""
+    failed = [p[1] for p in partials if p[0] == "failed"]
+    if failed:
+        return _failed(failed)
+    if name == "broadcast":  # (k, first active lane, (value, active) where lane k is)
+        firsts = [p[1] for p in partials if p[1] is not None]
+        found = [p[2] for p in partials if p[2] is not None]
+        return partials[0][0], min(firsts, default=None), found[0] if found else None
+    count = sum(p[0] for p in partials)
+    values = [p[1] for p in partials if p[0]]
+    if not values:
+        return 0, None
+    return count, REDUCTIONS[name].reduce(np.asarray(values))
+
+
+def _failed(failures: list) -> tuple:
+    from .worker import first_error
+    error = first_error([f.error for f in failures])
+    return "failed", next(f for f in failures if f.error is error)
+
+
+def aggregate(cross: Cross, partial: tuple):
+    """The reduction's value from the last partial (the local call's error if no lane at
+    all is active, unless the op was under a guard, where the value is never used)."""
+    if partial[0] == "failed":
+        return partial[1]  # a lane failed before the reduction: the chunks pass it on
+    if cross.name == "broadcast":
+        return _broadcast(cross, *partial)
+    count, value = partial
+    if count == 0:
+        if cross.guarded:
+            return np.zeros((), cross.dtype)[()]
+
+        def fail(kind, message, lane):
+            raise RUNTIME_ERRORS[kind](message, lane, cross.loc)
+        value = INTRINSICS[cross.name].reference([np.zeros(0, cross.dtype)],
+                                                 np.zeros(0, bool), 0, fail)
+    return np.asarray(value).astype(cross.dtype)[()]
+
+
+def _broadcast(cross: Cross, k: int, first, found):
+    """broadcast's value, or the local call's error (naming the first active lane)."""
+    if first is not None and not 0 <= k < cross.lanes:
+        raise RUNTIME_ERRORS["index"](f"broadcast: lane index {k} is out of range for "
+                                      f"{cross.lanes} lanes", first, cross.loc)
+    if first is not None and not found[1]:
+        raise RUNTIME_ERRORS["inactive"](f"broadcast reads lane {k}, which is not active",
+                                         first, cross.loc)
+    value = found[0] if found is not None else 0  # no lane active: never observed
+    return np.asarray(value).astype(cross.dtype)[()]
+
+
+def scan_offsets(totals: list) -> list:
+    """Each chunk's offset for prefixsum: the sum of the chunk totals before it."""
+    failed = [t[1] for t in totals if t[0] == "failed"]
+    if failed:
+        return [_failed(failed)[1]] * len(totals)
+    values = np.asarray([t[1] for t in totals])
+    return list(np.cumsum(values) - values)
+
+
+# --- on the worker: the stages as runs of the one cutter ---------------------------------
+
+class Program:
+    """A kernel cut by the one cutter (``hydra.backends.cut``) at its staged ops: each
+    stage is at most one run, compiled by the kernel's own backend as a function of the
+    run's live-ins returning its live-outs, so every backend runs its lanes natively."""
+
+    def __init__(self, fn: Function, backend, options: dict) -> None:
+        from ..backends.cut import Run, cut, users_of
+        unguard(fn)
+        self.fn = fn
+        items = cut(fn.body.ops[:-1], lambda op: not _staged(op), users_of(fn))
+        self.stages: list[list] = [[]]  # per stage: the runs, compiled
+        self.cross: list[Op] = []
+        for item in items:
+            if isinstance(item, Run):
+                self.stages[-1].append((item, backend.compile(_function(fn, item), options)))
+            elif _staged(item):
+                self.cross.append(item)
+                self.stages.append([])
+            else:  # the cutter keeps every other op in a run
+                raise AssertionError(f"host op {item.opcode} outside a run")
+        values = list(fn.params)
+        for op in fn.walk():
+            values += op.results + [a for r in op.regions for a in r.args]
+        #: value id -> its position: the same in every process that compiles the kernel
+        self.number = {v.id: i for i, v in enumerate(values)}
+        self.value_of = dict(enumerate(values))
+        #: numbers of the arrays the kernel stores into (copied when a stage resumes)
+        self.stored = {self.number[op.written_array.id] for op in fn.walk()
+                       if op.written_array is not None
+                       and op.written_array.id in self.number}
+        # live[k]: what stage k and the ones after it read (the result included)
+        live = {v.id for v in fn.body.terminator.operands} | {p.id for p in fn.params}
+        self.live: list[set[int]] = []
+        for k in range(len(self.cross), -1, -1):
+            for run, _ in self.stages[k]:
+                live |= {v.id for v in run.inputs}
+            if k < len(self.cross):
+                live |= {v.id for v in self.cross[k].inputs()}
+            self.live.insert(0, set(live))
+
+    def run_stage(self, k: int, env: dict, lanes: int) -> None:
+        """Stage ``k`` over one chunk: its runs, natively, on ``env``."""
+        for run, runner in self.stages[k]:
+            with np.errstate(all="ignore"):
+                leaves = runner([env[v.id] for v in run.inputs], lanes)
+            env.update((v.id, x) for v, x in zip(run.outputs, leaves))
+
+
+def _staged(op: Op) -> bool:
+    return op.opcode == "intrinsic" and op.attrs["name"] in STAGED
+
+
+def _function(fn: Function, run) -> Function:
+    """A run as a function of its live-ins that returns its live-outs."""
+    from ..ir.core import Region
+    body = Region([], [*run.ops, Op("yield", list(run.outputs), [], fn.loc)])
+    return Function(fn.name, list(run.inputs), [v.name or f"v{v.id}" for v in run.inputs],
+                    body, fn.loc, {"result_tree": tuple("leaf" for _ in run.outputs)})
+
+
+def partial(op: Op, env: dict, lanes: int, start: int):
+    """A staged op's partial over lanes ``start:start+lanes``, and what the chunk keeps
+    for the next stage (prefixsum: its own exclusive sums)."""
+    x = np.broadcast_to(env[op.operands[0].id], (lanes,))
+    mask = env[op.mask.id] if op.mask is not None else np.ones(lanes, bool)
+    mask = np.broadcast_to(mask, (lanes,))
+    name = op.attrs["name"]
+    if name == "broadcast":
+        k = int(np.asarray(env[op.operands[1].id]).reshape(-1)[0])
+        active = np.flatnonzero(mask)
+        first = start + int(active[0]) if active.size else None
+        here = (x[k - start], bool(mask[k - start])) if start <= k < start + lanes else None
+        return (k, first, here), None
+    if name == "prefixsum":
+        vals = np.where(mask, x, 0).astype(x.dtype if x.dtype != np.bool_ else np.int64)
+        sums = np.cumsum(vals)
+        total = sums[-1] if lanes else vals.dtype.type(0)
+        return (int(mask.sum()), total), sums - vals
+    active = x[mask]
+    if active.size == 0:
+        return (0, None), None
+    return (active.size, REDUCTIONS[name].reduce(active)), None
+
+
+def resume(op: Op, kept, carried, lanes: int):
+    """A staged op's value in one chunk from the global value (or prefix offset)."""
+    dtype = op.result.type.dtype
+    if op.attrs["name"] == "prefixsum":
+        return (kept + carried).astype(dtype)
+    return np.asarray(carried).astype(dtype)[()]

@@ -1,0 +1,261 @@
+"""What a Dask task runs on a worker: one chunk of lanes of a kernel.
+
+A task is pure: it reads its inputs and returns a ``ChunkOut`` (the result leaves of
+its lanes, the text its lanes printed, the rows of each written uniform array that
+its lanes own, and its sums for arrays it only ``atomic_add``s into), so Dask may run
+it twice or on another worker after a failure and get the same answer.  Uniform
+arrays the kernel writes are copied (or zeroed) before the run for that reason: the
+input stays as it came.  A staged kernel's task copies the arrays a stage writes from
+the previous stage's output for the same reason.
+
+Prints are captured per task (per thread: the threaded scheduler runs tasks side by
+side) and travel with the result; the client writes them, chunks in lane order.
+Errors keep the class and text a local call raises, with the lane number made
+global; they are registered with ``copyreg`` so that they cross process boundaries.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import RUNTIME_ERRORS, HydraError
+from .ship import KernelSpec, compiled
+
+
+@dataclass
+class ChunkOut:
+    """What one chunk's task hands back to the client (or to the next stage)."""
+
+    leaves: list | None  # the function's result leaves for this chunk's lanes
+    printed: str = ""
+    rows: dict = field(default_factory=dict)  # flat parameter index -> rows start:stop
+    added: dict = field(default_factory=dict)  # flat parameter index -> atomic_add deltas
+    error: HydraError | None = None  # a lane's error (lane number global)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each flat argument of a chunk task comes from: ("dep", i) is the i-th
+    dependency the task receives (a chunk or a shipped array), ("lit", v) a value."""
+
+    sources: tuple
+    written: tuple[int, ...]  # flat parameter indices of uniform arrays the kernel writes
+    added: tuple[int, ...] = ()  # ... of arrays it only atomic_adds into (never reads)
+
+
+def arguments(layout: Layout, deps: tuple) -> list:
+    """The flat argument list of a chunk, written arrays copied (the task stays pure) and
+    arrays that only take ``atomic_add``s zeroed (the chunk's sums come back)."""
+    values = [deps[x] if how == "dep" else x for how, x in layout.sources]
+    for i in layout.written:
+        values[i] = np.array(values[i], copy=True)
+    for i in layout.added:
+        values[i] = np.zeros_like(values[i])
+    return values
+
+
+def effects(layout: Layout, values: list, start: int, stop: int) -> dict:
+    """What a chunk hands back of the arrays it wrote: ``rows`` and ``added``."""
+    return {"rows": {i: values[i][start:stop] for i in layout.written},
+            "added": {i: values[i] for i in layout.added}}
+
+
+def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: int,
+              *deps) -> ChunkOut:
+    """Run lanes ``start:stop`` of a ``total``-lane call (a Dask task).  A lane's error
+    is handed back, not raised: the client raises the lowest failing lane's, whatever
+    order the tasks ran in."""
+    kernel = compiled(spec)
+    values = arguments(layout, deps)
+    with captured_stdout() as out, lane_errors(start) as failed:
+        leaves = kernel.runner(values + [np.int64(start), np.int64(total)], stop - start)
+    if failed.error is not None:
+        return ChunkOut(None, out.getvalue(), error=failed.error)
+    return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
+                    **effects(layout, values, start, stop))
+
+
+def chunk_leaves(fn, leaves: list, lanes: int) -> list:
+    """Varying leaves as arrays of the chunk's lanes (a backend may hand back one value
+    for all of them), uniform ones as NumPy scalars."""
+    out = []
+    for v, x in zip(fn.body.terminator.operands, leaves):
+        x = np.asarray(x)
+        if v.varying:
+            out.append(np.broadcast_to(x, (lanes,)).copy() if x.ndim == 0 else x)
+        else:
+            out.append(x.reshape(()))
+    return out
+
+
+@dataclass
+class StageOut:
+    """A chunk between two stages: its values (numbered, the same in every process), what
+    it printed so far, its partial of the staged op, and what it keeps for it."""
+
+    env: dict
+    printed: str
+    partial: tuple
+    kept: object
+    error: HydraError | None = None
+
+
+def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, total: int,
+              previous: StageOut | None, carried, *deps):
+    """Stage ``k`` of lanes ``start:stop`` (a Dask task): a ``StageOut`` to go on from,
+    or the chunk's ``ChunkOut`` after the last stage."""
+    from .stages import partial, resume
+    program = compiled(spec).program
+    lanes = stop - start
+    if previous is not None and previous.error is not None:
+        return previous if k < len(program.cross) else ChunkOut(None, previous.printed,
+                                                                 error=previous.error)
+    if isinstance(carried, Failure):  # a lane of another chunk failed in the last stage
+        return StageOut({}, previous.printed, carried.partial(), None, carried.error) \
+            if k < len(program.cross) else ChunkOut(None, previous.printed, error=carried.error)
+    if previous is None:
+        values = arguments(layout, deps) + [np.int64(start), np.int64(total)]
+        env = {p.id: a for p, a in zip(program.fn.params, values)}
+        printed = ""
+    else:  # arrays this stage may write are copied: the previous output stays as it was
+        env = {program.value_of[i].id: (x.copy() if i in program.stored else x)
+               for i, x in previous.env.items()}
+        op = program.cross[k - 1]
+        env[op.result.id] = resume(op, previous.kept, carried, lanes)
+        printed = previous.printed
+    with captured_stdout() as out, lane_errors(start) as failed:
+        program.run_stage(k, env, lanes)
+        if k < len(program.cross):
+            part, kept = partial(program.cross[k], env, lanes, start)
+    printed += out.getvalue()
+    if failed.error is not None:
+        if k < len(program.cross):
+            return StageOut({}, printed, Failure(failed.error).partial(), None, failed.error)
+        return ChunkOut(None, printed, error=failed.error)
+    if k < len(program.cross):
+        number = program.number
+        live = program.live[k + 1]
+        return StageOut({number[i]: x for i, x in env.items() if i in live}, printed,
+                        part, kept)
+    leaves = [env[v.id] for v in program.fn.body.terminator.operands]
+    params = program.fn.params
+    values = [env.get(p.id) for p in params]
+    return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
+                    **effects(layout, values, start, stop))
+
+
+@dataclass
+class Failure:
+    """A lane's error where a value was expected (a partial, a global value)."""
+
+    error: HydraError
+
+    def partial(self) -> tuple:
+        return ("failed", self)
+
+
+# --- prints -------------------------------------------------------------------------------
+
+#: the buffer of the task running in this thread, if any: shared by every proxy, so that
+#: a proxy someone else wrapped (or one left stale) still routes each thread's text
+_buffers = threading.local()
+
+
+class _ThreadStdout(io.TextIOBase):
+    """``sys.stdout`` while tasks run: each task's thread writes into its own buffer,
+    every other thread to the stream that was there before."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        buf = getattr(_buffers, "buf", None)
+        return (buf or self.inner).write(text)
+
+    def flush(self) -> None:
+        buf = getattr(_buffers, "buf", None)
+        (buf or self.inner).flush()
+
+
+_proxy_lock = threading.Lock()
+_proxy_users = 0
+
+
+class captured_stdout:
+    """Capture what this thread prints (other threads print as before)."""
+
+    def __enter__(self) -> io.StringIO:
+        global _proxy_users
+        with _proxy_lock:
+            if not isinstance(sys.stdout, _ThreadStdout):
+                sys.stdout = _ThreadStdout(sys.stdout)
+            _proxy_users += 1
+        self.buf = io.StringIO()
+        _buffers.buf = self.buf
+        return self.buf
+
+    def __exit__(self, *exc) -> None:
+        global _proxy_users
+        _buffers.buf = None
+        with _proxy_lock:
+            _proxy_users -= 1
+            if _proxy_users == 0 and isinstance(sys.stdout, _ThreadStdout):
+                sys.stdout = sys.stdout.inner
+
+
+# --- errors -------------------------------------------------------------------------------
+
+class lane_errors:
+    """Catch a lane's run-time error, its lane number made global (``.error``)."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.error: HydraError | None = None
+
+    def __enter__(self) -> "lane_errors":
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:
+        if err is None or type(err) not in RUNTIME_ERRORS.values():
+            return False
+        lane = getattr(err, "lane", None)
+        self.error = err if lane is None or not self.start else shifted(err, self.start)
+        return True
+
+
+def first_error(errors) -> HydraError | None:
+    """The error of the lowest failing lane (errors of no lane last)."""
+    errors = [e for e in errors if e is not None]
+    if not errors:
+        return None
+    return min(errors, key=lambda e: (e.lane is None, e.lane or 0))
+
+
+def shifted(err: HydraError, start: int) -> HydraError:
+    """``err`` as raised for lane ``err.lane + start``."""
+    lane = err.lane + start
+    text = str(err).replace(f" (lane {err.lane})", f" (lane {lane})", 1)
+    return _rebuild_error(type(err), text, lane, err.loc)
+
+
+def _rebuild_error(cls, text: str, lane, loc):
+    err = cls.__new__(cls)
+    Exception.__init__(err, text)
+    err.lane, err.loc = lane, loc
+    return err
+
+
+def _reduce_error(err):
+    return _rebuild_error, (type(err), str(err), err.lane, err.loc)
+
+
+# the run-time errors take (message, lane, loc) but keep only the rendered text in args:
+# tell pickle how to rebuild them, so a worker's error reaches the client intact
+for _cls in RUNTIME_ERRORS.values():
+    copyreg.pickle(_cls, _reduce_error)
