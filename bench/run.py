@@ -1,10 +1,12 @@
 """Run the benchmarks: ``python -m bench [names...] [--repeat N]``; with ``--gpu [--scale
 S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench async`` the
 asynchronous launches of ``bench/asyncbench.py``; ``python -m bench dask`` the Dask
-comparison of ``bench/dask.py``.
+comparison of ``bench/dask.py``; ``python -m bench cpeers`` mandelbrot against
+hand-written C (``bench/cpeers.py``).
 
-For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi) it times hydra's
-cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar loop),
+For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
+times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar
+loop),
 Numba @njit(parallel=True) with prange, and JAX jit(vmap) when jax is importable.  It
 prints the median and the best time of each and its speed relative to Numba scalar
 (best over best: on a shared machine the best time is the one least disturbed), and checks every
@@ -25,7 +27,7 @@ import numpy as np
 
 import hydra
 
-WORKLOADS = ("mandelbrot", "blackscholes", "collatz", "aobench", "mcpi")
+WORKLOADS = ("mandelbrot", "blackscholes", "collatz", "aobench", "mcpi", "mcpiblock")
 
 
 def _time(fn, repeat: int) -> tuple[float, float, object]:
@@ -76,7 +78,7 @@ def _module(name: str):
     module = name.replace("-", "").replace("_", "")
     if module not in WORKLOADS:
         raise SystemExit(f"bench: no workload {name!r}; the workloads are "
-                         "mandelbrot, black-scholes, collatz, aobench, mc-pi")
+                         "mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block")
     return importlib.import_module(f"bench.{module}")
 
 
@@ -140,6 +142,10 @@ def main(argv=None) -> None:
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.names == ["cpeers"]:
+        from .cpeers import main as run_cpeers
+        run_cpeers(2 * a.repeat)
+        return
     if a.names == ["async"]:
         from .asyncbench import main as run_async
         run_async(a.repeat)

@@ -143,7 +143,7 @@ class Kernel:
     def _refuse_written_lists(self, fn: Function, args) -> None:
         """A varying argument that is not an array (a list) reaches the kernel as a copy:
         writes into it would be lost, so a kernel that writes one is refused."""
-        written = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
+        written = _written(fn)[0]
         params = dict(zip(fn.param_names, fn.params))
         for name, a in zip(self.param_names, args):
             if name in self.varying and params[name].id in written \
@@ -153,7 +153,7 @@ class Kernel:
                                 f"(np.asarray({name})) and read the results from it")
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
-        stored = {op.written_array.id for op in fn.walk() if op.written_array is not None}
+        stored = _written(fn)[1]
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):
@@ -248,6 +248,17 @@ class Kernel:
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
         return backend.dump(fn, stage, self.options, self._structured(types, backend))
+
+
+def _written(fn: Function) -> tuple[set, set]:
+    """(ids stored into, ids of arrays written) of ``fn``, found once: both checks run on
+    every call, and a walk of a large kernel costs tens of microseconds."""
+    cached = fn.notes.get("written_ids")
+    if cached is None:
+        cached = ({op.operands[0].id for op in fn.walk() if op.opcode == "store"},
+                  {op.written_array.id for op in fn.walk() if op.written_array is not None})
+        fn.notes["written_ids"] = cached
+    return cached
 
 
 def _is_device_array(a) -> bool:

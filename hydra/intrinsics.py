@@ -91,7 +91,11 @@ def _check_range(src: np.ndarray, mask: np.ndarray, lanes: int, fail, what: str)
 def _reduce(name: str, ufunc, empty):
     def ref(args, mask, lanes, fail):
         (x,) = args
-        active = x[mask]
+        # all lanes active (the common case): no copy (0.5 ms of mc-pi's 2.4); the same
+        # contiguous values, so the same pairwise sum
+        full = (isinstance(mask, np.ndarray) and isinstance(x, np.ndarray)
+                and x.flags.c_contiguous and mask.shape == x.shape and mask.all())
+        active = x if full else x[mask]
         if active.size == 0:
             if empty is None:
                 fail("inactive", f"{name} over no active lanes", None)

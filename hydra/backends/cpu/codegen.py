@@ -28,6 +28,7 @@ from ..cut import nested
 from ...types import ArrayType, ScalarType
 from . import arith
 from .emit import Builder
+from .loopselects import free_selects, uniform_counters
 from .memory import MemoryOps
 from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512, lty,
                       vty)
@@ -80,6 +81,9 @@ class KernelGen(MemoryOps):
         self.env: dict[int, object] = {}
         self.sites: list[tuple[Op, str]] = []  # error sites: (op, kind)
         self.top: Op | None = None
+        self.free_selects: set[int] = set()
+        #: select id -> the per-lane value of a uniform counter slot (``op_while``)
+        self.counter_old: dict[int, object] = {}
 
     # --- the function -----------------------------------------------------------------
 
@@ -119,6 +123,7 @@ class KernelGen(MemoryOps):
                          for p in ids], self.geo.mask_width)
         for bind in binders:
             bind()
+        self.free_selects = free_selects(ops, outputs)
         for op in ops:
             self.top = op  # the top-level op to run on the host if this one fails
             for r, rep in zip(op.results, self.op(op) or []):
@@ -232,6 +237,10 @@ class KernelGen(MemoryOps):
 
     def op_select(self, op: Op):
         c, a, b = (self.env[v.id] for v in op.operands)
+        if id(op) in self.free_selects:
+            return [a]  # only lanes that leave the loop take b, and nothing reads theirs
+        if id(op) in self.counter_old:
+            b = self.counter_old[id(op)]  # the per-lane count, not the loop's scalar
         lz = arith.Lanes(self.b, bool(op.result.varying))
         return [lz.sel(c, a, b, op.result.type)]
 
@@ -315,10 +324,21 @@ class KernelGen(MemoryOps):
         for t, _ in init:
             slots.append((b.tmp("c"), len(b.lines), t))
             b.lines.append(None)  # the phi, filled in once the latch is known
-        self.bind(before, self.from_phis(before.args, [s[0] for s in slots], True))
+        # slots that count alike on all active lanes run as one scalar inside the loop
+        counters = uniform_counters(op)
+        shadows = {}
+        for j in counters:
+            shadows[j] = (b.tmp("s"), len(b.lines), lty(before.args[j].type))
+            b.lines.append(None)
+        real = self.from_phis(before.args, [s[0] for s in slots], True)
+        self.bind(before, real)
+        for j, (name, _, _) in shadows.items():
+            self.env[before.args[j].id] = Uni(name)
         cond, *vals = self.region_ops(before.ops)
         if not isinstance(cond, Uni):
             raise Unsupported("a varying loop condition (structured IR)")
+        for j in shadows:
+            vals[j] = real[j]  # the loop's result stays per lane
         # masks cross into the body and out of the loop as integer vectors: an <8 x i1>
         # live across blocks is legalized to <8 x i16> and repacked every iteration
         flat = self.to_phis(body.args, vals, True)
@@ -326,11 +346,19 @@ class KernelGen(MemoryOps):
         b.start(loop)
         vals = self.from_phis(body.args, [r for _, r in flat], True)
         self.bind(body, vals)
+        for j, (name, _, _) in shadows.items():
+            self.env[body.args[j].id] = Uni(name)
+            self.counter_old[counters[j][0]] = vals[j]
         back = self.to_phis(body.args, self.region_ops(body.ops), True)
         latch = b.block
+        steps = {j: b.emit(f"add {t} {name}, {self.env[counters[j][1]].ref}")
+                 for j, (name, _, t) in shadows.items()}
         b.br(head)
         for (name, at, t), (_, a), (_, z) in zip(slots, init, back):
             b.lines[at] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{latch}]"
+        for j, (name, at, t) in shadows.items():
+            first = self.env[op.operands[j].id].ref
+            b.lines[at] = f"  {name} = phi {t} [{first}, %{pre}], [{steps[j]}, %{latch}]"
         b.start(done)
         return self.from_phis(body.args, [r for _, r in flat], True)
 
