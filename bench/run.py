@@ -5,9 +5,8 @@ comparison of ``bench/dask.py``; ``python -m bench cpeers`` mandelbrot against
 hand-written C (``bench/cpeers.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
-times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar
-loop),
-Numba @njit(parallel=True) with prange, and JAX jit(vmap) when jax is importable.  It
+times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
+(scalar loop), Numba @njit(parallel=True) with prange, and JAX jit(vmap) when jax is importable.  It
 prints the median and the best time of each and its speed relative to Numba scalar
 (best over best: on a shared machine the best time is the one least disturbed), and checks every
 result against Numba scalar's.  Timed code runs in blocks (all repeats of one
