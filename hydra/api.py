@@ -26,6 +26,7 @@ from .frontend import build_function, check_subset, parse_function
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
+from .passes.syncpoints import written_arrays
 from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
@@ -140,9 +141,7 @@ class Kernel:
         return ArrayType(dt, ndim)
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
-        stored = {op.operands[0].id for op in fn.walk()
-                  if op.opcode == "store" or (op.opcode == "intrinsic"
-                                              and op.attrs["name"] == "atomic_add")}
+        stored = {v.id for v in written_arrays(fn)}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):
@@ -182,6 +181,7 @@ class Kernel:
         lanes = self._lanes_for(values)
         fn, runner = self.specialize(types)
         values, types = _flatten_tuples(values, types)
+        _check_writeable(fn, values)
         self._check_aliasing(fn, values, types)
         leaves = runner(values, lanes)
         return _result(fn, leaves, lanes)
@@ -235,6 +235,24 @@ def _progress(what: str, after: float = 2.0):
         elapsed = time.perf_counter() - start
         if elapsed >= after:
             print(f"hydra: {what}: done in {elapsed:.1f} s", file=sys.stderr, flush=True)
+
+
+def _check_writeable(fn: Function, values: list) -> None:
+    """Every array the kernel may write (a parameter, varying or not, or a captured
+    array) must be writeable: a read-only memmap, a broadcast view or a buffer over
+    ``bytes`` would be written through (or crash) in native code.  Checked before
+    anything runs, so nothing is half done."""
+    given = {p.id: (f"argument '{p.name}'", a) for p, a in zip(fn.params, values)}
+    for v in written_arrays(fn):
+        if v.id in given:
+            what, a = given[v.id]
+        else:
+            op = next(op for op in fn.walk() if op.opcode == "global_array" and op.result is v)
+            what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            raise ValueError(f"{what} is read-only and the kernel writes it (a read-only "
+                             f"memmap, np.broadcast_to view or array over bytes cannot be "
+                             f"written); pass a writeable array, e.g. a copy")
 
 
 def _is_device_array(a) -> bool:
