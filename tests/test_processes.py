@@ -72,3 +72,62 @@ def test_fork_after_a_parallel_kernel_with_tbb(tmp_path):
     except ImportError:
         pytest.skip("numba's tbb threading layer is not installed (pip install tbb)")
     assert run_script(tmp_path, WORKERS, args=["fork"]).split() == ["16384.0", "tbb"]
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------
+
+CTRL_C = """
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+
+import hydra
+
+
+def spin(x):
+    i = 0
+    while x >= 0.0:  # never ends
+        i += 1
+    return i
+
+
+def double(x):
+    return x * 2.0
+
+
+backend, lanes = sys.argv[1], int(sys.argv[2])
+k = hydra.compile(spin, varying="x", backend=backend)
+x = np.ones(lanes)
+k(-x)  # compiled and run once (no iteration) before the clock starts
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+start = time.perf_counter()
+try:
+    k(x)
+    print("returned")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", time.perf_counter() - start - 0.5)
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print(hydra.compile(double, varying="x", backend=backend)(x)[-1])
+"""
+
+
+def ctrl_c_cases():
+    for backend in BACKENDS:
+        if backend == "cpu":  # one gang on the calling thread; many on all threads
+            yield backend, 8
+            yield backend, 8192
+        else:
+            yield backend, 8
+
+
+@pytest.mark.parametrize("backend, lanes", list(ctrl_c_cases()))
+def test_ctrl_c_stops_an_endless_kernel(tmp_path, backend, lanes):
+    # before the stop word, the cpu backend's kernel ran on until this timeout
+    out = run_script(tmp_path, CTRL_C, timeout=60, args=[backend, str(lanes)]).split()
+    assert out[0] == "KeyboardInterrupt", out
+    assert float(out[1]) < 1.0, f"stopped {out[1]} s after SIGINT"
+    assert out[2] == "2.0"  # the process still runs kernels

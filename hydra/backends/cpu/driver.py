@@ -2,7 +2,8 @@
 
 Takes: the LLVM text of one phase kernel (``codegen``), its symbol, and what each of its
 arguments is ("scalar", "buf" = a per-lane buffer, "array" = data + shape + strides).
-Guarantees: ``Driver.run(n, args, err, threads)`` runs all gangs of ``n`` lanes:
+Guarantees: ``Driver.run(n, args, err, threads)`` runs all gangs of ``n`` lanes (or
+stops them all at Ctrl-C, see ``interrupt``):
 small runs on the calling thread (a plain ``@njit`` driver), larger ones with a
 ``prange`` over the threads, each of which calls the kernel; the kernel takes small
 chunks of gangs from a shared atomic counter until none are left (dynamic scheduling:
@@ -31,6 +32,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from .interrupt import catching
+from .stops import INTERRUPTED
 from .vectors import init_llvm
 
 #: key -> (kernel LLVM text, vecmath module texts), for the intrinsic's codegen
@@ -157,15 +160,19 @@ class Driver:
 
     def run(self, n: int, args: list, err: np.ndarray, threads: int,
             one_gang: bool = False) -> None:
+        """``err``: from ``stops.error_buffer``.  Ctrl-C stops the run with
+        ``KeyboardInterrupt`` (``interrupt``)."""
         ngangs = 1 if one_gang else (n + self.G - 1) // self.G
         if threads <= 1 or ngangs < PARALLEL_GANGS:
-            self.module.serial(ngangs, n, err, *args)
+            with catching(err, INTERRUPTED):
+                self.module.serial(ngangs, n, err, *args)
             return
         # small chunks, handed out dynamically: a few dozen per thread
         chunk = max(1, min(64, ngangs // (threads * 32)))
         old = numba.get_num_threads()
         numba.set_num_threads(threads)
         try:
-            self.module.parallel(threads, ngangs, chunk, n, err, *args)
+            with catching(err, INTERRUPTED):
+                self.module.parallel(threads, ngangs, chunk, n, err, *args)
         finally:
             numba.set_num_threads(old)

@@ -30,6 +30,7 @@ from ...types import ArrayType, ScalarType
 from ..numpy_backend import NumpyKernel
 from .codegen import KINDS, KernelGen
 from .driver import Driver
+from .stops import error_buffer
 from .vectors import Geometry, Unsupported, geometry
 
 
@@ -200,7 +201,7 @@ class Plan:
             else:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
-        err = np.zeros(8, np.int64)
+        err = error_buffer()
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0]:
             self._raise(phase, err)

@@ -1,0 +1,115 @@
+"""Ctrl-C for native kernels: a stop word that a C-level SIGINT handler sets.
+
+Python runs its own signal handlers only between bytecodes of the main thread, which a
+running kernel never reaches (the main thread is in native code, or waits for the
+thread team in it).  So while a kernel runs on the main thread, ``catching()`` puts a
+tiny native handler in front of Python's: it sets the stop word, which every gang and
+every loop back edge of the kernels reads (``stops``), and then calls Python's own C
+handler, so that Python still sees the signal.  The kernel leaves within one loop
+iteration; ``catching`` then restores Python's handler and raises the
+``KeyboardInterrupt`` (by Python's pending handler, so there is exactly one).
+
+The handler is installed only from the main thread (where Python handles signals), on
+Linux, and only while SIGINT has Python's default handler (``KeyboardInterrupt``): a
+program with its own SIGINT handler keeps it untouched.  Kernels on other threads read
+the same word, so Ctrl-C during a main-thread kernel stops them too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import sys
+import threading
+
+import numpy as np
+
+#: [0] the stop word the kernels read, [1] the address of Python's C handler
+_WORDS = np.zeros(2, np.int64)
+_SA_SIGINFO = 4
+_handler: list[int] = []  # the native handler's address, once made
+
+
+class _SigAction(ctypes.Structure):
+    """glibc's ``struct sigaction`` (Linux)."""
+
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16),
+                ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+
+
+def stop_address() -> int:
+    return int(_WORDS.ctypes.data)
+
+
+def _native_handler() -> int:
+    """The address of ``void handler(int)``: set the stop word, call Python's handler."""
+    if not _handler:
+        import llvmlite.binding as llvm
+        from numba.core import compiler_lock
+        from numba.core.registry import cpu_target
+
+        from .vectors import init_llvm
+        init_llvm()
+        stop, prev = stop_address(), stop_address() + 8
+        text = f"""
+define void @hydra_on_sigint(i32 %sig) {{
+entry:
+  store atomic volatile i64 1, ptr inttoptr (i64 {stop} to ptr) seq_cst, align 8
+  %prev = load atomic volatile i64, ptr inttoptr (i64 {prev} to ptr) seq_cst, align 8
+  %real = icmp ugt i64 %prev, 1
+  br i1 %real, label %call, label %done
+call:
+  %f = inttoptr i64 %prev to ptr
+  call void %f(i32 %sig)
+  br label %done
+done:
+  ret void
+}}
+"""
+        with compiler_lock.global_compiler_lock:
+            lib = cpu_target.target_context.codegen().create_library("hydra_sigint")
+            lib.add_llvm_module(llvm.parse_assembly(text))
+            lib.finalize()
+            _handler.append(lib.get_pointer_to_function("hydra_on_sigint"))
+            _handler.append(lib)  # keep the machine code alive
+    return _handler[0]
+
+
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sigaction.argtypes = [ctypes.c_int, ctypes.POINTER(_SigAction),
+                               ctypes.POINTER(_SigAction)]
+    return libc
+
+
+@contextlib.contextmanager
+def catching(err: np.ndarray, interrupted: int):
+    """Run a native kernel so that Ctrl-C stops it (see the module docstring); raises
+    ``KeyboardInterrupt`` afterwards if the kernel set ``err[interrupted]``."""
+    install = (sys.platform.startswith("linux")
+               and threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    old = _SigAction()
+    if install:
+        libc = _libc()
+        libc.sigaction(signal.SIGINT, None, ctypes.byref(old))
+        install = not old.flags & _SA_SIGINFO
+    if install:
+        new = _SigAction()
+        ctypes.memmove(ctypes.byref(new), ctypes.byref(old), ctypes.sizeof(old))
+        new.handler = _native_handler()
+        _WORDS[1] = old.handler or 0
+        _WORDS[0] = 0  # a stale stop from a kernel on another thread
+        libc.sigaction(signal.SIGINT, ctypes.byref(new), None)
+    try:
+        yield
+    finally:
+        if install:
+            libc.sigaction(signal.SIGINT, ctypes.byref(old), None)
+    if err[interrupted]:
+        if install:
+            _WORDS[0] = 0
+            # Python's handler saw the signal too: let it raise its KeyboardInterrupt
+            ctypes.pythonapi.PyErr_CheckSignals()
+        raise KeyboardInterrupt
