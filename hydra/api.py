@@ -22,6 +22,7 @@ import numpy as np
 
 from .backends import default_backend, get_backend
 from .backends.numpy_backend import python_scalar
+from .errors import KernelValueError
 from .frontend import build_function, check_subset, parse_function
 from .ir.core import Function
 from .ir.printer import print_function
@@ -250,9 +251,12 @@ def _check_writeable(fn: Function, values: list) -> None:
             op = next(op for op in fn.walk() if op.opcode == "global_array" and op.result is v)
             what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
         if isinstance(a, np.ndarray) and not a.flags.writeable:
-            raise ValueError(f"{what} is read-only and the kernel writes it (a read-only "
-                             f"memmap, np.broadcast_to view or array over bytes cannot be "
-                             f"written); pass a writeable array, e.g. a copy")
+            at = next((op.loc for op in fn.walk() if op.operands and op.operands[0] is v
+                       and op.opcode in ("store", "intrinsic")), None)
+            raise KernelValueError(f"{what} is read-only and the kernel writes it (a "
+                                   f"read-only memmap, np.broadcast_to view or array over "
+                                   f"bytes cannot be written); pass a writeable array, e.g. "
+                                   f"a copy", None, at)
 
 
 def _is_device_array(a) -> bool:

@@ -32,7 +32,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .interrupt import catching
+from . import interrupt
 from .stops import INTERRUPTED
 from .vectors import init_llvm
 
@@ -163,16 +163,18 @@ class Driver:
         """``err``: from ``stops.error_buffer``.  Ctrl-C stops the run with
         ``KeyboardInterrupt`` (``interrupt``)."""
         ngangs = 1 if one_gang else (n + self.G - 1) // self.G
-        if threads <= 1 or ngangs < PARALLEL_GANGS:
-            with catching(err, INTERRUPTED):
-                self.module.serial(ngangs, n, err, *args)
-            return
-        # small chunks, handed out dynamically: a few dozen per thread
-        chunk = max(1, min(64, ngangs // (threads * 32)))
-        old = numba.get_num_threads()
-        numba.set_num_threads(threads)
+        installed = interrupt.install()
         try:
-            with catching(err, INTERRUPTED):
-                self.module.parallel(threads, ngangs, chunk, n, err, *args)
+            if threads <= 1 or ngangs < PARALLEL_GANGS:
+                self.module.serial(ngangs, n, err, *args)
+            else:
+                # small chunks, handed out dynamically: a few dozen per thread
+                chunk = max(1, min(64, ngangs // (threads * 32)))
+                old = numba.get_num_threads()
+                numba.set_num_threads(threads)
+                try:
+                    self.module.parallel(threads, ngangs, chunk, n, err, *args)
+                finally:
+                    numba.set_num_threads(old)
         finally:
-            numba.set_num_threads(old)
+            interrupt.restore(installed, err, INTERRUPTED)

@@ -2,11 +2,11 @@
 
 Python runs its own signal handlers only between bytecodes of the main thread, which a
 running kernel never reaches (the main thread is in native code, or waits for the
-thread team in it).  So while a kernel runs on the main thread, ``catching()`` puts a
+thread team in it).  So while a kernel runs on the main thread, ``install()`` puts a
 tiny native handler in front of Python's: it sets the stop word, which every gang and
 every loop back edge of the kernels reads (``stops``), and then calls Python's own C
 handler, so that Python still sees the signal.  The kernel leaves within one loop
-iteration; ``catching`` then restores Python's handler and raises the
+iteration; ``restore`` then puts Python's handler back and raises the
 ``KeyboardInterrupt`` (by Python's pending handler, so there is exactly one).
 
 The handler is installed only from the main thread (where Python handles signals), on
@@ -17,8 +17,8 @@ the same word, so Ctrl-C during a main-thread kernel stops them too.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import functools
 import signal
 import sys
 import threading
@@ -76,40 +76,47 @@ done:
     return _handler[0]
 
 
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.sigaction.argtypes = [ctypes.c_int, ctypes.POINTER(_SigAction),
-                               ctypes.POINTER(_SigAction)]
-    return libc
+@functools.cache
+def _sigaction():
+    f = ctypes.CDLL(None, use_errno=True).sigaction
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    return f
 
 
-@contextlib.contextmanager
-def catching(err: np.ndarray, interrupted: int):
-    """Run a native kernel so that Ctrl-C stops it (see the module docstring); raises
-    ``KeyboardInterrupt`` afterwards if the kernel set ``err[interrupted]``."""
-    install = (sys.platform.startswith("linux")
-               and threading.current_thread() is threading.main_thread()
-               and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    old = _SigAction()
-    if install:
-        libc = _libc()
-        libc.sigaction(signal.SIGINT, None, ctypes.byref(old))
-        install = not old.flags & _SA_SIGINFO
-    if install:
-        new = _SigAction()
-        ctypes.memmove(ctypes.byref(new), ctypes.byref(old), ctypes.sizeof(old))
-        new.handler = _native_handler()
-        _WORDS[1] = old.handler or 0
-        _WORDS[0] = 0  # a stale stop from a kernel on another thread
-        libc.sigaction(signal.SIGINT, ctypes.byref(new), None)
-    try:
-        yield
-    finally:
-        if install:
-            libc.sigaction(signal.SIGINT, ctypes.byref(old), None)
+_OLD, _NEW = _SigAction(), _SigAction()  # only the main thread installs: one of each
+_MAIN = threading.main_thread()
+
+
+def install() -> bool:
+    """Put the native handler in front of Python's, if this is the main thread and
+    SIGINT has Python's default handler; True if it did (then call ``restore``)."""
+    if not (_LINUX and threading.current_thread() is _MAIN
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        return False
+    sigaction = _sigaction()
+    if not _NEW.handler:  # Python's C handler, found once (signal.signal keeps it)
+        sigaction(signal.SIGINT, None, _OLD_AT)
+        if _OLD.flags & _SA_SIGINFO:
+            return False
+        ctypes.memmove(_NEW_AT.value, _OLD_AT.value, ctypes.sizeof(_OLD))
+        _NEW.handler = _native_handler()
+        _WORDS[1] = _OLD.handler or 0
+    sigaction(signal.SIGINT, _NEW_AT, None)
+    return True
+
+
+def restore(installed: bool, err: np.ndarray, interrupted: int) -> None:
+    """Put Python's handler back; raise ``KeyboardInterrupt`` if the kernel stopped
+    for Ctrl-C (it set ``err[interrupted]``)."""
+    if installed:
+        _sigaction()(signal.SIGINT, _OLD_AT, None)
+        _WORDS[0] = 0  # also when the signal came after the kernel's last check
     if err[interrupted]:
-        if install:
-            _WORDS[0] = 0
+        if installed:
             # Python's handler saw the signal too: let it raise its KeyboardInterrupt
             ctypes.pythonapi.PyErr_CheckSignals()
         raise KeyboardInterrupt
+
+
+_OLD_AT, _NEW_AT = (ctypes.c_void_p(ctypes.addressof(a)) for a in (_OLD, _NEW))
+_LINUX = sys.platform.startswith("linux")

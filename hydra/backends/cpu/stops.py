@@ -38,11 +38,16 @@ ERR_WORDS = 64
 MAX_DEPTH = (ERR_WORDS - KEY - 2) // 2
 
 
+_EMPTY: list[np.ndarray] = []
+
+
 def error_buffer() -> np.ndarray:
-    from .interrupt import stop_address  # late: llvmlite and ctypes only when running
-    err = np.zeros(ERR_WORDS, np.int64)
-    err[STOP] = stop_address()
-    return err
+    """A fresh error buffer for one run of a phase kernel."""
+    if not _EMPTY:
+        from .interrupt import stop_address  # late: ctypes only when running
+        _EMPTY.append(np.zeros(ERR_WORDS, np.int64))
+        _EMPTY[0][STOP] = stop_address()
+    return _EMPTY[0].copy()
 
 
 def loop_depth(ops: list[Op]) -> int:
