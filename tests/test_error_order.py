@@ -61,6 +61,9 @@ def then_forever(out, bad):
     i = 0
     while lane() != bad:  # every other lane would loop forever, after the failure
         i += 1
+        if i > 1_000_000:  # ... almost: a test that fails does not hang
+            out[lane()] = -1.0
+            break
 
 
 def lanes_for(backend: str) -> int:
@@ -108,8 +111,11 @@ def test_first_failing_iteration(backend, options):
 @pytest.mark.parametrize("backend, options", [c for c in CONFIGS if c[0] != "cuda"],
                          ids=[i for i in IDS if not i.startswith("cuda")])
 def test_lanes_stop_after_another_lanes_failure(backend, options):
-    """(Not on cuda: one kernel launch runs every lane to its end, so a lane that
-    loops forever after another lane's failure keeps the GPU busy.)"""
+    """The failure is in the first gang, which the cpu backend starts first: the other
+    gangs leave their loops once it is recorded.  (A failure found only after another
+    gang entered an endless loop cannot stop it: the guide says so.  Not on cuda: one
+    kernel launch runs every lane to its end.)"""
     n = lanes_for(backend)
-    _, failed, _ = expect(then_forever, backend, options, (np.zeros(n), n - 1), n)
-    assert failed == n - 1
+    out = np.zeros(n)
+    _, failed, _ = expect(then_forever, backend, options, (out, 0), n)
+    assert failed == 0 and not (out < 0).any()

@@ -9,6 +9,10 @@ handler, so that Python still sees the signal.  The kernel leaves within one loo
 iteration; ``restore`` then puts Python's handler back and raises the
 ``KeyboardInterrupt`` (by Python's pending handler, so there is exactly one).
 
+The signal may land on any thread (an OpenMP worker of the thread team): the native
+handler only stores a word and calls Python's C handler, which only trips a flag;
+neither needs the GIL, and the kernels hold none (the drivers are ``nogil``).
+
 The handler is installed only from the main thread (where Python handles signals), on
 Linux, and only while SIGINT has Python's default handler (``KeyboardInterrupt``): a
 program with its own SIGINT handler keeps it untouched.  Kernels on other threads read
