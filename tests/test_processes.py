@@ -131,3 +131,31 @@ def test_ctrl_c_stops_an_endless_kernel(tmp_path, backend, lanes):
     assert out[0] == "KeyboardInterrupt", out
     assert float(out[1]) < 1.5, f"stopped {out[1]} s after SIGINT"  # SPEC: about 1 s
     assert out[2] == "2.0"  # the process still runs kernels
+
+
+def straight(x):
+    return x * 2.0
+
+
+@pytest.mark.skipif("cpu" not in BACKENDS, reason="the cpu backend is not available")
+def test_only_kernels_with_loops_install_the_handler():
+    """Installing the SIGINT handler costs microseconds a run: loop-free kernels (over
+    fewer than ``INTERRUPTIBLE_GANGS`` gangs) end too soon to need it."""
+    import numpy as np
+
+    import hydra
+    from hydra.backends.cpu.phases import Phase
+
+    def drivers(fn):
+        k = hydra.compile(fn, varying="x", backend="cpu")
+        k(np.ones(8))
+        plan = next(iter(k._cache.values()))[1].__self__
+        return [s.driver.loops for s in plan.steps if isinstance(s, Phase)]
+    assert drivers(straight) == [False]
+    assert drivers(spin_briefly) == [True]
+
+
+def spin_briefly(x):
+    while x < 3.0:
+        x += 1.0
+    return x

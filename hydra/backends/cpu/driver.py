@@ -41,6 +41,9 @@ _SOURCES: dict[str, tuple[str, list[str]]] = {}
 _LIBRARIES: dict[str, object] = {}
 #: prange drivers are started only when a run has at least this many gangs
 PARALLEL_GANGS = 64
+#: a loop-free kernel over at least this many gangs (about 4 million lanes) still
+#: listens for Ctrl-C
+INTERRUPTIBLE_GANGS = 1 << 18
 
 
 def cache_dir() -> str:
@@ -124,10 +127,14 @@ class Driver:
     """Runs one phase kernel; see the module docstring."""
 
     def __init__(self, text: str, modules: list[str], symbol: str, kinds: list[str],
-                 lanes_per_gang: int, cache: bool) -> None:
+                 lanes_per_gang: int, cache: bool, loops: bool = True) -> None:
         self.key = hashlib.sha256((text + "".join(modules) + repr(kinds)).encode()
                                   ).hexdigest()[:24]
         self.G = lanes_per_gang
+        #: Ctrl-C is caught for kernels with loops (or runs of many gangs); a short
+        #: straight-line run is over long before a person reacts, and then costs
+        #: nothing (installing the handler costs microseconds a run)
+        self.loops = loops
         _SOURCES[self.key] = (text, modules)
         if self.key not in _CALLS:
             _CALLS[self.key] = make_call(self.key, symbol, kinds)
@@ -163,7 +170,7 @@ class Driver:
         """``err``: from ``stops.error_buffer``.  Ctrl-C stops the run with
         ``KeyboardInterrupt`` (``interrupt``)."""
         ngangs = 1 if one_gang else (n + self.G - 1) // self.G
-        installed = interrupt.install()
+        installed = (self.loops or ngangs >= INTERRUPTIBLE_GANGS) and interrupt.install()
         try:
             if threads <= 1 or ngangs < PARALLEL_GANGS:
                 self.module.serial(ngangs, n, err, *args)

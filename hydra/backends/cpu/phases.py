@@ -169,7 +169,8 @@ class Plan:
             if isinstance(step, Phase) and step.driver is None:
                 kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
                 step.driver = Driver(step.text, sorted(step.gen.b.modules), step.gen.name,
-                                     kinds, self.geo.lanes, bool(self.options.get("cache")))
+                                     kinds, self.geo.lanes, bool(self.options.get("cache")),
+                                     loops=step.gen.has_loops)
 
     # --- running ----------------------------------------------------------------------
 

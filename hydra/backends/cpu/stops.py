@@ -69,6 +69,7 @@ class Stops:
                 for r in op.regions:
                     number(r.ops)
         number(ops)
+        self.has_loops = loop_depth(ops) > 0
         self.keylen = 2 * min(loop_depth(ops), MAX_DEPTH) + 2
         #: (preorder index, iteration counter) of each enclosing counted loop
         self.loops: list[tuple[int, str]] = []
