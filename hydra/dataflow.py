@@ -15,11 +15,11 @@ user:
 Everything else runs at once on a small pool of daemon threads.  The cpu backend's
 drivers are ``@njit(nogil=True)``, so launches overlap on the cores; a budget of
 ``NUMBA_NUM_THREADS`` cores keeps them from oversubscribing (a launch holds as many
-cores as it runs threads: one for a run too small for the parallel driver).  Numba's
-``workqueue`` threading layer cannot run two parallel regions at once, so while the
-layer is not known to be ``omp`` or ``tbb`` multi-core launches take turns.  cuda
-launches run on numba streams (a dependant takes its dependency's stream, an
-independent chain a stream of its own, an event orders a dependant on another stream);
+cores as it runs threads: one for a run too small for the parallel driver; the drivers
+use hydra's own thread pool, not numba's threading layer, so launches from several
+threads never contend for one thread team).  cuda launches run on numba streams (a
+dependant takes its dependency's stream, an independent chain a stream of its own, an
+event orders a dependant on another stream);
 the CUDA simulator is not thread-safe, so there they take turns on the same path.
 
 A plain call ``k(*args)`` with nothing outstanding runs at once on the calling thread
@@ -176,7 +176,6 @@ class Scheduler:
         self.workers = 0
         self.idle_workers = 0
         self.history: collections.deque[Launch] = collections.deque(maxlen=HISTORY)
-        self.parallel_lock = threading.Lock()  # multi-core launches, if the layer needs it
         self.sim_lock = threading.Lock()
 
     # --- registering a launch -----------------------------------------------------------
@@ -313,9 +312,6 @@ class Scheduler:
                 stack.enter_context(cuda_launch.on_stream(launch.stream))
                 yield
                 launch.event = _record(launch.stream)
-        elif launch.cores > 1 and not _parallel_layer_is_threadsafe():
-            with self.parallel_lock:
-                yield
         else:
             yield
 
@@ -443,16 +439,6 @@ def _record(stream):
         event = cuda.event()
     event.record(stream)
     return event
-
-
-def _parallel_layer_is_threadsafe() -> bool:
-    """Numba's ``omp`` and ``tbb`` layers take parallel regions from several threads at
-    once; ``workqueue`` aborts the process.  Unknown until the first parallel run."""
-    import numba
-    try:
-        return numba.threading_layer() in ("omp", "tbb")
-    except ValueError:
-        return False
 
 
 _scheduler: Scheduler | None = None

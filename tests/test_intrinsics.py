@@ -66,6 +66,32 @@ def test_reductions_see_only_active_lanes(backend, lanes):
     np.testing.assert_array_equal(al, odd & bool(np.all(xo % 2 == 0)))
 
 
+def sum_outside_and_inside(x, out):
+    out[lane(), 0] = lanesum(x)
+    if x > 0.0:
+        out[lane(), 1] = lanesum(x)  # the same expression, over fewer lanes
+
+
+def prod_outside_and_inside(out):
+    out[lane(), 0] = laneprod(lane() + 1)
+    if lane() < 5:
+        out[lane(), 1] = laneprod(lane() + 1)
+
+
+def test_same_reduction_under_another_mask_is_not_reused(backend):
+    """The cuda backend's structured form once merged the inner call into the outer one
+    (common subexpressions across regions) and returned the sum over all lanes."""
+    x = np.array([1.0, -2.0, 3.0, -4.0, 5.0, 6.0, -7.0, 8.0])
+    out = np.zeros((8, 2))
+    hydra.compile(sum_outside_and_inside, varying="x", backend=backend)(x, out)
+    np.testing.assert_array_equal(out[:, 0], np.full(8, x.sum()))
+    np.testing.assert_array_equal(out[:, 1], np.where(x > 0, x[x > 0].sum(), 0.0))
+    out = np.zeros((8, 2), np.int64)
+    hydra.compile(prod_outside_and_inside, lanes=8, backend=backend)(out)
+    np.testing.assert_array_equal(out[:, 0], np.full(8, 40320))
+    np.testing.assert_array_equal(out[:, 1], np.where(np.arange(8) < 5, 120, 0))
+
+
 def float_reductions(x):
     return lanesum(x), lanemin(x), lanemax(x), laneprod(x * 0.0 + 1.0)
 

@@ -66,9 +66,14 @@ CROSS_LANE = ("lanesum({})", "lanemax({})", "lanemin({})", "prefixsum({})",
 class Writer:
     """Draws one program, statement by statement, with the names in scope."""
 
-    def __init__(self, draw, cross_lane: bool, float32: bool) -> None:
+    def __init__(self, draw, cross_lane: bool, float32: bool, top_only: bool = False) -> None:
         self.draw = draw
         self.cross_lane = cross_lane
+        #: cross-lane calls and prints only in top-level statements (and in the ``masks``
+        #: shape): the cuda backend then runs the structured form in segments, which
+        #: programs with sync points under varying control flow never reach
+        self.top_only = top_only
+        self.top = True
         self.float32 = float32
         self.used_cross_lane = False
         self.ints = ["i0", "i1", "i2"]
@@ -86,7 +91,7 @@ class Writer:
 
     def int_leaf(self) -> str:
         kind = self.choice(["var", "var", "lit", "x", "n", "lane", "load", "out"]
-                           + ["cross"] * self.cross_lane)
+                           + ["cross"] * self.cross_ok())
         if kind == "cross":
             self.used_cross_lane = True
             return self.choice(CROSS_LANE).format(self.choice(self.ints))
@@ -129,10 +134,13 @@ class Writer:
             return f"math.floor({self.choice(self.floats)})"
         if kind == "helper":
             return f"helper({a}, {b} % 50)"
-        if self.cross_lane:
+        if self.cross_ok():
             self.used_cross_lane = True
             return self.choice(CROSS_LANE).format(self.choice(self.ints))
         return a
+
+    def cross_ok(self) -> bool:
+        return self.cross_lane and (self.top or not self.top_only)
 
     def float_leaf(self) -> str:
         kind = self.choice(["var", "var", "lit", "y", "float", "buf"])
@@ -203,14 +211,20 @@ class Writer:
 
     def statement(self, depth: int, in_loop: bool, loops_left: int) -> None:
         nested = depth < 4
-        kinds = ["int", "int", "float", "aug", "swap", "store", "buf", "print"]
+        self.top = depth == 1
+        kinds = ["int", "int", "float", "aug", "swap", "store", "buf"]
+        if self.top or not self.top_only:
+            kinds.append("print")
         if nested:
             kinds += ["if", "if"]
             if loops_left:
                 kinds += ["while", "for"]
         if in_loop:
             kinds += ["break", "continue"]
-        kinds.append("return")
+        if self.cross_ok() and nested:
+            kinds.append("masks")
+        if not self.top_only:  # a return under a varying if masks all that follows
+            kinds.append("return")
         kind = self.choice(kinds)
         if kind == "int":
             self.emit(depth, f"{self.choice(self.ints)} = ({self.int_expr()}) % 2001 - 1000")
@@ -261,12 +275,33 @@ class Writer:
             self.ints.append(t)
             self.block(depth + 1, True, loops_left - 1)
             self.ints.remove(t)
+        elif kind == "masks":
+            self.same_cross_lane_under_masks(depth)
         elif kind in ("break", "continue"):
             self.emit(depth, f"if {self.cond()}:")
             self.emit(depth + 1, kind)
         else:
             self.emit(depth, f"if {self.cond()}:")
             self.emit(depth + 1, f"return {self.int_expr()}, {self.float_expr()}")
+
+    def same_cross_lane_under_masks(self, depth: int) -> None:
+        """One cross-lane expression, then the same text again under a (usually varying)
+        condition and its else: each must see only the lanes active where it runs.  The
+        operand is not reassigned in between, so a pass that merged equal expressions
+        across masks (the cuda backend's structured form once did) gives the outer value.
+        Drawn independently, the same call on an unchanged operand under another mask
+        came up too rarely to catch that."""
+        self.used_cross_lane = True
+        v = self.choice(self.ints)
+        call = self.choice(CROSS_LANE).format(v)
+        first, inner, other = (self.choice([i for i in self.ints if i != v]) for _ in "abc")
+        self.emit(depth, f"{first} = {call} % 2001 - 1000")
+        self.top = False  # the condition may run under the mask of an earlier elif
+        self.emit(depth, f"if {self.cond()}:")
+        self.emit(depth + 1, f"{inner} = ({call} + {first}) % 2001 - 1000")
+        if self.chance(0.5):
+            self.emit(depth, "else:")
+            self.emit(depth + 1, f"{other} = ({call} - {first}) % 2001 - 1000")
 
     def program(self) -> str:
         self.emit(0, "def prog(x, y, n, a, out):")
@@ -277,6 +312,9 @@ class Writer:
         self.emit(1, "f1 = y * 0.0 + 0.5")
         self.emit(1, f"buf = np.zeros(4, {'np.float32' if self.float32 else 'np.float64'})")
         self.block(1, False, loops_left=2)
+        if self.top_only:  # once more where nothing overwrites its results
+            self.top = True
+            self.same_cross_lane_under_masks(1)
         self.emit(1, "return i0 + i1 + i2, f0 + f1")
         return HEADER + "\n".join(self.lines) + "\n"
 
@@ -284,7 +322,8 @@ class Writer:
 @st.composite
 def programs(draw):
     cross_lane = draw(st.booleans())
-    w = Writer(draw, cross_lane, float32=draw(st.booleans()))
+    w = Writer(draw, cross_lane, float32=draw(st.booleans()),
+               top_only=cross_lane and draw(st.booleans()))
     source = w.program()
     return source, w.used_cross_lane, w.float32, draw(st.sampled_from([np.int64, np.int32]))
 

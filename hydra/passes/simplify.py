@@ -9,7 +9,8 @@ behaviour with fewer ops:
   constants, so this removes most of their tests);
 - common subexpression elimination: a pure op equal to one that dominates it
   (same opcode, operands and attributes, in its region or an enclosing one) is
-  replaced by that one;
+  replaced by that one; never a cross-lane intrinsic, whose value depends on the
+  active lanes (in the structured form an inner region has fewer);
 - an ``if`` on a constant condition is replaced by the arm it takes;
 - dead code elimination: pure ops whose results nobody reads are removed; an
   ``if`` result nobody reads is dropped from both arms; a loop-carried value
@@ -20,6 +21,7 @@ Ops with side effects, traps (they may raise) or masks are kept.
 
 from __future__ import annotations
 
+from ..intrinsics import INTRINSICS
 from ..ir.core import OPCODES, Function, Op, Region, Value
 
 
@@ -39,6 +41,10 @@ def _cse_key(op: Op):
         return None
     if op.opcode in ("undef", "local_array", "entry_mask"):
         return None  # each of these is a distinct value (or distinct memory)
+    if op.opcode == "intrinsic" and INTRINSICS[op.attrs["name"]].cross_lane:
+        # its value depends on which lanes are active, which the structured form (no
+        # mask operand) does not show: equal operands under another mask differ
+        return None
     attrs = []
     for k, v in sorted(op.attrs.items()):
         if isinstance(v, float):

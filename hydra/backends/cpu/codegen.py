@@ -13,8 +13,8 @@ are passed as: uniform scalar -> the scalar; varying scalar -> ``ptr`` to ``n``
 contiguous values; array -> ``ptr`` data, then shape and byte strides as i64 (a
 varying array's lane axis first).  Outputs are ``ptr``s to ``n`` values (varying) or
 one value (uniform).  A run-time error stores (kind, lane, site, values...) in ``err``
-(the first gang to fail wins) and stops the gang before any out-of-bounds access;
-gangs that start after an error do nothing.  ``lowerable(op)`` says beforehand, from
+(the earliest in lockstep order wins, see ``stops``) and stops the gang before any
+out-of-bounds access; Ctrl-C stops all gangs.  ``lowerable(op)`` says beforehand, from
 the rules here, which ops it lowers (the others run on the host, see ``phases``).
 """
 
@@ -30,6 +30,7 @@ from . import arith
 from .emit import Builder
 from .loopselects import free_selects, uniform_counters
 from .memory import MemoryOps
+from .stops import HELPERS, MAX_DEPTH, Stops
 from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512, lty,
                       vty)
 
@@ -70,7 +71,7 @@ def _lowerable_here(op: Op) -> tuple[bool, str]:
     return True, ""
 
 
-class KernelGen(MemoryOps):
+class KernelGen(MemoryOps, Stops):
     def __init__(self, name: str, geo: Geometry, options: dict, constants=None) -> None:
         self.name = name
         #: value id -> captured array (global_array): shapes and strides fold into the code
@@ -96,6 +97,7 @@ class KernelGen(MemoryOps):
         b.start("entry")
         self.scratch = b.emit(f"alloca [{self.geo.lanes} x i64], align 64", "scratch")
         self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
+        self.start_clock(ops)
         # dynamic scheduling: each caller (one per thread) grabs the next chunk of gangs
         # from the counter in err[7] until none is left
         ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
@@ -113,8 +115,7 @@ class KernelGen(MemoryOps):
         g = b.emit(f"phi i64 [{g0}, %range], [%gnext, %latch]", "g")
         b.cbr(b.emit(f"icmp slt i64 {g}, {g1}"), "check", "grab")
         b.start("check")
-        e = b.emit("load atomic i64, ptr %err monotonic, align 8")
-        b.cbr(b.emit(f"icmp eq i64 {e}, 0"), "body", "exit")
+        self.poll_gang("body")  # gangs go on after an error: one may fail earlier
         b.start("body")
         self.base = b.emit(f"mul i64 {g}, {self.geo.lanes}", "base")
         ids = b.lane_ids(self.base, self.geo.mask_width)
@@ -135,10 +136,11 @@ class KernelGen(MemoryOps):
         b.start("latch")
         b.do(f"%gnext = add i64 {g}, 1")
         b.br("head")
+        self.stopped_block()
         b.start("exit")
         b.do("ret void")
         sig = ", ".join(["i64 %chunk", "i64 %ngangs", "i64 %n", "ptr %err"] + params)
-        text = [f"define void @{self.name}({sig}) {{", *b.lines, "}", _ERR_FN, *sorted(b.decls)]
+        text = [f"define void @{self.name}({sig}) {{", *b.lines, "}", HELPERS, *sorted(b.decls)]
         return "\n".join(text) + "\n"
 
     def input_params(self, i: int, v: Value, binders: list) -> list[str]:
@@ -324,6 +326,12 @@ class KernelGen(MemoryOps):
         for t, _ in init:
             slots.append((b.tmp("c"), len(b.lines), t))
             b.lines.append(None)  # the phi, filled in once the latch is known
+        # the iteration count, for the lockstep clock of errors (see stops.py)
+        k, k_at = b.tmp("k"), len(b.lines)
+        b.lines.append(None)
+        counted = len(self.loops) < MAX_DEPTH
+        if counted:
+            self.loops.append((self.order[id(op)], k))
         # slots that count alike on all active lanes run as one scalar inside the loop
         counters = uniform_counters(op)
         shadows = {}
@@ -350,6 +358,10 @@ class KernelGen(MemoryOps):
             self.env[body.args[j].id] = Uni(name)
             self.counter_old[counters[j][0]] = vals[j]
         back = self.to_phis(body.args, self.region_ops(body.ops), True)
+        k_next = b.emit(f"add i64 {k}, 1")
+        if counted:
+            self.loops.pop()
+        self.poll_back_edge((self.order[id(op)], k) if counted else None, k_next)
         latch = b.block
         steps = {j: b.emit(f"add {t} {name}, {self.env[counters[j][1]].ref}")
                  for j, (name, _, t) in shadows.items()}
@@ -359,6 +371,7 @@ class KernelGen(MemoryOps):
         for j, (name, at, t) in shadows.items():
             first = self.env[op.operands[j].id].ref
             b.lines[at] = f"  {name} = phi {t} [{first}, %{pre}], [{steps[j]}, %{latch}]"
+        b.lines[k_at] = f"  {k} = phi i64 [0, %{pre}], [{k_next}, %{latch}]"
         b.start(done)
         return self.from_phis(body.args, [r for _, r in flat], True)
 
@@ -371,7 +384,8 @@ class KernelGen(MemoryOps):
     def fail_if(self, bad, op: Op, kind: str, value: Var | Uni | None = None,
                 extra: tuple[str, str] = ("0", "0")) -> None:
         """If any lane of ``bad`` is on: record the error for the first such lane (with
-        that lane's ``value``) and leave the gang."""
+        that lane's ``value``) and leave the gang (``stops``: the earliest error in
+        lockstep order wins, whichever gang finds it first)."""
         b = self.b
         bits = b.bits(bad)
         site = len(self.sites)
@@ -391,9 +405,8 @@ class KernelGen(MemoryOps):
                 b.do(f"store <{value.w} x i64> {p}, ptr {slot}, align 8")
             slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {first}")
             v = b.emit(f"load i64, ptr {slot}")
-        b.do(f"call void @hydra_err(ptr %err, i64 {KINDS.index(kind)}, i64 {lane}, "
-             f"i64 {site}, i64 {v}, i64 {extra[0]}, i64 {extra[1]})")
-        b.br("exit")
+        self.record_error(op, KINDS.index(kind), lane, site, [v, *extra])
+        b.br("latch")
         b.start(ok)
 
     def check_divisor(self, op: Op, divisor) -> None:
@@ -413,22 +426,6 @@ class KernelGen(MemoryOps):
         bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, failed)
         self.fail_if(bad, op, op.attrs["kind"])
         return []
-
-
-_ERR_FN = "\n".join([
-    "define internal void @hydra_err(ptr %err, i64 %kind, i64 %lane, i64 %site,",
-    "                                i64 %v0, i64 %v1, i64 %v2) noinline cold {",
-    "  %r = cmpxchg ptr %err, i64 0, i64 1 seq_cst seq_cst",  # the first error wins
-    "  %won = extractvalue { i64, i1 } %r, 1",
-    "  br i1 %won, label %w, label %done",
-    "w:",
-    *(f"  %p{k} = getelementptr i64, ptr %err, i64 {k}\n  store i64 %{name}, ptr %p{k}"
-      for k, name in enumerate(["kind", "lane", "site", "v0", "v1", "v2"], 1)),
-    "  br label %done",
-    "done:",
-    "  ret void",
-    "}",
-])
 
 
 # --- intrinsics: the lane-local ones lower here; cross-lane ones are sync points that the

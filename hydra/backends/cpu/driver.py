@@ -2,12 +2,13 @@
 
 Takes: the LLVM text of one phase kernel (``codegen``), its symbol, and what each of its
 arguments is ("scalar", "buf" = a per-lane buffer, "array" = data + shape + strides).
-Guarantees: ``Driver.run(n, args, err, threads)`` runs all gangs of ``n`` lanes: small
-runs on the calling thread, larger ones on ``threads`` threads (the calling one and a
-pool's), each of which calls the same ``@njit(nogil=True)`` driver; the kernel takes
-small chunks of gangs from a shared atomic counter until none are left (dynamic
-scheduling: a static split left one core idle when cheap and expensive gangs, like
-aobench's sky and hit pixels, sat in different halves).
+Guarantees: ``Driver.run(n, args, err, threads)`` runs all gangs of ``n`` lanes (or
+stops them all at Ctrl-C, see ``interrupt``): small runs on the calling thread, larger
+ones on ``threads`` threads (the calling one and a pool's), each of which calls the same
+``@njit(nogil=True)`` driver; the kernel takes small chunks of gangs from a shared
+atomic counter until none are left (dynamic scheduling: a static split left one core
+idle when cheap and expensive gangs, like aobench's sky and hit pixels, sat in
+different halves).
 
 The kernel's LLVM module is added to the driver's own ``CodeLibrary`` from inside a small
 ``@intrinsic`` that unpacks arrays into data pointers, shapes and strides, so LLVM
@@ -41,6 +42,8 @@ from numba.extending import intrinsic
 
 from ...progress import progress, stage
 from .. import diskcache
+from . import interrupt
+from .stops import INTERRUPTED
 from .vectors import init_llvm
 
 #: key -> (kernel LLVM text, vecmath module texts), for the intrinsic's codegen
@@ -49,6 +52,9 @@ _SOURCES: dict[str, tuple[str, list[str]]] = {}
 BUILT: list[str] = []
 #: runs of fewer gangs than this stay on the calling thread
 PARALLEL_GANGS = 64
+#: a loop-free kernel over at least this many gangs (about 4 million lanes) still
+#: listens for Ctrl-C
+INTERRUPTIBLE_GANGS = 1 << 18
 
 
 def _module(key: str, symbol: str):
@@ -129,12 +135,17 @@ class Driver:
     """Runs one phase kernel; see the module docstring."""
 
     def __init__(self, text: str, modules: list[str], symbol: str, kinds: list[str],
-                 lanes_per_gang: int, cache: bool, label: str = "a kernel") -> None:
+                 lanes_per_gang: int, cache: bool, label: str = "a kernel",
+                 loops: bool = True) -> None:
         self.key = hashlib.sha256((text + "".join(modules) + repr(kinds)).encode()
                                   ).hexdigest()[:24]
         self.G = lanes_per_gang
         self.label = label
         self.built = False
+        #: Ctrl-C is caught for kernels with loops (or runs of many gangs); a short
+        #: straight-line run is over long before a person reacts, and then costs
+        #: nothing (installing the handler costs microseconds a run)
+        self.loops = loops
         _SOURCES[self.key] = (text, modules)
         if self.key not in _CALLS:
             _CALLS[self.key] = make_call(self.key, symbol, kinds)
@@ -153,22 +164,45 @@ class Driver:
 
     def run(self, n: int, args: list, err: np.ndarray, threads: int,
             one_gang: bool = False) -> None:
+        """``err``: from ``stops.error_buffer``.  Ctrl-C stops the run with
+        ``KeyboardInterrupt`` (``interrupt``)."""
         ngangs = 1 if one_gang else (n + self.G - 1) // self.G
         if not self.built:
             self._build(ngangs, n, err, args)
-        if threads <= 1 or ngangs < PARALLEL_GANGS:
-            self.module.serial(ngangs, ngangs, n, err, *args)
-            return
+        installed = (self.loops or ngangs >= INTERRUPTIBLE_GANGS) and interrupt.install()
+        interrupted = False
+        try:
+            if threads <= 1 or ngangs < PARALLEL_GANGS:
+                self.module.serial(ngangs, ngangs, n, err, *args)
+            else:
+                interrupted = self._parallel(threads, ngangs, n, err, args)
+        finally:
+            interrupt.restore(installed, err, INTERRUPTED)
+        if interrupted:  # Python's handler raised while we waited; the kernels had ended
+            raise KeyboardInterrupt
+
+    def _parallel(self, threads: int, ngangs: int, n: int, err: np.ndarray,
+                  args: list) -> bool:
+        """The calling thread and ``threads - 1`` pool threads share the gangs; True if a
+        ``KeyboardInterrupt`` arrived while the calling thread waited for the others
+        (they stop at the stop word, so the wait goes on: no kernel outlives the run)."""
         # small chunks, handed out dynamically: a few dozen per thread
         chunk = max(1, min(64, ngangs // (threads * 32)))
         work = _pool(threads - 1)
         others = [work.submit(self.module.serial, chunk, ngangs, n, err, *args)
                   for _ in range(threads - 1)]
+        interrupted = False
         try:
             self.module.serial(chunk, ngangs, n, err, *args)
         finally:
             for f in others:
-                f.result()
+                while True:
+                    try:
+                        f.result()
+                        break
+                    except KeyboardInterrupt:
+                        interrupted = True
+        return interrupted
 
     def _build(self, ngangs: int, n: int, err: np.ndarray, args: list) -> None:
         """Compile (or load from the disk cache) the driver for these argument types,

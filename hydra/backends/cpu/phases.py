@@ -34,6 +34,7 @@ from ..cut import Run, cut, nested, users_of
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .schedule import lane_cost_ns, threads_for
+from .stops import error_buffer
 from .vectors import Geometry, geometry
 
 
@@ -153,7 +154,7 @@ class Plan:
                 kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
                 step.driver = Driver(step.text, sorted(step.gen.b.modules), step.gen.name,
                                      kinds, self.geo.lanes, bool(self.options.get("cache")),
-                                     label=self.fn.name)
+                                     label=self.fn.name, loops=step.gen.has_loops)
 
     # --- running ----------------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Plan:
             else:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
-        err = np.zeros(8, np.int64)
+        err = error_buffer()
         threads = threads_for(lanes, threads, phase.cost)
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0]:
