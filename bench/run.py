@@ -1,6 +1,7 @@
 """Run the benchmarks: ``python -m bench [names...] [--repeat N]``; with ``--gpu [--scale
 S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench async`` the
-asynchronous launches of ``bench/asyncbench.py``.
+asynchronous launches of ``bench/asyncbench.py``; ``python -m bench ml [--scale S]`` the
+per-lane array (ML) workloads of ``bench/ml.py``.
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi) it times hydra's
 cpu backend on one core and on all cores, NumPy with masks, Numba @njit (scalar loop),
@@ -135,10 +136,15 @@ def main(argv=None) -> None:
     ap.add_argument("--gpu", action="store_true",
                     help="hydra cuda vs a hand-written numba.cuda kernel vs hydra cpu")
     ap.add_argument("--scale", type=float, default=1,
-                    help="with --gpu: the workloads at this many times their CPU size")
+                    help="with --gpu: the workloads at this many times their CPU size; with "
+                         "ml: the number of examples at this many times ML.md's")
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.names == ["ml"]:
+        from .ml import main as run_ml
+        run_ml(a.scale, a.repeat)
+        return
     if a.names == ["async"]:
         from .asyncbench import main as run_async
         run_async(a.repeat)
