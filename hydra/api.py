@@ -23,6 +23,7 @@ from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, sta
 from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
+from .frontend.arrayops import SHAPED, NeedShapes
 from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
@@ -110,7 +111,7 @@ class Kernel:
                     dt = scalar(a.dtype)
                 except TypeError:
                     raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
-                t = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1)
+                t = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1, tuple(a.shape[1:]))
             else:
                 t = typeof_python(a)
                 if t is None:
@@ -121,6 +122,8 @@ class Kernel:
                     a = _scalar_argument(name, a, t)
                 elif isinstance(t, TupleType):
                     a = _tuple_argument(name, a, t)
+                elif isinstance(t, ArrayType):
+                    t = ArrayType(t.dtype, t.ndim, tuple(a.shape))
             values.append(a)
             types.append(t)
         return values, types
@@ -168,11 +171,22 @@ class Kernel:
 
     def specialize(self, types: list[Type]) -> tuple[Function, object]:
         """The predicated IR and backend runner for these argument types (cached)."""
+        full = list(types)
+        if not getattr(self, "_shaped", False):
+            # array shapes join the key only once a kernel needs them (whole-array
+            # operations, SPEC section 8): kernels that only index arrays compile once
+            types = [t.unshaped() if isinstance(t, ArrayType) else t for t in types]
         key = tuple(types)
         if key not in self._cache:
-            with _progress(f"compiling {self.pyfunc.__name__}"
-                           f"({', '.join(map(str, types))}) for {self.backend_name}"):
-                self._cache[key] = self._specialize(types)
+            try:
+                with _progress(f"compiling {self.pyfunc.__name__}"
+                               f"({', '.join(map(str, types))}) for {self.backend_name}"):
+                    self._cache[key] = self._specialize(types)
+            except NeedShapes:
+                if getattr(self, "_shaped", False):
+                    raise  # the shape is not known even from the arguments
+                self._shaped = True  # from now on this kernel specializes on shapes
+                return self.specialize(full)
         return self._cache[key]
 
     def _structured(self, types: list[Type], backend=None):
@@ -188,7 +202,11 @@ class Kernel:
 
     def _specialize(self, types: list[Type]) -> tuple[Function, object]:
         stage("building the typed SSA")
-        fn = build_function(self.pyfunc, list(types))
+        token = SHAPED.set(getattr(self, "_shaped", False))
+        try:
+            fn = build_function(self.pyfunc, list(types))
+        finally:
+            SHAPED.reset(token)
         stage("running the passes")
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
         stage(f"generating {self.backend_name} code")

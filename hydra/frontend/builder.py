@@ -29,6 +29,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .binding import parameter_names
+from .arrayops import ArrayMixin
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
@@ -57,7 +58,7 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, CallMixin, ExprMixin):
+class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -65,6 +66,8 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         self.region = Region()
         self.entry_ops: list[Op] = []
         self.globals_cache: dict[int, Value] = {}
+        #: arrays bound by reference (arguments, captured arrays): never joined by value
+        self.array_refs: set[int] = set()
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0
@@ -213,6 +216,8 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         if isinstance(value, tuple):
             return tuple(self.shape_of(name, v, loc) for v in value)
         if isinstance(value, Value):
+            if isinstance(value.type, ArrayType) and not self.is_array_ref(value):
+                return value.type  # a per-lane array value: joined by a select
             return value if isinstance(value.type, ArrayType) else value.type
         return value
 

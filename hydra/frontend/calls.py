@@ -15,6 +15,8 @@ from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
                      promote, scalar)
+from ..ir.core import LANE_ARRAY_FNS
+from .arrayops import ArrayMethod, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
@@ -67,6 +69,10 @@ class CallMixin:
         fn = callee.obj
         if fn is print:
             return self.call_print(node, loc)
+        if isinstance(fn, ArrayMethod):
+            args = [self.expr(a) for a in node.args]
+            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
         args = [self.expr(a) for a in node.args]
@@ -90,6 +96,8 @@ class CallMixin:
 
     def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
         entry = intrinsics.INTRINSICS[name]
+        if name in LANE_ARRAY_FNS and len(args) == 1 and is_array(args[0]) and not kwargs:
+            return self.call_lane_reduction(name, args, loc)
         if kwargs or len(args) != entry.nargs:
             raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)
         for a in args:
@@ -127,6 +135,8 @@ class CallMixin:
             if isinstance(a, tuple):
                 return self.const(len(a), loc)
             if isinstance(a, Value) and isinstance(a.type, ArrayType):
+                if a.type.shape:
+                    return self.const(a.type.shape[0], loc)
                 return self.emit("array_dim", [a], WEAK_INT, loc, {"axis": 0})
             raise CompileError(f"len() of {self.describe(a)} is not supported", loc)
         if fn in (min, max):
@@ -143,6 +153,8 @@ class CallMixin:
         if len(args) != 1:
             raise CompileError(f"{fn.__name__}() takes one argument here", loc)
         (a,) = args
+        if fn is abs and is_array(a):
+            return self.array_op("abs", [a], loc)
         if not isinstance(a, Value) or not isinstance(a.type, ScalarType):
             raise CompileError(f"{fn.__name__}() of {self.describe(a)} is not supported", loc)
         if fn is abs:
@@ -174,6 +186,8 @@ class CallMixin:
         from_numpy = fn.__module__ != "math" if hasattr(fn, "__module__") else True
         if fname in ("zeros", "empty", "ones", "full") and from_numpy:
             return self.call_local_array(fname, args, kwargs, loc)
+        if from_numpy and self.wants_array_call(fname, args, kwargs):
+            return self.call_numpy_array(fname, args, kwargs, loc)
         name = _NUMPY_ALIASES.get(fname, fname)
         if name in ("abs", "min", "max"):
             return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
@@ -228,7 +242,9 @@ class CallMixin:
                 raise CompileError(f"np.{fname}(): negative dimension {size}", loc,
                                    hint="the size of a per-lane array must be >= 0")
             dims.append(self.coerce(d, INT64, loc))
-        return self.emit("local_array", dims, ArrayType(dtype, len(dims)), loc,
+        sizes = [self.constant_value(d) for d in dims]
+        shape = tuple(int(s) for s in sizes) if None not in sizes else None
+        return self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
                          {"dtype": dtype.name, "fill": fill})
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:

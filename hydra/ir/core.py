@@ -83,6 +83,12 @@ OPCODES: dict[str, OpInfo] = {
     "load": OpInfo("array[indices] (one index per axis); out of bounds raises", traps=True),
     "store": OpInfo("array[indices] = value (one index per axis)", effect=True, traps=True,
                     results=0),
+    "array": OpInfo("a NumPy operation fn on whole arrays (SPEC section 8) with its static "
+                    "arguments params; hydra.batching has its per-lane definition and its "
+                    "batching rule", attrs=("fn", "params")),
+    "array_store": OpInfo("array[index] = value for sub-arrays (params: the static index; "
+                          "the int operands after the value fill its dynamic places)",
+                          effect=True, traps=True, results=0, attrs=("fn", "params")),
     "intrinsic": OpInfo("a lane intrinsic from hydra.intrinsics, whose table entry gives "
                         "its arity, result and facts", attrs=("name",), results=None),
     "print": OpInfo("print per active lane in lane order", effect=True, results=0,
@@ -112,6 +118,9 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
                             "until it meets a type (frontend constant folding)"),
 }
 
+
+#: array ops that reduce over the active lanes (lanesum of an array, ...): cross-lane
+LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanesum_outer"})
 
 _ids = itertools.count()
 
@@ -170,11 +179,15 @@ class Op:
             return self.results[0].type.kind != "f"
         if self.opcode == "intrinsic":
             return INTRINSICS[self.attrs["name"]].traps
+        if self.opcode == "array":  # a gather at computed indices checks its bounds
+            return self.attrs["fn"] == "getitem" and len(self.operands) > 1
         return OPCODES[self.opcode].traps
 
     @property
     def cross_lane(self) -> bool:
         """Reads (or writes for) other lanes: a sync point, run with all lanes at once."""
+        if self.opcode == "array":
+            return self.attrs["fn"] in LANE_ARRAY_FNS
         return self.opcode == "intrinsic" and INTRINSICS[self.attrs["name"]].cross_lane
 
     @property
@@ -187,7 +200,7 @@ class Op:
     @property
     def written_array(self) -> Value | None:
         """The array this op writes, if any."""
-        if self.opcode == "store":
+        if self.opcode in ("store", "array_store"):
             return self.operands[0]
         if self.opcode == "intrinsic" and self.effect:
             return self.operands[INTRINSICS[self.attrs["name"]].params.index("a")]

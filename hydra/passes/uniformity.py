@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
-from ..ir.core import Function, Op, Region, Value
+from ..batching import FRESH
+from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
@@ -85,6 +86,10 @@ def _op(op: Op) -> bool:
         entry = INTRINSICS[op.attrs["name"]]
         if op.results:
             changed |= _mark(op.result, entry.varying([v.varying for v in op.operands]))
+    elif op.opcode == "array":
+        fn = op.attrs["fn"]
+        if fn not in LANE_ARRAY_FNS:
+            changed |= _mark(op.result, inputs or fn in FRESH)
     elif op.opcode in _ALWAYS_UNIFORM:
         pass
     elif op.opcode in _ALWAYS_VARYING:
