@@ -56,8 +56,11 @@ class LoopMixin:
             self.store_target(node.target, i)
             self.frame.env[counter] = self.emit("add", [i, step], i.type, loc)
 
+        first, last = self.constant_value(start), self.constant_value(stop)
+        once = None not in (first, last, step_const) and (
+            first < last if step_const > 0 else first > last)
         self.build_loop(node.body, loc, cond, before_body, extra_carried=[counter],
-                        assigns=assigned_names([node]))
+                        assigns=assigned_names([node]), runs_once=once)
         del self.frame.env[counter]
 
     def range_args(self, it: ast.expr) -> tuple[Value, Value, Value]:
@@ -89,9 +92,11 @@ class LoopMixin:
         return tuple(self.coerce(a, t, loc) for a in args)  # type: ignore[return-value]
 
     def build_loop(self, body: list[ast.stmt], loc: Loc, cond_fn, before_body,
-                   extra_carried: list[str] = (), assigns: list[str] | None = None) -> None:
+                   extra_carried: list[str] = (), assigns: list[str] | None = None,
+                   runs_once: bool = False) -> None:
         """Emit a ``while`` op: carried variables found syntactically, their types by a
-        fixpoint over retranslations of the loop."""
+        fixpoint over retranslations of the loop.  ``runs_once``: the body surely runs
+        (``range(c)`` with a constant c > 0), so what it assigns is defined after it."""
         frame = self.frame
         has_break, has_continue = loop_exits(body)
         tag = frame.prefix + "." + self.fresh()
@@ -162,7 +167,7 @@ class LoopMixin:
                 frame.env[n] = value
                 if isinstance(value, Value) and not n.startswith("$"):
                     value.name = n
-                if n not in entry_env and not n.startswith("$"):
+                if n not in entry_env and not n.startswith("$") and not runs_once:
                     frame.partial[n] = Partial(self.value_loc(value, loc), loc)
             if brk:
                 del frame.env[brk]
