@@ -150,6 +150,8 @@ class ArrayMixin:
         return t.name
 
     def _static_int(self, v, what: str, loc: Loc) -> int:
+        if isinstance(v, int):
+            return v
         c = self.constant_value(v) if isinstance(v, Value) else None
         if isinstance(v, Meta) and v.obj is None:
             return None
@@ -246,7 +248,7 @@ class ArrayMixin:
         for v in items:
             if isinstance(v, slice):
                 spec.append(("slice", v.start, v.stop, v.step))
-            elif isinstance(v, Meta) and v.obj is None:
+            elif v is None or isinstance(v, Meta) and v.obj is None:
                 spec.append(("none",))
             elif isinstance(v, Meta) and v.obj is Ellipsis:
                 spec.append(("ellipsis",))

@@ -75,7 +75,9 @@ class CallMixin:
             return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
-        args = [self.expr(a) for a in node.args]
+        arrays_of = fn in (np.concatenate, np.stack)  # np.stack([a, b]): a list of arrays
+        args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
+                else self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:

@@ -14,6 +14,7 @@ import ast
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
 from ..types import BOOL, ScalarType, Type, join
+from .arrayops import is_array
 from .common import Meta, Partial, assigned_names, has_return, loop_exits
 
 
@@ -29,6 +30,12 @@ class LoopMixin:
 
     def stmt_for(self, node: ast.For) -> None:
         loc = self.loc(node)
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and it.func.id == "range"):
+            array = self.expr(it)
+            if is_array(array):
+                return self.for_rows(node, array, loc)
         start, stop, step = self.range_args(node.iter)
         counter = f"$i{self.frame.prefix}.{self.fresh()}"
         self.frame.env[counter] = start
@@ -62,6 +69,23 @@ class LoopMixin:
         self.build_loop(node.body, loc, cond, before_body, extra_carried=[counter],
                         assigns=assigned_names([node]), runs_once=once)
         del self.frame.env[counter]
+
+    def for_rows(self, node: ast.For, array, loc: Loc) -> None:
+        """``for row in a``: ``for k in range(len(a)): row = a[k]`` (a's leading axis)."""
+        name = f"$rows{self.frame.prefix}.{self.fresh()}"
+        k = f"$row{self.frame.prefix}.{self.fresh()}"
+        self.frame.env[name] = array
+        n = self.array_attribute(array, "shape", loc)[0]
+        self.frame.env[k + ".n"] = n
+
+        def at(x):
+            return ast.copy_location(x, node.iter)
+        row = at(ast.Assign([node.target], at(ast.Subscript(
+            at(ast.Name(name, ast.Load())), at(ast.Name(k, ast.Load())), ast.Load()))))
+        rng = at(ast.Call(at(ast.Name("range", ast.Load())),
+                          [at(ast.Name(k + ".n", ast.Load()))], []))
+        self.stmt_for(ast.copy_location(ast.For(at(ast.Name(k, ast.Store())), rng,
+                                                [row, *node.body], []), node))
 
     def range_args(self, it: ast.expr) -> tuple[Value, Value, Value]:
         loc = self.loc(it)
