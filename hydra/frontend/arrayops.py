@@ -14,6 +14,7 @@ recompiles, specializing on shapes from then on.
 from __future__ import annotations
 
 import contextvars
+import inspect
 
 import numpy as np
 
@@ -210,6 +211,27 @@ class ArrayMixin:
             return self.array_op(fname, list(args), loc)
         raise CompileError(f"np.{fname} is not supported on arrays", loc,
                            hint="SPEC section 8 lists the array operations kernels support")
+
+    def call_array_layer(self, fn, args, kwargs, loc: Loc) -> Value:
+        """A ``hydra.nn`` layer with a batching rule of its own (conv2d, max_pool2d):
+        array arguments are operands, the others static parameters."""
+        name, arrays, statics = fn.__hydra_array_op__
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise CompileError(f"{name}(): {e}", loc) from None
+        bound.apply_defaults()
+        operands, params = [], {}
+        for p in arrays:
+            v = bound.arguments[p]
+            if v is None or isinstance(v, Meta) and v.obj is None:
+                continue
+            operands.append(v)
+        for p in statics:
+            v = bound.arguments[p]
+            params[p] = None if v is None or isinstance(v, Meta) and v.obj is None else \
+                self._static_int(v, f"{name}()'s {p}", loc)
+        return self.array_op(name, operands, loc, **params)
 
     def wants_array_call(self, fname: str, args, kwargs) -> bool:
         if fname in ("zeros", "ones", "empty", "full"):

@@ -92,6 +92,8 @@ class CallMixin:
             return self.call_cast(scalar(fn), args, kwargs, loc)
         if module == "math" or isinstance(fn, np.ufunc) or module.startswith("numpy"):
             return self.call_math(fn, fname, args, kwargs, loc)
+        if getattr(fn, "__hydra_array_op__", None) is not None:
+            return self.call_array_layer(fn, args, kwargs, loc)
         if isinstance(fn, pytypes.FunctionType):
             return self.call_inline(fn, args, kwargs, loc)
         raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
