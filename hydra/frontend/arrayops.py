@@ -18,7 +18,7 @@ import inspect
 
 import numpy as np
 
-from ..batching import ELEMENTWISE, MATH_UFUNCS, PER_LANE, REDUCTIONS, result_type
+from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
 from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
@@ -77,6 +77,13 @@ class ArrayMixin:
         for v in operands:
             if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
                 raise CompileError(f"{label} of {self.describe(v)} is not supported", loc)
+            if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+                raise NeedShapes(
+                    f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                    f"not known when the kernel compiles (here: a varying value, or a uniform "
+                    f"one that is not a constant)", self.unknown_shapes[v.id],
+                    hint="a per-lane array's shape must be the same on every lane and come "
+                         "from argument shapes and constants (a.shape[0], 16)")
             if is_array(v) and v.type.shape is None:
                 raise NeedShapes(
                     f"{label}: the shape of {self._array_name(v)} is not known when the "
@@ -174,7 +181,9 @@ class ArrayMixin:
 
     # --- numpy functions ----------------------------------------------------------------
 
-    def call_numpy_array(self, fname: str, args, kwargs, loc: Loc):
+    def call_numpy_array(self, fname: str, args, kwargs, loc: Loc, module: str = "numpy"):
+        if module != "numpy":
+            fname = f"{module.replace('numpy', 'np', 1)}.{fname}"  # np.linalg.norm
         fname = _ALIASES.get(fname, fname)
         if fname in REDUCTIONS:
             unknown = set(kwargs) - {"axis", "keepdims"}
@@ -209,7 +218,8 @@ class ArrayMixin:
                 raise CompileError(f"np.{fname}(): keyword arguments {sorted(kwargs)} are not "
                                    f"supported", loc)
             return self.array_op(fname, list(args), loc)
-        raise CompileError(f"np.{fname} is not supported on arrays", loc,
+        shown = fname if fname.startswith("np.") else f"np.{fname}"
+        raise CompileError(f"{shown} is not supported on per-lane arrays", loc,
                            hint="SPEC section 8 lists the array operations kernels support")
 
     def call_array_layer(self, fn, args, kwargs, loc: Loc) -> Value:
@@ -234,13 +244,12 @@ class ArrayMixin:
         return self.array_op(name, operands, loc, **params)
 
     def wants_array_call(self, fname: str, args, kwargs) -> bool:
+        """Is this call of a NumPy function one on whole arrays (else a scalar one)?"""
         if fname in ("zeros", "ones", "empty", "full"):
             return False
         has_array = any(is_array(a) for a in list(args) + list(kwargs.values())) or any(
             isinstance(a, tuple) and any(is_array(x) for x in a) for a in args)
-        return fname in ARRAY_FUNCTIONS or has_array and (
-            fname in MATH_UFUNCS or fname in PER_LANE or fname in _ALIASES
-            or fname in ("maximum", "minimum"))
+        return fname in ARRAY_FUNCTIONS or has_array
 
     def call_lane_reduction(self, name: str, args, loc: Loc) -> Value:
         """lanesum(a) of an array: elementwise over the active lanes, a uniform array;

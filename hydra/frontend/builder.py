@@ -68,6 +68,8 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
         self.globals_cache: dict[int, Value] = {}
         #: arrays bound by reference (arguments, captured arrays): never joined by value
         self.array_refs: set[int] = set()
+        #: per-lane arrays whose size is not a constant -> where they were made
+        self.unknown_shapes: dict[int, Loc] = {}
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0

@@ -191,7 +191,8 @@ class CallMixin:
         if fname in ("zeros", "empty", "ones", "full") and from_numpy:
             return self.call_local_array(fname, args, kwargs, loc)
         if from_numpy and self.wants_array_call(fname, args, kwargs):
-            return self.call_numpy_array(fname, args, kwargs, loc)
+            return self.call_numpy_array(fname, args, kwargs, loc,
+                                         getattr(fn, "__module__", None) or "numpy")
         name = _NUMPY_ALIASES.get(fname, fname)
         if name in ("abs", "min", "max"):
             return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
@@ -248,8 +249,11 @@ class CallMixin:
             dims.append(self.coerce(d, INT64, loc))
         sizes = [self.constant_value(d) for d in dims]
         shape = tuple(int(s) for s in sizes) if None not in sizes else None
-        return self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
-                         {"dtype": dtype.name, "fill": fill})
+        out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
+                        {"dtype": dtype.name, "fill": fill})
+        if shape is None:
+            self.unknown_shapes[out.id] = loc
+        return out
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:
         operands: list[Value] = []
