@@ -126,6 +126,8 @@ def result_type(fn: str, types: list[Type], params: dict) -> Type:
     """The type of ``fn``'s result: NumPy's own rules (shapes, broadcasting, NEP 50
     promotion) applied to placeholders.  NumPy's errors propagate to the caller."""
     args = [placeholder(t, True) for t in types]
+    if fn == "getitem":  # index 0 fits every axis that is not empty
+        args = args[:1] + [np.int64(0) for _ in args[1:]]
     with np.errstate(all="ignore"):
         out = PER_LANE[fn](*args, **params)
     out = np.asarray(out) if not isinstance(out, np.generic) else out

@@ -58,7 +58,7 @@ class ArrayType(Type):
     def __str__(self) -> str:
         if self.shape is None:
             return f"array[{self.dtype.name}, {self.ndim}d]"
-        return f"array[{self.dtype.name}, ({', '.join(map(str, self.shape))}{',' * (self.ndim == 1)})]"
+        return f"array[{self.dtype.name}, {self.shape}]"
 
     def unshaped(self) -> "ArrayType":
         return ArrayType(self.dtype, self.ndim)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..batching import batched, index_tuple
+from ..errors import CompileError
 from ..ir.core import Op
-from ..types import ArrayType
 
 
 def _args(op: Op, env):
@@ -172,5 +172,13 @@ def select_rule(h, op: Op, env) -> list:
     return [np.where(np.asarray(c).reshape((h.lanes,) + (1,) * t.ndim), a, b)]
 
 
-def is_array_select(op: Op) -> bool:
-    return isinstance(op.result.type, ArrayType) and op.result.type.shape is not None
+def refuse_array_ops(fn, backend: str) -> None:
+    """A ``CompileError`` naming the first per-lane array operation of ``fn``, for a
+    backend that does not run them."""
+    for op in fn.walk():
+        if op.opcode in ("array", "array_store"):
+            what = "a sub-array store" if op.opcode == "array_store" else \
+                f"the array operation {op.attrs['fn']}"
+            raise CompileError(f"{what} is not supported on the {backend} backend (per-lane "
+                               f"arrays run on the numpy and cpu backends)", op.loc,
+                               hint="compile with backend='cpu'")

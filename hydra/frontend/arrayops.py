@@ -14,10 +14,11 @@ recompiles, specializing on shapes from then on.
 from __future__ import annotations
 
 import contextvars
+import inspect
 
 import numpy as np
 
-from ..batching import ELEMENTWISE, MATH_UFUNCS, PER_LANE, REDUCTIONS, result_type
+from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
 from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
@@ -76,6 +77,13 @@ class ArrayMixin:
         for v in operands:
             if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
                 raise CompileError(f"{label} of {self.describe(v)} is not supported", loc)
+            if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+                raise NeedShapes(
+                    f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                    f"not known when the kernel compiles (here: a varying value, or a uniform "
+                    f"one that is not a constant)", self.unknown_shapes[v.id],
+                    hint="a per-lane array's shape must be the same on every lane and come "
+                         "from argument shapes and constants (a.shape[0], 16)")
             if is_array(v) and v.type.shape is None:
                 raise NeedShapes(
                     f"{label}: the shape of {self._array_name(v)} is not known when the "
@@ -150,6 +158,8 @@ class ArrayMixin:
         return t.name
 
     def _static_int(self, v, what: str, loc: Loc) -> int:
+        if isinstance(v, int):
+            return v
         c = self.constant_value(v) if isinstance(v, Value) else None
         if isinstance(v, Meta) and v.obj is None:
             return None
@@ -171,7 +181,9 @@ class ArrayMixin:
 
     # --- numpy functions ----------------------------------------------------------------
 
-    def call_numpy_array(self, fname: str, args, kwargs, loc: Loc):
+    def call_numpy_array(self, fname: str, args, kwargs, loc: Loc, module: str = "numpy"):
+        if module != "numpy":
+            fname = f"{module.replace('numpy', 'np', 1)}.{fname}"  # np.linalg.norm
         fname = _ALIASES.get(fname, fname)
         if fname in REDUCTIONS:
             unknown = set(kwargs) - {"axis", "keepdims"}
@@ -206,17 +218,38 @@ class ArrayMixin:
                 raise CompileError(f"np.{fname}(): keyword arguments {sorted(kwargs)} are not "
                                    f"supported", loc)
             return self.array_op(fname, list(args), loc)
-        raise CompileError(f"np.{fname} is not supported on arrays", loc,
+        shown = fname if fname.startswith("np.") else f"np.{fname}"
+        raise CompileError(f"{shown} is not supported on per-lane arrays", loc,
                            hint="SPEC section 8 lists the array operations kernels support")
 
+    def call_array_layer(self, fn, args, kwargs, loc: Loc) -> Value:
+        """A ``hydra.nn`` layer with a batching rule of its own (conv2d, max_pool2d):
+        array arguments are operands, the others static parameters."""
+        name, arrays, statics = fn.__hydra_array_op__
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise CompileError(f"{name}(): {e}", loc) from None
+        bound.apply_defaults()
+        operands, params = [], {}
+        for p in arrays:
+            v = bound.arguments[p]
+            if v is None or isinstance(v, Meta) and v.obj is None:
+                continue
+            operands.append(v)
+        for p in statics:
+            v = bound.arguments[p]
+            params[p] = None if v is None or isinstance(v, Meta) and v.obj is None else \
+                self._static_int(v, f"{name}()'s {p}", loc)
+        return self.array_op(name, operands, loc, **params)
+
     def wants_array_call(self, fname: str, args, kwargs) -> bool:
+        """Is this call of a NumPy function one on whole arrays (else a scalar one)?"""
         if fname in ("zeros", "ones", "empty", "full"):
             return False
         has_array = any(is_array(a) for a in list(args) + list(kwargs.values())) or any(
             isinstance(a, tuple) and any(is_array(x) for x in a) for a in args)
-        return fname in ARRAY_FUNCTIONS or has_array and (
-            fname in MATH_UFUNCS or fname in PER_LANE or fname in _ALIASES
-            or fname in ("maximum", "minimum"))
+        return fname in ARRAY_FUNCTIONS or has_array
 
     def call_lane_reduction(self, name: str, args, loc: Loc) -> Value:
         """lanesum(a) of an array: elementwise over the active lanes, a uniform array;
@@ -246,7 +279,7 @@ class ArrayMixin:
         for v in items:
             if isinstance(v, slice):
                 spec.append(("slice", v.start, v.stop, v.step))
-            elif isinstance(v, Meta) and v.obj is None:
+            elif v is None or isinstance(v, Meta) and v.obj is None:
                 spec.append(("none",))
             elif isinstance(v, Meta) and v.obj is Ellipsis:
                 spec.append(("ellipsis",))

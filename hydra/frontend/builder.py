@@ -68,6 +68,8 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
         self.globals_cache: dict[int, Value] = {}
         #: arrays bound by reference (arguments, captured arrays): never joined by value
         self.array_refs: set[int] = set()
+        #: per-lane arrays whose size is not a constant -> where they were made
+        self.unknown_shapes: dict[int, Loc] = {}
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0
@@ -224,6 +226,11 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
     def join_shapes(self, name: str, a, b, loc_a: Loc, loc_b: Loc):
         if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
             return tuple(self.join_shapes(name, x, y, loc_a, loc_b) for x, y in zip(a, b))
+        if isinstance(a, Type) != isinstance(b, Type):
+            # an argument array on one path, a per-lane array value on another (h = x
+            # before a loop that computes h): both join as values
+            a, b = (s.type if isinstance(s, Value) and isinstance(s.type, ArrayType)
+                    and s.type.shape is not None else s for s in (a, b))
         if isinstance(a, Type) and isinstance(b, Type):
             t = join(a, b)
             if t is not None:

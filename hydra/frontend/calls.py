@@ -75,7 +75,9 @@ class CallMixin:
             return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
-        args = [self.expr(a) for a in node.args]
+        arrays_of = fn in (np.concatenate, np.stack)  # np.stack([a, b]): a list of arrays
+        args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
+                else self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
@@ -90,6 +92,8 @@ class CallMixin:
             return self.call_cast(scalar(fn), args, kwargs, loc)
         if module == "math" or isinstance(fn, np.ufunc) or module.startswith("numpy"):
             return self.call_math(fn, fname, args, kwargs, loc)
+        if getattr(fn, "__hydra_array_op__", None) is not None:
+            return self.call_array_layer(fn, args, kwargs, loc)
         if isinstance(fn, pytypes.FunctionType):
             return self.call_inline(fn, args, kwargs, loc)
         raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
@@ -187,7 +191,8 @@ class CallMixin:
         if fname in ("zeros", "empty", "ones", "full") and from_numpy:
             return self.call_local_array(fname, args, kwargs, loc)
         if from_numpy and self.wants_array_call(fname, args, kwargs):
-            return self.call_numpy_array(fname, args, kwargs, loc)
+            return self.call_numpy_array(fname, args, kwargs, loc,
+                                         getattr(fn, "__module__", None) or "numpy")
         name = _NUMPY_ALIASES.get(fname, fname)
         if name in ("abs", "min", "max"):
             return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
@@ -244,8 +249,11 @@ class CallMixin:
             dims.append(self.coerce(d, INT64, loc))
         sizes = [self.constant_value(d) for d in dims]
         shape = tuple(int(s) for s in sizes) if None not in sizes else None
-        return self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
-                         {"dtype": dtype.name, "fill": fill})
+        out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
+                        {"dtype": dtype.name, "fill": fill})
+        if shape is None:
+            self.unknown_shapes[out.id] = loc
+        return out
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:
         operands: list[Value] = []

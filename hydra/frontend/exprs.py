@@ -220,10 +220,17 @@ class ExprMixin:
     def expr_constant(self, node: ast.Constant):
         if isinstance(node.value, (bool, int, float)):
             return self.const(node.value, self.loc(node))
-        if node.value is None or isinstance(node.value, str):
+        if node.value is None or node.value is Ellipsis or isinstance(node.value, str):
             return Meta(node.value)
         raise CompileError(f"constants of type {type(node.value).__name__} are not supported",
                            self.loc(node))
+
+    def expr_slice(self, node: ast.Slice):
+        raise CompileError("a slice is only supported inside an index: a[i:j]", self.loc(node))
+
+    def expr_list(self, node: ast.List):
+        raise CompileError("lists are not supported in hydra kernels", self.loc(node),
+                           hint="use a tuple, or np.zeros(k) for a per-lane array")
 
     def expr_name(self, node: ast.Name):
         return self.lookup(node.id, self.loc(node))

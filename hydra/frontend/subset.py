@@ -43,6 +43,8 @@ EXPRESSIONS: dict[type[ast.AST], str] = {
     ast.Tuple: "expr_tuple",
     ast.JoinedStr: "expr_joinedstr",  # f-strings, inside print() only
     ast.FormattedValue: "expr_joinedstr",
+    ast.Slice: "expr_slice",  # in an index only (per-lane arrays, SPEC section 8)
+    ast.List: "expr_list",  # as the arrays of np.concatenate / np.stack only
 }
 
 PARTS: tuple[type[ast.AST], ...] = (
