@@ -258,34 +258,16 @@ CASES = {
                                        "sum"),
 }
 
-_SLICES = "slices of per-lane arrays (a[1:3], a[:, i], a[i] = ..., a[:] = ...)"
-_LOOP_CARRIED = "a per-lane array carried by a loop (a phi of array type)"
+_LANE_REDUCTION = "a cross-lane reduction of a per-lane array (ValueError in the numpy backend)"
+_UNIFORM_RESULT = "a uniform array result (AttributeError in backends/host.py)"
 _BOTH = ("numpy", "cpu")
 #: what the compiler does not support yet -> (reason, backends it fails on)
 _TODO = {
-    "indexing and slicing (uniform)": (_SLICES, _BOTH),
-    "indexing (varying index)": (_SLICES, _BOTH),
-    "assignment to own array": (_SLICES, _BOTH),
-    "assignment to own 2-D array": (_SLICES, _BOTH),
-    "constructors": (_SLICES, _BOTH),
-    "T reshape astype concatenate stack": (_SLICES, _BOTH),
-    "for row in a": ("for row in a: for loops iterate over range(...) only", _BOTH),
-    "varying if": ("a per-lane array merged after a varying if (AttributeError in "
-                   "passes/simplify.py)", _BOTH),
-    "varying while keeps arrays": (_LOOP_CARRIED, _BOTH),
-    "ragged: padded input + length": (_LOOP_CARRIED, _BOTH),
-    "uniform loop counter with break": (_LOOP_CARRIED, _BOTH),
-    "return inside a loop": (_LOOP_CARRIED, _BOTH),
-    "uniform array result": ("a uniform array result (AttributeError in backends/host.py)",
-                             _BOTH),
-    "hydra.nn activations": ("hydra.nn does not exist yet", _BOTH),
-    "hydra.nn conv2d and max_pool2d": ("hydra.nn does not exist yet", _BOTH),
-    "writes land in the caller's arrays": (_SLICES, _BOTH),
-    "stores into shared arrays": (_SLICES, _BOTH),
-    "cross-lane reductions of arrays": ("lanesum/lanemax/lanemin of a per-lane array", _BOTH),
-    "cross-lane reductions under a mask": (_LOOP_CARRIED.replace("loop", "varying if"),
-                                           _BOTH),
-    "lanesum(np.outer(delta, x)) / nlanes()": ("lanesum of a per-lane array", _BOTH),
+    "uniform array result": (_UNIFORM_RESULT, _BOTH),
+    "cross-lane reductions of arrays": (_LANE_REDUCTION, _BOTH),
+    "lanesum(np.outer(delta, x)) / nlanes()": (_UNIFORM_RESULT, _BOTH),
+    "cross-lane reductions under a mask": ("a name bound to a per-lane array on one path and "
+                                           "to a lanesum result on another is refused", _BOTH),
 }
 #: case -> {backend: reason} of what is expected to fail today
 PENDING = {name: dict.fromkeys(backends, reason) for name, (reason, backends) in _TODO.items()}
