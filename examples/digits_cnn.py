@@ -22,22 +22,30 @@ from hydra import lanesum, nlanes
 FILTERS = 8
 
 
+def _selection():
+    """The im2col of a padded 10x10 image as a 0/1 matrix [9 * 64, 100]: row (p, k, q)
+    picks the pixel under kernel offset p = 3 * i + j at pooled position q = 4 * r + c
+    of pool block k = 2 * di + dj, i.e. padded pixel (di + i + 2 r, dj + j + 2 c)."""
+    s = np.zeros((9, 4, 16, 100), dtype=np.float32)
+    for di, dj, i, j, r, c in np.ndindex(2, 2, 3, 3, 4, 4):
+        s[3 * i + j, 2 * di + dj, 4 * r + c, 10 * (di + i + 2 * r) + dj + j + 2 * c] = 1.0
+    return s.reshape(9 * 64, 100)
+
+
+SELECT = _selection()
+
+
 def features(x, W, b):
     """Convolution (3x3, padding 1) + relu + 2x2 max-pool of one [1, 10, 10] padded image.
 
-    The im2col columns are gathered per pool offset (di, dj), block k = 2 * di + dj, so
-    the four conv outputs under each pooling window lie in four [FILTERS, 16] blocks:
-    the pool is their maximum, and the backward pass routes the gradient to the block
-    that won."""
-    cols = np.zeros((4, 9, 16), dtype=np.float32)
-    for di in range(2):
-        for dj in range(2):
-            for i in range(3):
-                for j in range(3):
-                    cols[2 * di + dj, 3 * i + j] = x[0, di + i:di + i + 8:2,
-                                                     dj + j:dj + j + 8:2].reshape(16)
+    The im2col columns [9, 64] come from one product with the constant selection matrix
+    (each row holds a single 1, so the product copies pixels exactly; over the lanes it
+    is one GEMM).  Columns are grouped by pool offset: block k of 16 columns holds the
+    conv outputs at offset k of every 2x2 pooling window, so the pool is the maximum of
+    the four blocks, and the backward pass routes the gradient to the block that won."""
+    cols = (SELECT @ x.reshape(100)).reshape(9, 64)
     acts = np.maximum(W.reshape(FILTERS, 9) @ cols + b.reshape(FILTERS, 1), 0.0)
-    return cols, acts, acts.max(axis=0)
+    return cols, acts, acts.reshape(FILTERS, 4, 16).max(axis=1)
 
 
 def grads_one(x, label, W, b, V, c):
@@ -51,14 +59,13 @@ def grads_one(x, label, W, b, V, c):
     dz = p.copy()
     dz[label] -= 1.0
     dV = np.outer(dz, flat)
-    dpooled = (V.T @ dz).reshape(FILTERS, 16)
+    dpooled = (V.T @ dz).reshape(FILTERS, 1, 16)
     # the pooled max came from the block that equals it (ties are zeros of relu, whose
     # gradient is zero anyway), and relu passes the gradient where it is positive
-    dacts = np.where((acts == pooled) & (acts > 0.0), dpooled, 0.0)
-    dW = np.zeros((FILTERS, 9), dtype=np.float32)
-    for k in range(4):
-        dW += dacts[k] @ cols[k].T
-    return loss, dW.reshape(FILTERS, 1, 3, 3), dacts.sum(axis=0).sum(axis=1), dV, dz
+    blocks = acts.reshape(FILTERS, 4, 16)
+    won = (blocks == pooled.reshape(FILTERS, 1, 16)) & (blocks > 0.0)
+    dacts = np.where(won, dpooled, 0.0).reshape(FILTERS, 64)
+    return loss, (dacts @ cols.T).reshape(FILTERS, 1, 3, 3), dacts.sum(axis=1), dV, dz
 
 
 def predict_one(x, W, b, V, c):
