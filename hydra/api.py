@@ -333,6 +333,8 @@ def _result(fn: Function, leaves: list, lanes: int):
         if v.varying:
             arr = np.asarray(x)
             values.append(np.broadcast_to(arr, (lanes,)).copy() if arr.ndim == 0 else arr)
+        elif isinstance(v.type, ArrayType):
+            values.append(x)  # a uniform array (SPEC section 8): one array of its shape
         else:
             values.append(python_scalar(np.asarray(x), v.type))
     it = iter(values)

@@ -80,6 +80,7 @@ _HOST_ONLY = {
 }
 
 _ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
+_ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
 
 PROTOCOLS = {
     "numpy": Protocol("numpy", _options(), (), False),
@@ -103,6 +104,7 @@ PROTOCOLS = {
         **_HOST_ONLY,
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
+        "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
     }),
 }
 

@@ -92,11 +92,33 @@ def array_rule(h, op: Op, env) -> list:
     if fn.startswith("lane"):
         return [_lane_reduce(h, op, env)]
     args, vary = _args(op, env)
+    if op.mask is not None and op.result.varying and any(vary):
+        mask = env[op.mask.id]
+        rows = np.nonzero(mask)[0]
+        if len(rows) < COMPACT_BELOW * h.lanes:
+            return [_compacted(h, op, fn, args, vary, rows)]
     out = batched(fn, args, vary, h.lanes, op.result.type, op.attrs["params"])
     if op.result.varying and np.ndim(out) == np.ndim(out) and not any(vary) \
             and out.shape[:1] != (h.lanes,):
         out = np.broadcast_to(out, (h.lanes,) + out.shape)
     return [out if out.ndim or op.result.varying else out[()]]
+
+
+#: compact a heavy operation's active rows when fewer than this fraction of the lanes
+#: are active: ML.md measured compaction faster than masking below about 0.9
+COMPACT_BELOW = 0.9
+
+
+def _compacted(h, op: Op, fn: str, args, vary, rows):
+    """A heavy operation on the active lanes' rows only (gather, compute, scatter);
+    the rows of inactive lanes are zeros, which no lane ever observes."""
+    t = op.result.type
+    shape = tuple(t.shape) if hasattr(t, "shape") else ()
+    out = np.zeros((h.lanes,) + shape, t.dtype.dtype)
+    if len(rows):
+        part = [a[rows] if v else a for a, v in zip(args, vary)]
+        out[rows] = batched(fn, part, vary, len(rows), t, op.attrs["params"])
+    return out
 
 
 def _lane_reduce(h, op: Op, env):

@@ -228,10 +228,6 @@ class ExprMixin:
     def expr_slice(self, node: ast.Slice):
         raise CompileError("a slice is only supported inside an index: a[i:j]", self.loc(node))
 
-    def expr_list(self, node: ast.List):
-        raise CompileError("lists are not supported in hydra kernels", self.loc(node),
-                           hint="use a tuple, or np.zeros(k) for a per-lane array")
-
     def expr_name(self, node: ast.Name):
         return self.lookup(node.id, self.loc(node))
 

@@ -122,6 +122,9 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
 #: array ops that reduce over the active lanes (lanesum of an array, ...): cross-lane
 LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanesum_outer"})
 
+#: array ops worth running on the active lanes' rows only (products, convolutions)
+HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
+
 _ids = itertools.count()
 
 
@@ -194,8 +197,11 @@ class Op:
     def needs_mask(self) -> bool:
         """Must carry the mask of the lanes that run it after linearize (so inactive
         lanes never write, raise, or take part in a cross-lane op); the verifier checks
-        what linearize guarantees by this same rule."""
-        return self.effect or self.traps or self.cross_lane
+        what linearize guarantees by this same rule.  A heavy array operation (a
+        product, a convolution) carries it too: the host runs it on the active lanes'
+        rows only where few lanes are active (compaction, SPEC section 8)."""
+        return self.effect or self.traps or self.cross_lane or (
+            self.opcode == "array" and self.attrs["fn"] in HEAVY_ARRAY_FNS)
 
     @property
     def written_array(self) -> Value | None:
