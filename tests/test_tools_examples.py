@@ -89,14 +89,7 @@ def test_async_pipeline(tmp_path):
 
 # The per-lane array examples: each is the function a user writes for ONE example; the
 # plain-Python runs check the example itself (its oracle), the hydra runs check that the
-# batched kernel agrees with it.  Those whose §8 features the compiler does not support
-# yet are expected to fail, with the reason.
-LOOP_CARRIED_PENDING = pytest.mark.xfail(
-    strict=False, reason="per-lane arrays (SPEC §8): an array carried by a loop is not yet "
-                         "supported by the compiler")
-SLICES_PENDING = pytest.mark.xfail(
-    strict=False, reason="per-lane arrays (SPEC §8): slices of per-lane arrays are not yet "
-                         "supported by the compiler")
+# batched kernel agrees with it (on both backends).
 
 
 def test_mlp_plain_python():
@@ -133,14 +126,12 @@ def test_mlp_hydra(backend):
     assert _agrees(out), out
 
 
-@LOOP_CARRIED_PENDING
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_rnn_hydra(backend):
     out = run_example("rnn.py", "--examples", "21", "--steps", "9", "--backend", backend)
     assert _agrees(out), out
 
 
-@LOOP_CARRIED_PENDING
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_early_exit_hydra(backend):
     out = run_example("early_exit.py", "--examples", "300", "--backend", backend)
@@ -148,7 +139,6 @@ def test_early_exit_hydra(backend):
     assert int(out.split("differing from the loop: ")[1].split(";")[0]) <= 1
 
 
-@SLICES_PENDING
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_digits_cnn_hydra(backend):
     pytest.importorskip("sklearn")
