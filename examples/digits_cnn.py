@@ -22,35 +22,26 @@ from hydra import lanesum, nlanes
 FILTERS = 8
 
 
-def _selection():
-    """The im2col of a padded 10x10 image as a 0/1 matrix [9 * 64, 100]: row (p, k, q)
-    picks the pixel under kernel offset p = 3 * i + j at pooled position q = 4 * r + c
-    of pool block k = 2 * di + dj, i.e. padded pixel (di + i + 2 r, dj + j + 2 c)."""
-    s = np.zeros((9, 4, 16, 100), dtype=np.float32)
-    for di, dj, i, j, r, c in np.ndindex(2, 2, 3, 3, 4, 4):
-        s[3 * i + j, 2 * di + dj, 4 * r + c, 10 * (di + i + 2 * r) + dj + j + 2 * c] = 1.0
-    return s.reshape(9 * 64, 100)
-
-
-SELECT = _selection()
-
-
 def features(x, W, b):
-    """Convolution (3x3, padding 1) + relu + 2x2 max-pool of one [1, 10, 10] padded image.
-
-    The im2col columns [9, 64] come from one product with the constant selection matrix
-    (each row holds a single 1, so the product copies pixels exactly; over the lanes it
-    is one GEMM).  Columns are grouped by pool offset: block k of 16 columns holds the
-    conv outputs at offset k of every 2x2 pooling window, so the pool is the maximum of
-    the four blocks, and the backward pass routes the gradient to the block that won."""
-    cols = (SELECT @ x.reshape(100)).reshape(9, 64)
+    """Convolution (3x3, padding 1) + relu + 2x2 max-pool of one [1, 10, 10] padded image:
+    (im2col columns [9, 64], activations [FILTERS, 8, 8] as [FILTERS, 4, 2, 4, 2] pooling
+    windows, pooled [FILTERS, 4, 4])."""
+    p = x[0]
+    cols = np.stack((p[0:8, 0:8], p[0:8, 1:9], p[0:8, 2:10],
+                     p[1:9, 0:8], p[1:9, 1:9], p[1:9, 2:10],
+                     p[2:10, 0:8], p[2:10, 1:9], p[2:10, 2:10])).reshape(9, 64)
     acts = np.maximum(W.reshape(FILTERS, 9) @ cols + b.reshape(FILTERS, 1), 0.0)
-    return cols, acts, acts.reshape(FILTERS, 4, 16).max(axis=1)
+    w = acts.reshape(FILTERS, 4, 2, 4, 2)
+    # the maximum of the four window entries as three elementwise maxima: a reduction
+    # over a length-2 axis would be a strided reduce on every lane's data
+    pooled = np.maximum(np.maximum(w[:, :, 0, :, 0], w[:, :, 0, :, 1]),
+                        np.maximum(w[:, :, 1, :, 0], w[:, :, 1, :, 1]))
+    return cols, w, pooled
 
 
 def grads_one(x, label, W, b, V, c):
     """(loss, dW, db, dV, dc) of one example: x [1, 10, 10], label an int."""
-    cols, acts, pooled = features(x, W, b)
+    cols, windows, pooled = features(x, W, b)
     flat = pooled.reshape(FILTERS * 16)
     z = V @ flat + c
     e = np.exp(z - z.max())
@@ -59,11 +50,10 @@ def grads_one(x, label, W, b, V, c):
     dz = p.copy()
     dz[label] -= 1.0
     dV = np.outer(dz, flat)
-    dpooled = (V.T @ dz).reshape(FILTERS, 1, 16)
-    # the pooled max came from the block that equals it (ties are zeros of relu, whose
-    # gradient is zero anyway), and relu passes the gradient where it is positive
-    blocks = acts.reshape(FILTERS, 4, 16)
-    won = (blocks == pooled.reshape(FILTERS, 1, 16)) & (blocks > 0.0)
+    dpooled = (V.T @ dz).reshape(FILTERS, 4, 1, 4, 1)
+    # the gradient of a pooled max goes to the window entry that equals it (ties are
+    # zeros of relu, whose gradient is zero anyway); relu passes it where positive
+    won = (windows == pooled.reshape(FILTERS, 4, 1, 4, 1)) & (windows > 0.0)
     dacts = np.where(won, dpooled, 0.0).reshape(FILTERS, 64)
     return loss, (dacts @ cols.T).reshape(FILTERS, 1, 3, 3), dacts.sum(axis=1), dV, dz
 
