@@ -255,6 +255,8 @@ class ArrayMixin:
         """lanesum(a) of an array: elementwise over the active lanes, a uniform array;
         lanesum(np.outer(d, x)) is one GEMM over the lanes (lanesum_outer)."""
         (a,) = args
+        if a.type.shape is None:
+            raise NeedShapes(f"{name}() of an array needs its shape", loc)
         producer = self._producer(a)
         if name == "lanesum" and producer is not None and producer.attrs["fn"] == "outer":
             return self.emit("array", list(producer.operands), a.type, loc,
