@@ -31,7 +31,7 @@ def rnn_one(xs, n, Wx, Wh, b):
 
 def early_exit_one(x, Ws, bs, Wc, bc, thr):
     h = x
-    for l in range(Ws.shape[0]):
+    for l in range(Ws.shape[0]):  # noqa: E741 (ML.md's own spelling)
         h = h + np.maximum(Ws[l] @ h + bs[l], 0.0)
         z = Wc @ h + bc
         e = np.exp(z - z.max())

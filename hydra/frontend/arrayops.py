@@ -304,7 +304,7 @@ class ArrayMixin:
         return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
 
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
-        if array.type.shape is None:
+        if array.type.shape is None or is_array(value) and value.type.shape is None:
             raise NeedShapes(f"the shape of {self._array_name(array)} is not known when the "
                              f"kernel compiles", loc)
         place = result_type("getitem", [array.type] + [i.type for i in index.ints],
