@@ -132,3 +132,13 @@ def test_kernels_with_array_operations_specialize_on_shapes():
     for size in (5, 6):
         assert k(np.ones(size), np.array([0, 1])).tolist() == [size, size + 1]
     assert sorted(t[0].shape for t in k._cache) == [(5,), (6,)]
+
+
+def test_dump_ir_signatures_may_give_shapes():
+    from hydra.__main__ import parse_sig
+    x, w = parse_sig("float32[3], float64[2, 3]")
+    assert x == ArrayType(hydra.types.scalar("float32"), 1, (3,))
+    assert w.shape == (2, 3) and str(w) == "array[float64, (2, 3)]"
+    k = hydra.compile(mismatch_matmul, varying="x", backend="numpy", lanes=4)
+    ir = k.dump_ir("ssa", np.ones((4, 3), f32), np.ones((2, 3), f32))
+    assert "%x: v array[float32, (3,)]" in ir and "%W: u array[float32, (2, 3)]" in ir

@@ -89,7 +89,8 @@ class ArrayMixin:
                     f"{label}: the shape of {self._array_name(v)} is not known when the "
                     f"kernel compiles", loc,
                     hint="a per-lane array's shape must come from argument shapes and "
-                         "constants, never from a varying value")
+                         "constants, never from a varying value (dump-ir --sig: give "
+                         "shapes, float32[3, 4])")
             ops.append(v)
         types = [v.type for v in ops]
         try:
