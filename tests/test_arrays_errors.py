@@ -3,17 +3,11 @@ that kernels which only index arrays do not recompile per array size."""
 
 import numpy as np
 import pytest
-from arrays_oracle import ARRAY_BACKENDS
 
 import hydra
 from hydra.types import ArrayType
 
 f32 = np.float32
-
-
-@pytest.fixture(params=ARRAY_BACKENDS)
-def be(request):
-    return request.param
 
 
 def mismatch_matmul(x, W):

@@ -3,7 +3,7 @@ compaction and hydra.nn (SPEC section 8), against the per-example function."""
 
 import numpy as np
 import pytest
-from arrays_oracle import ARRAY_BACKENDS, ARRAY_LANES, check
+from arrays_oracle import check
 
 import hydra
 import hydra.backends.hostarrays as hostarrays
@@ -11,15 +11,6 @@ from hydra import lanemax, lanemin, laneprod, lanesum, nlanes, nn
 
 f32 = np.float32
 
-
-@pytest.fixture(params=ARRAY_BACKENDS)
-def be(request):
-    return request.param
-
-
-@pytest.fixture(params=ARRAY_LANES)
-def n(request):
-    return request.param
 
 
 def rnn_one(xs, n, Wx, Wh, b):
