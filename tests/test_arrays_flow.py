@@ -174,3 +174,24 @@ def test_conv2d_is_pytorchs_cross_correlation():
     np.testing.assert_allclose(out, want)
     np.testing.assert_array_equal(nn.max_pool2d(np.arange(16.0).reshape(1, 4, 4), 2),
                                   [[[5, 7], [13, 15]]])
+
+
+def every_intrinsic(x, c):
+    if c > 0:
+        k = (hydra.lane() + 2) % hydra.nlanes()
+        return (hydra.broadcast(x, 0) + hydra.shuffle(x, k) + hydra.rotate(x, 1)
+                + hydra.prefixsum(x) + hydra.laneany(x > 1.0) + hydra.laneall(x > -1.0)
+                + lanesum(x > 0).astype(np.float32))
+    return x * 0.0
+
+
+def test_every_cross_lane_intrinsic_works_elementwise_on_arrays(be):
+    x = np.random.default_rng(6).standard_normal((5, 3)).astype(f32)
+    got = hydra.compile(every_intrinsic, varying=("x", "c"), backend=be)(x, np.ones(5))
+    i = np.arange(5)
+    want = (x[0] + x[(i + 2) % 5] + x[(i + 1) % 5] + (np.cumsum(x, 0) - x) + (x > 1).any(0)
+            + (x > -1).all(0) + (x > 0).sum(0).astype(f32))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(hydra.HydraError, match="shuffle reads lane 1, which is not active"):
+        hydra.compile(every_intrinsic, varying=("x", "c"), backend=be)(x, np.array([1, 0, 1,
+                                                                                   1, 1]))

@@ -253,16 +253,23 @@ class ArrayMixin:
         return fname in ARRAY_FUNCTIONS or has_array
 
     def call_lane_reduction(self, name: str, args, loc: Loc) -> Value:
-        """lanesum(a) of an array: elementwise over the active lanes, a uniform array;
-        lanesum(np.outer(d, x)) is one GEMM over the lanes (lanesum_outer)."""
-        (a,) = args
+        """A cross-lane intrinsic of an array, elementwise: lanesum(a) is a uniform array
+        (the sum over the active lanes), shuffle(a, k) a per-lane one; lanesum(np.outer(d,
+        x)) is one GEMM over the lanes (lanesum_outer)."""
+        a = args[0]
         if a.type.shape is None:
             raise NeedShapes(f"{name}() of an array needs its shape", loc)
         producer = self._producer(a)
         if name == "lanesum" and producer is not None and producer.attrs["fn"] == "outer":
             return self.emit("array", list(producer.operands), a.type, loc,
                              {"fn": "lanesum_outer", "params": {}})
-        return self.emit("array", [a], a.type, loc, {"fn": name, "params": {}})
+        t = a.type
+        if t.dtype.kind == "b" and name in ("lanesum", "laneprod", "prefixsum"):
+            t = ArrayType(scalar("int64"), t.ndim, t.shape)  # bools count as int64
+        if name in ("laneany", "laneall"):
+            t = ArrayType(BOOL, t.ndim, t.shape)
+        rest = [self.coerce(k, scalar("int64"), loc) for k in args[1:]]
+        return self.emit("array", [a, *rest], t, loc, {"fn": name, "params": {}})
 
     def _producer(self, v: Value):
         for op in reversed(self.region.ops):

@@ -269,6 +269,8 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(s, Value):
             return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
+        if isinstance(s, ArrayType):
+            return f"an {s}"
         return self.describe(s)
 
     def leaves_as(self, value, shape, loc: Loc) -> list[Value]:
