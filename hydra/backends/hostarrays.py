@@ -99,9 +99,6 @@ def array_rule(h, op: Op, env) -> list:
         if len(rows) < COMPACT_BELOW * h.lanes:
             return [_compacted(h, op, fn, args, vary, rows)]
     out = batched(fn, args, vary, h.lanes, op.result.type, op.attrs["params"])
-    if op.result.varying and np.ndim(out) == np.ndim(out) and not any(vary) \
-            and out.shape[:1] != (h.lanes,):
-        out = np.broadcast_to(out, (h.lanes,) + out.shape)
     return [out if out.ndim or op.result.varying else out[()]]
 
 
