@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .types import ArrayType, ScalarType, Type, scalar
+from .types import ArrayType, Type, scalar
 
 # --- per-lane definitions -------------------------------------------------------------
 
@@ -271,7 +271,3 @@ def _typed(value, out: Type):
     dtype = out.dtype.dtype if isinstance(out, ArrayType) else out.dtype
     value = np.asarray(value)
     return value if value.dtype == dtype else value.astype(dtype)
-
-
-def scalar_out(out: Type) -> bool:
-    return isinstance(out, ScalarType)

@@ -2,8 +2,7 @@
 function run lane by lane in plain Python, at several lane counts, on numpy and cpu."""
 
 import numpy as np
-import pytest
-from arrays_oracle import ARRAY_BACKENDS, ARRAY_LANES, check
+from arrays_oracle import check
 
 import hydra
 
@@ -13,15 +12,6 @@ f32 = np.float32
 def rng(seed=0):
     return np.random.default_rng(seed)
 
-
-@pytest.fixture(params=ARRAY_BACKENDS)
-def be(request):
-    return request.param
-
-
-@pytest.fixture(params=ARRAY_LANES)
-def n(request):
-    return request.param
 
 
 def mlp_one(x, W1, b1, W2, b2):

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..batching import batched, index_tuple
 from ..errors import CompileError
-from ..ir.core import Op
+from ..intrinsics import INTRINSICS
+from ..ir.core import LANE_ARRAY_FNS, Op
 
 
 def _args(op: Op, env):
@@ -89,7 +90,7 @@ def array_rule(h, op: Op, env) -> list:
     fn = op.attrs["fn"]
     if fn == "getitem":
         return [_getitem(h, op, env)]
-    if fn.startswith("lane"):
+    if fn in LANE_ARRAY_FNS:
         return [_lane_reduce(h, op, env)]
     args, vary = _args(op, env)
     if op.mask is not None and op.result.varying and any(vary):
@@ -98,9 +99,6 @@ def array_rule(h, op: Op, env) -> list:
         if len(rows) < COMPACT_BELOW * h.lanes:
             return [_compacted(h, op, fn, args, vary, rows)]
     out = batched(fn, args, vary, h.lanes, op.result.type, op.attrs["params"])
-    if op.result.varying and np.ndim(out) == np.ndim(out) and not any(vary) \
-            and out.shape[:1] != (h.lanes,):
-        out = np.broadcast_to(out, (h.lanes,) + out.shape)
     return [out if out.ndim or op.result.varying else out[()]]
 
 
@@ -126,18 +124,23 @@ def _lane_reduce(h, op: Op, env):
     lanesum_outer(d, x) is ``D.T @ X`` over the active rows: one GEMM."""
     fn = op.attrs["fn"]
     mask = env[op.mask.id] if op.mask is not None else np.ones(h.lanes, dtype=bool)
-    rows = [np.broadcast_to(env[v.id], (h.lanes,) + tuple(v.type.shape or ()))[mask]
-            for v in op.operands]
+    lanes = [np.broadcast_to(env[v.id], (h.lanes,) + tuple(getattr(v.type, "shape", ())))
+             for v in op.operands]
     dtype = op.result.type.dtype.dtype
     if fn == "lanesum_outer":
-        d, x = (r.reshape(len(r), -1) for r in rows)
+        d, x = (r[mask].reshape(int(mask.sum()), -1) for r in lanes)
         return (d.T @ x).astype(dtype)
-    (a,) = rows
-    if len(a) == 0:
-        h.fail("value", f"{fn}() of an array with no active lane", None, op.loc)
-    reduce = {"lanesum": np.sum, "laneprod": np.prod, "lanemin": np.min,
-              "lanemax": np.max}[fn]
-    return reduce(a, axis=0).astype(dtype)
+    if fn == "prefixsum":
+        x = lanes[0]
+        vals = np.where(mask.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0).astype(dtype)
+        return np.cumsum(vals, axis=0) - vals
+    if fn in ("laneany", "laneall"):
+        lanes[0] = lanes[0].astype(bool)
+    # the intrinsics' own references reduce or index the lane axis: arrays ride along
+
+    def fail(kind, message, lane):
+        h.fail(kind, message, lane, op.loc)
+    return np.asarray(INTRINSICS[fn].reference(lanes, mask, h.lanes, fail)).astype(dtype)
 
 
 def array_store_rule(h, op: Op, env) -> list:

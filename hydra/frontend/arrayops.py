@@ -89,7 +89,8 @@ class ArrayMixin:
                     f"{label}: the shape of {self._array_name(v)} is not known when the "
                     f"kernel compiles", loc,
                     hint="a per-lane array's shape must come from argument shapes and "
-                         "constants, never from a varying value")
+                         "constants, never from a varying value (dump-ir --sig: give "
+                         "shapes, float32[3, 4])")
             ops.append(v)
         types = [v.type for v in ops]
         try:
@@ -252,14 +253,23 @@ class ArrayMixin:
         return fname in ARRAY_FUNCTIONS or has_array
 
     def call_lane_reduction(self, name: str, args, loc: Loc) -> Value:
-        """lanesum(a) of an array: elementwise over the active lanes, a uniform array;
-        lanesum(np.outer(d, x)) is one GEMM over the lanes (lanesum_outer)."""
-        (a,) = args
+        """A cross-lane intrinsic of an array, elementwise: lanesum(a) is a uniform array
+        (the sum over the active lanes), shuffle(a, k) a per-lane one; lanesum(np.outer(d,
+        x)) is one GEMM over the lanes (lanesum_outer)."""
+        a = args[0]
+        if a.type.shape is None:
+            raise NeedShapes(f"{name}() of an array needs its shape", loc)
         producer = self._producer(a)
         if name == "lanesum" and producer is not None and producer.attrs["fn"] == "outer":
             return self.emit("array", list(producer.operands), a.type, loc,
                              {"fn": "lanesum_outer", "params": {}})
-        return self.emit("array", [a], a.type, loc, {"fn": name, "params": {}})
+        t = a.type
+        if t.dtype.kind == "b" and name in ("lanesum", "laneprod", "prefixsum"):
+            t = ArrayType(scalar("int64"), t.ndim, t.shape)  # bools count as int64
+        if name in ("laneany", "laneall"):
+            t = ArrayType(BOOL, t.ndim, t.shape)
+        rest = [self.coerce(k, scalar("int64"), loc) for k in args[1:]]
+        return self.emit("array", [a, *rest], t, loc, {"fn": name, "params": {}})
 
     def _producer(self, v: Value):
         for op in reversed(self.region.ops):
@@ -302,7 +312,7 @@ class ArrayMixin:
         return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
 
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
-        if array.type.shape is None:
+        if array.type.shape is None or is_array(value) and value.type.shape is None:
             raise NeedShapes(f"the shape of {self._array_name(array)} is not known when the "
                              f"kernel compiles", loc)
         place = result_type("getitem", [array.type] + [i.type for i in index.ints],

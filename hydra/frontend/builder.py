@@ -29,7 +29,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .binding import parameter_names
-from .arrayops import ArrayMixin
+from .arrayops import SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
@@ -243,6 +243,10 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
                 f"depending on which operand it yields; hydra needs one type", loc_b,
                 hint="give both values one type, e.g. bool(a) and bool(b)")
         shown = name.lstrip("$") if not name.startswith("$retval") else "the return value"
+        if not SHAPED.get() and any(isinstance(s, ArrayType) or isinstance(s, Value) and
+                                    isinstance(s.type, ArrayType) for s in (a, b)):
+            # maybe per-lane array values whose shapes are not known yet: try with shapes
+            raise NeedShapes(f"'{shown}' needs array shapes", loc_b)
         if all(isinstance(s, Value) and isinstance(s.type, ArrayType) for s in (a, b)):
             raise CompileError(
                 f"'{shown}' is {self.describe_shape(a)} on one path and "
@@ -265,6 +269,8 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(s, Value):
             return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
+        if isinstance(s, ArrayType):
+            return f"an {s}"
         return self.describe(s)
 
     def leaves_as(self, value, shape, loc: Loc) -> list[Value]:

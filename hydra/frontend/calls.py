@@ -100,7 +100,8 @@ class CallMixin:
 
     def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
         entry = intrinsics.INTRINSICS[name]
-        if name in LANE_ARRAY_FNS and len(args) == 1 and is_array(args[0]) and not kwargs:
+        if name in LANE_ARRAY_FNS and args and is_array(args[0]) and not kwargs \
+                and len(args) == entry.nargs:
             return self.call_lane_reduction(name, args, loc)
         if kwargs or len(args) != entry.nargs:
             raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)

@@ -120,7 +120,8 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
 
 
 #: array ops that reduce over the active lanes (lanesum of an array, ...): cross-lane
-LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanesum_outer"})
+LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "laneany", "laneall",
+                            "broadcast", "shuffle", "rotate", "prefixsum", "lanesum_outer"})
 
 #: array ops worth running on the active lanes' rows only (products, convolutions)
 HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
