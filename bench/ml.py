@@ -360,6 +360,25 @@ TARGETS = {  # (workload, hydra row, peer rows, what the issue asks)
 }
 
 
+def _jax_verdicts(name, timed) -> list[str]:
+    """The issue's targets against JAX: the MLP no slower than jit(vmap) where OpenBLAS
+    runs its native kernels (ML.md: with OPENBLAS_CORETYPE=Haswell on an AVX-512 machine
+    NumPy's GEMMs are handicapped, JAX's are not); early exit about 45x the natural
+    vmap(while_loop) port."""
+    out = []
+    if name == "mlp" and "jax jit(vmap)" in timed and "hydra cpu" in timed:
+        ratio = timed["hydra cpu"] / timed["jax jit(vmap)"]
+        core = os.environ.get("OPENBLAS_CORETYPE")
+        verdict = ("met" if ratio <= 1.0 else "NOT MET") if core is None else (
+            f"not required: OPENBLAS_CORETYPE={core} restricts NumPy's BLAS")
+        out.append(f"mlp: hydra cpu no slower than jax jit(vmap): {verdict} ({ratio:.2f}x)")
+    natural = timed.get("jax natural vmap(while_loop)")
+    if name == "early exit" and natural and "hydra cpu" in timed:
+        out.append(f"early exit: hydra cpu vs jax natural vmap(while_loop): "
+                   f"{natural / timed['hydra cpu']:.1f}x faster (issue: about 45x)")
+    return out
+
+
 def main(scale: float = 1.0, repeat: int = 5, names=("mlp", "rnn", "early exit")) -> None:
     import numba
     print(f"# per-lane arrays (ML.md workloads) at scale {scale}, {numba.config.NUMBA_NUM_THREADS}"
@@ -389,6 +408,7 @@ def main(scale: float = 1.0, repeat: int = 5, names=("mlp", "rnn", "early exit")
             met = timed[row] <= factor * peer[0]
             verdicts.append(f"{name}: {row} within {factor}x of {peer[1]}: "
                             f"{'met' if met else 'NOT MET'} ({timed[row] / peer[0]:.2f}x)")
+        verdicts += _jax_verdicts(name, timed)
         print(f"{name:11} ({n} examples)")
     print("targets (best times):")
     for v in verdicts:
