@@ -253,7 +253,10 @@ class CallMixin:
         out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
                         {"dtype": dtype.name, "fill": fill})
         if shape is None:
-            self.unknown_shapes[out.id] = loc
+            given = args[0] if isinstance(args[0], tuple) else (args[0],)
+            params = [self.param_names_by_id[d.id] for d in given
+                      if isinstance(d, Value) and d.id in self.param_names_by_id]
+            self.unknown_shapes[out.id] = (loc, params)
         return out
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:
