@@ -23,7 +23,7 @@ from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, sta
 from .backends.host import python_scalar
 from .frontend import build_function, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
-from .frontend.arrayops import SHAPED, NeedShapes
+from .frontend.arrayops import SHAPE_VALUES, SHAPED, NeedShapes
 from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
@@ -172,20 +172,31 @@ class Kernel:
     def specialize(self, types: list[Type]) -> tuple[Function, object]:
         """The predicated IR and backend runner for these argument types (cached)."""
         full = list(types)
+        fixed = getattr(self, "_shape_params", {})
+        values = getattr(self, "_shape_values", {})
+        pinned = {name: values[name] for name in fixed if name in values}
         if not getattr(self, "_shaped", False):
             # array shapes join the key only once a kernel needs them (whole-array
             # operations, SPEC section 8): kernels that only index arrays compile once
             types = [t.unshaped() if isinstance(t, ArrayType) else t for t in types]
-        key = tuple(types)
+        key = tuple(types) + tuple(sorted(pinned.items()))
         if key not in self._cache:
             try:
                 with _progress(f"compiling {self.pyfunc.__name__}"
                                f"({', '.join(map(str, types))}) for {self.backend_name}"):
-                    self._cache[key] = self._specialize(types)
-            except NeedShapes:
-                if getattr(self, "_shaped", False):
+                    token = SHAPE_VALUES.set(pinned)
+                    try:
+                        self._cache[key] = self._specialize(types)
+                    finally:
+                        SHAPE_VALUES.reset(token)
+            except NeedShapes as e:
+                new = [p for p in e.params if p not in fixed and p not in self.varying
+                       and isinstance(values.get(p), (int, np.integer))]
+                if getattr(self, "_shaped", False) and not new:
                     raise  # the shape is not known even from the arguments
                 self._shaped = True  # from now on this kernel specializes on shapes
+                # and on the values of the uniform ints that shapes depend on
+                self._shape_params = {**fixed, **dict.fromkeys(new)}
                 return self.specialize(full)
         return self._cache[key]
 
@@ -225,6 +236,9 @@ class Kernel:
         (``args``: bound, one per parameter)."""
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
+        # uniform ints a per-lane array's shape may depend on (see specialize)
+        self._shape_values = {n: v for n, v, t in zip(self.param_names, values, types)
+                              if isinstance(t, ScalarType) and t.kind in "iu"}
         fn, runner = self.specialize(types)
         self._refuse_written_lists(fn, args)
         shown = _leaf_names(self.param_names, types)

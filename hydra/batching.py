@@ -45,7 +45,8 @@ _UFUNCS.update({name: getattr(np, name) for name in MATH_UFUNCS})
 ELEMENTWISE = frozenset({*_UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
 #: results that are a lane's own new array even from uniform operands (writes stay private)
-FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy"})
+FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy",
+                   "full"})
 
 
 def index_tuple(spec, ints) -> tuple:
@@ -107,6 +108,7 @@ PER_LANE: dict[str, Callable] = {
     "empty_like": lambda a, dtype=None: np.zeros_like(a, dtype=dtype),
     "full_like": lambda a, v, dtype=None: np.full_like(a, v, dtype=dtype),
     "arange": lambda start, stop, step, dtype: np.arange(start, stop, step, dtype=dtype),
+    "full": lambda v, shape, dtype: np.full(shape, v, dtype=dtype),
     "conv2d": conv2d, "max_pool2d": max_pool2d,
 }
 
@@ -252,6 +254,8 @@ BATCH: dict[str, Callable] = {
     "copy": lambda f, args, vary, n, out, params: np.array(args[0], copy=True),
     "concatenate": join_rule, "stack": join_rule,
     "conv2d": conv_rule, "max_pool2d": pool_rule,
+    "full": lambda f, args, vary, n, out, params: np.broadcast_to(
+        np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),
 }
 
 

@@ -185,3 +185,13 @@ def test_uniform_arrays_come_back_once(be):
     got = hydra.compile(uniform_results, lanes=5, backend=be)(W, b)
     np.testing.assert_allclose(got[0], W @ b)
     assert got[1].shape == (4,)
+
+
+def full_values(x, s):
+    return np.full(3, s), np.full((2, 2), 7), np.full(2, s * 2, dtype=np.float32) + x[:2]
+
+
+def test_np_full_takes_per_lane_fill_values_and_numpys_dtype(be, n):
+    r = np.random.default_rng(13)
+    args = [r.standard_normal((n, 3)).astype(f32), r.standard_normal(n)]
+    check(full_values, ("x", "s"), args, n, be, exact=True)

@@ -136,3 +136,18 @@ def test_dump_ir_signatures_may_give_shapes():
     k = hydra.compile(mismatch_matmul, varying="x", backend="numpy", lanes=4)
     ir = k.dump_ir("ssa", np.ones((4, 3), f32), np.ones((2, 3), f32))
     assert "%x: v array[float32, (3,)]" in ir and "%W: u array[float32, (2, 3)]" in ir
+
+
+def sized_by_k(x, k):
+    a = np.zeros(k, dtype=np.float32)
+    return a + x[:k]
+
+
+def test_shapes_may_depend_on_uniform_ints_the_kernel_specializes_on(be):
+    x = np.arange(12, dtype=f32).reshape(3, 4)
+    k = hydra.compile(sized_by_k, varying="x", backend=be)
+    for size in (2, 3, 2):
+        np.testing.assert_array_equal(k(x, size), x[:, :size])
+    assert len(k._cache) == 2
+    with pytest.raises(hydra.CompileError, match="a shape never depends on a varying value"):
+        hydra.compile(sized_by_k, varying=("x", "k"), backend=be)(x, np.array([1, 2, 3]))

@@ -26,10 +26,18 @@ from .common import Meta
 
 #: set while a kernel compiles with array shapes in its types (after a NeedShapes)
 SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
+#: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
+SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
 
 
 class NeedShapes(CompileError):
-    """A whole-array operation met an array whose shape is not in its type."""
+    """A whole-array operation met an array whose shape is not in its type; ``params``:
+    the parameters whose values would make it known (the kernel may specialize on them
+    where they are uniform)."""
+
+    def __init__(self, message, loc=None, hint=None, params=()):
+        super().__init__(message, loc, hint)
+        self.params = tuple(params)
 
 
 class ArrayIndex:
@@ -78,10 +86,11 @@ class ArrayMixin:
             if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
                 raise CompileError(f"{label} of {self.describe(v)} is not supported", loc)
             if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
-                raise NeedShapes(
+                made_at, params = self.unknown_shapes[v.id]
+                raise NeedShapes(params=params, loc=made_at, message=
                     f"{label}: the shape of {self._array_name(v)} depends on a value that is "
                     f"not known when the kernel compiles (here: a varying value, or a uniform "
-                    f"one that is not a constant)", self.unknown_shapes[v.id],
+                    f"one that is not a constant)",
                     hint="a per-lane array's shape must be the same on every lane and come "
                          "from argument shapes and constants (a.shape[0], 16)")
             if is_array(v) and v.type.shape is None:
@@ -165,8 +174,9 @@ class ArrayMixin:
         if isinstance(v, Meta) and v.obj is None:
             return None
         if c is None:
-            raise CompileError(f"{what} must be a constant here (a shape never depends on a "
-                               f"varying value)", loc)
+            param = self.param_names_by_id.get(v.id) if isinstance(v, Value) else None
+            raise NeedShapes(f"{what} must be a constant here (a shape never depends on a "
+                             f"varying value)", loc, params=(param,) if param else ())
         return int(c)
 
     def array_reshape(self, array: Value, shape, loc: Loc) -> Value:

@@ -29,7 +29,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .binding import parameter_names
-from .arrayops import SHAPED, ArrayMixin, NeedShapes
+from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
@@ -69,7 +69,7 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
         #: arrays bound by reference (arguments, captured arrays): never joined by value
         self.array_refs: set[int] = set()
         #: per-lane arrays whose size is not a constant -> where they were made
-        self.unknown_shapes: dict[int, Loc] = {}
+        self.unknown_shapes: dict[int, tuple[Loc, list[str]]] = {}
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0
@@ -109,6 +109,9 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
         env = {name: self.param_tree(name, t, loc, params, param_names)
                for name, t in zip(names, param_types)}
         self.param_names_by_id = {p.id: n for p, n in zip(params, param_names)}
+        for name, value in (SHAPE_VALUES.get() or {}).items():
+            # a uniform int the shapes of per-lane arrays depend on: a constant here
+            env[name] = self.const(value, loc, env[name].type)
         self.call_stack.append(self.root.pyfunc)
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body

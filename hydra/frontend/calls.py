@@ -229,8 +229,12 @@ class CallMixin:
             if len(args) < 2:
                 raise CompileError("np.full() needs a shape and a fill value", loc)
             fill = self.constant_value(args[1])
-            if fill is None:
-                raise CompileError("np.full() in a kernel needs a constant fill value", loc)
+            if dtype_arg is None and isinstance(args[1], Value):
+                dtype_arg = Meta(args[1].type.strong().dtype.type)  # NumPy: the fill's type
+            if fill is None:  # a computed (maybe per-lane) fill value: an array op
+                return self.array_op("full", [args[1]], loc, shape=tuple(
+                    self._static_int(d, "np.full()'s shape", loc) for d in shape),
+                    dtype=self._dtype(dtype_arg, loc))
         if kwargs:
             raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
         dtype = FLOAT64 if dtype_arg is None else self.scalar_type_of(
@@ -253,7 +257,10 @@ class CallMixin:
         out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
                         {"dtype": dtype.name, "fill": fill})
         if shape is None:
-            self.unknown_shapes[out.id] = loc
+            given = args[0] if isinstance(args[0], tuple) else (args[0],)
+            params = [self.param_names_by_id[d.id] for d in given
+                      if isinstance(d, Value) and d.id in self.param_names_by_id]
+            self.unknown_shapes[out.id] = (loc, params)
         return out
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:
