@@ -109,6 +109,9 @@ PER_LANE: dict[str, Callable] = {
     "full_like": lambda a, v, dtype=None: np.full_like(a, v, dtype=dtype),
     "arange": lambda start, stop, step, dtype: np.arange(start, stop, step, dtype=dtype),
     "full": lambda v, shape, dtype: np.full(shape, v, dtype=dtype),
+    "einsum": lambda *ops, subscripts: np.einsum(subscripts, *ops),
+    "tensordot": lambda a, b, axes=2: np.tensordot(a, b, axes),
+    "pad": lambda a, pad_width: np.pad(a, pad_width),
     "conv2d": conv2d, "max_pool2d": max_pool2d,
 }
 
@@ -246,6 +249,42 @@ def pool_rule(f, args, vary, n, out, params):
     return max_pool2d(*args, **params)
 
 
+def einsum_rule(f, args, vary, n, out, params):
+    """One einsum for all lanes: a fresh index letter for the lane axis of each varying
+    operand, first in the output."""
+    spec = params["subscripts"].replace(" ", "")
+    ins, _, result = spec.partition("->")
+    ins = ins.split(",")
+    if not _:
+        letters = "".join(ins)
+        result = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    lane = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
+                if c not in spec)
+    ins = [lane + s if v else s for s, v in zip(ins, vary)]
+    return np.einsum(f"{','.join(ins)}->{lane}{result}", *args)
+
+
+def tensordot_rule(f, args, vary, n, out, params):
+    a, b = args
+    axes = params.get("axes", 2)
+    if vary[0] and vary[1]:
+        return loop_rule(f, args, vary, n, out, params)
+    if isinstance(axes, int):
+        axes = (tuple(range(np.ndim(a) - vary[0] - axes, np.ndim(a) - vary[0])),
+                tuple(range(axes)))
+    axes = tuple((x,) if isinstance(x, int) else tuple(x) for x in axes)
+    shift = [tuple(x + 1 if x >= 0 else x for x in ax) if v else ax
+             for ax, v in zip(axes, vary)]
+    res = np.tensordot(a, b, (shift[0], shift[1]))
+    if vary[1]:  # the lane axis sits after a's free axes: move it to the front
+        res = np.moveaxis(res, np.ndim(a) - len(axes[0]), 0)
+    return res
+
+
+def pad_rule(f, args, vary, n, out, params):
+    return np.pad(args[0], ((0, 0),) + tuple(params["pad_width"]))
+
+
 BATCH: dict[str, Callable] = {
     **{name: elementwise_rule for name in ELEMENTWISE},
     **{name: reduction_rule for name in REDUCTIONS},
@@ -254,6 +293,7 @@ BATCH: dict[str, Callable] = {
     "copy": lambda f, args, vary, n, out, params: np.array(args[0], copy=True),
     "concatenate": join_rule, "stack": join_rule,
     "conv2d": conv_rule, "max_pool2d": pool_rule,
+    "einsum": einsum_rule, "tensordot": tensordot_rule, "pad": pad_rule,
     "full": lambda f, args, vary, n, out, params: np.broadcast_to(
         np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),
 }

@@ -2,6 +2,7 @@
 function run lane by lane in plain Python, at several lane counts, on numpy and cpu."""
 
 import numpy as np
+import pytest
 from arrays_oracle import check
 
 import hydra
@@ -195,3 +196,17 @@ def test_np_full_takes_per_lane_fill_values_and_numpys_dtype(be, n):
     r = np.random.default_rng(13)
     args = [r.standard_normal((n, 3)).astype(f32), r.standard_normal(n)]
     check(full_values, ("x", "s"), args, n, be, exact=True)
+
+
+def contractions(x, W, v):
+    return (np.einsum("ij,j->i", W, x), np.einsum("i,j", x, v), np.tensordot(W, x, axes=1),
+            np.tensordot(np.outer(x, v), W, axes=((0,), (1,))), np.pad(x, 1),
+            np.pad(np.outer(x, v), ((1, 0), (0, 2))), np.einsum("ij->", np.outer(x, v)))
+
+
+@pytest.mark.parametrize("varying", [("x",), ("x", "v")])
+def test_einsum_tensordot_pad(be, n, varying):
+    r = np.random.default_rng(14)
+    v = r.standard_normal((n, 4) if "v" in varying else 4)
+    check(contractions, varying, [r.standard_normal((n, 3)), r.standard_normal((5, 3)), v],
+          n, be)

@@ -195,3 +195,17 @@ def test_every_cross_lane_intrinsic_works_elementwise_on_arrays(be):
     with pytest.raises(hydra.HydraError, match="shuffle reads lane 1, which is not active"):
         hydra.compile(every_intrinsic, varying=("x", "c"), backend=be)(x, np.array([1, 0, 1,
                                                                                    1, 1]))
+
+
+def prints(x, W):
+    print("h", x * 2, W[0])
+
+
+def test_print_shows_each_lanes_array_as_numpy_does(be, capsys):
+    x = np.arange(6.0).reshape(3, 2)
+    W = np.ones((2, 2), f32)
+    hydra.compile(prints, varying=("x",), backend=be)(x, W)
+    got = capsys.readouterr().out
+    for i in range(3):
+        prints(x[i], W)
+    assert got == capsys.readouterr().out

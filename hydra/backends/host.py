@@ -94,6 +94,8 @@ def format_print(parts, values, lane: int, types) -> list[str]:
     """The strings print() gets for one lane (the print op's ``parts`` template)."""
     def lane_value(i):
         v = values[i]
+        if isinstance(types[i], ArrayType):
+            return v[lane]  # a per-lane array's row (uniform ones come broadcast)
         v = v[lane] if np.ndim(v) else v
         return python_scalar(np.asarray(v), types[i])
 
@@ -316,7 +318,8 @@ def _intrinsic(h: Host, op: Op, env) -> list:
 
 def _print(h: Host, op: Op, env) -> list:
     mask = env[op.mask.id]
-    values = [env[v.id] for v in op.operands]
+    values = [env[v.id] if v.varying or not isinstance(v.type, ArrayType) else
+              np.broadcast_to(env[v.id], (h.lanes,) + np.shape(env[v.id])) for v in op.operands]
     types = [v.type for v in op.operands]
     for lane in np.nonzero(mask)[0]:
         strings = format_print(op.attrs["parts"], values, int(lane), types)

@@ -62,6 +62,7 @@ class ArrayMethod:
 ARRAY_FUNCTIONS = frozenset({
     "where", "matmul", "dot", "outer", "concatenate", "stack", "zeros_like", "ones_like",
     "empty_like", "full_like", "arange", "clip", "transpose", "reshape", *REDUCTIONS,
+    "einsum", "tensordot", "pad",
     "amax", "amin", "argmax", "argmin"})
 _METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
 _ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow"}
@@ -219,6 +220,26 @@ class ArrayMixin:
             dtype = kwargs.get("dtype")
             dt = "int64" if dtype is None else self._dtype(dtype, loc)
             return self.array_op("arange", [], loc, start=start, stop=stop, step=step, dtype=dt)
+        if fname == "einsum":
+            if not args or not isinstance(args[0], Meta) or not isinstance(args[0].obj, str):
+                raise CompileError("np.einsum() takes a constant subscripts string first", loc)
+            return self.array_op("einsum", list(args[1:]), loc, subscripts=args[0].obj)
+        if fname == "tensordot":
+            axes = kwargs.get("axes", args[2] if len(args) > 2 else 2)
+            axes = tuple(self._axis(x, loc) for x in axes) if isinstance(axes, tuple) \
+                else self._static_int(axes, "np.tensordot()'s axes", loc)
+            return self.array_op("tensordot", list(args[:2]), loc, axes=axes)
+        if fname == "pad":
+            if kwargs or len(args) != 2:
+                raise CompileError("np.pad(a, pad_width): only zero padding is supported", loc)
+            width = args[1] if isinstance(args[1], tuple) else (args[1],)
+            nd = args[0].type.ndim if is_array(args[0]) else 0
+            width = tuple((self._static_int(w, "pad width", loc),) * 2 if not isinstance(w, tuple)
+                          else tuple(self._static_int(x, "pad width", loc) for x in w)
+                          for w in width)
+            if len(width) == 1:
+                width = width * nd
+            return self.array_op("pad", [args[0]], loc, pad_width=width)
         if fname == "reshape":
             return self.array_reshape(args[0], args[1] if isinstance(args[1], tuple)
                                       else (args[1],), loc)

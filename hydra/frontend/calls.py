@@ -16,7 +16,7 @@ from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
                      promote, scalar)
 from ..ir.core import LANE_ARRAY_FNS
-from .arrayops import ArrayMethod, is_array
+from .arrayops import ArrayMethod, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
@@ -299,9 +299,12 @@ class CallMixin:
             return ("str", value.obj)
         if isinstance(value, tuple):
             return ("tuple", [self.print_value(v, operands, loc) for v in value])
-        if isinstance(value, Value) and isinstance(value.type, ScalarType):
-            operands.append(value)
+        if isinstance(value, Value) and (isinstance(value.type, ScalarType) or is_array(value)
+                                         and value.type.shape is not None):
+            operands.append(value)  # a per-lane array prints as NumPy prints it
             return ("val", len(operands) - 1)
+        if is_array(value):
+            raise NeedShapes("printing an array needs its shape", loc)
         raise CompileError(f"cannot print {self.describe(value)}", loc)
 
     def call_inline(self, fn, args, kwargs, loc: Loc):
