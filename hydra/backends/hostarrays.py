@@ -41,7 +41,7 @@ def _checked_ints(h, op: Op, env, spec, dims, ints, vary):
                 h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
                        f"{n}", lane if vary[k] else None, op.loc)
             i = np.where(i < 0, i + n, i)
-            out.append(np.where(mask, i, 0) if vary[k] else int(i))
+            out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
             k += 1
         if item[0] in ("int", "slice"):
             axis += 1
