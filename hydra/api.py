@@ -224,6 +224,27 @@ class Kernel:
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
 
+    def _build_for_dump(self, types: list[Type], values) -> Function:
+        """The typed SSA as a call with these types would build it: without array shapes
+        unless whole-array code needs them (then with shapes and the uniform ints that
+        shapes depend on, as ``specialize`` does)."""
+        known = dict(zip(self.param_names, values)) if values is not None else {}
+        shaped, pinned = False, {}
+        while True:
+            s_token, v_token = SHAPED.set(shaped), SHAPE_VALUES.set(pinned)
+            try:
+                return build_function(self.pyfunc, types if shaped else [
+                    t.unshaped() if isinstance(t, ArrayType) else t for t in types])
+            except NeedShapes as e:
+                new = {p: known[p] for p in e.params if p not in pinned
+                       and p not in self.varying and isinstance(known.get(p), (int, np.integer))}
+                if shaped and not new:
+                    raise
+                shaped, pinned = True, {**pinned, **new}
+            finally:
+                SHAPED.reset(s_token)
+                SHAPE_VALUES.reset(v_token)
+
     def __call__(self, *args, **kwargs):
         return dataflow.call(self, self._bind(*args, **kwargs))
 
@@ -265,9 +286,10 @@ class Kernel:
             raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
         if stage == "ast":
             return ast.dump(self.parsed.node, indent=2) + "\n"
+        values = None
         if types is None:
-            _, types = self._signature(self._bind(*example_args))
-        fn = build_function(self.pyfunc, list(types))
+            values, types = self._signature(self._bind(*example_args))
+        fn = self._build_for_dump(list(types), values)
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
             return print_function(fn)

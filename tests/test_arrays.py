@@ -210,3 +210,24 @@ def test_einsum_tensordot_pad(be, n, varying):
     v = r.standard_normal((n, 4) if "v" in varying else 4)
     check(contractions, varying, [r.standard_normal((n, 3)), r.standard_normal((5, 3)), v],
           n, be)
+
+
+def ellipsis_gathers(x, E, t):
+    return E[..., t], E[None, :, t], x[..., t], E[:, t, None], E[1:, t]
+
+
+def ellipsis_store(out, t):
+    out[hydra.lane(), ..., t] = 1.0
+
+
+def test_varying_indices_after_slices_none_and_ellipsis(be, n):
+    r = np.random.default_rng(15)
+    t = r.integers(0, 4, n)
+    args = [r.standard_normal((n, 2, 3, 4)), r.standard_normal((5, 4, 4)), t]
+    check(ellipsis_gathers, ("x", "t"), args, n, be, exact=True)
+    out = np.zeros((n, 2, 4))
+    hydra.compile(ellipsis_store, varying=("t",), backend=be)(out, t)
+    want = np.zeros((n, 2, 4))
+    for i in range(n):
+        want[i, ..., t[i]] = 1.0
+    np.testing.assert_array_equal(out, want)

@@ -41,10 +41,12 @@ def _checked_ints(h, op: Op, env, spec, dims, ints, vary):
                 h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
                        f"{n}", lane if vary[k] else None, op.loc)
             i = np.where(i < 0, i + n, i)
-            out.append(np.where(mask, i, 0) if vary[k] else int(i))
+            out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
             k += 1
         if item[0] in ("int", "slice"):
             axis += 1
+        elif item[0] == "ellipsis":  # the axes no other index item names
+            axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
     return out
 
 
@@ -59,14 +61,18 @@ def _index(h, array, array_varying: bool, spec, ints, ints_vary):
     idx = index_tuple(spec, ints)
     if array_varying:
         idx = (np.arange(n),) + idx
-    # NumPy puts the (one, lane-long) advanced axis first when advanced indices are
-    # apart, else where the first one stands: find it so it can be moved to the front
+    return idx, _lane_axis(idx, array.ndim)
+
+
+def _lane_axis(idx: tuple, ndim: int) -> int:
+    """Where NumPy puts the (one, lane-long) advanced axis of indexing with ``idx``:
+    first when the advanced indices are apart, else where the first one stands (after
+    the axes of the slices, ``None``s and ``...`` before it)."""
     adv = [k for k, x in enumerate(idx) if isinstance(x, np.ndarray)]
-    if adv[-1] - adv[0] + 1 != len(adv):
-        return idx, 0
-    before = sum(1 for x in idx[:adv[0]] if x is not None and x is not Ellipsis) \
-        + sum(1 for x in idx[:adv[0]] if x is None)
-    return idx, before
+    if not adv or adv[-1] - adv[0] + 1 != len(adv):
+        return 0
+    used = sum(1 for x in idx if x is not None and x is not Ellipsis)
+    return sum(ndim - used if x is Ellipsis else 1 for x in idx[:adv[0]])
 
 
 def _getitem(h, op: Op, env):
@@ -175,9 +181,9 @@ def array_store_rule(h, op: Op, env) -> list:
     idx = index_tuple(spec, ints)
     if array_v.varying:
         idx = (lanes,) + idx
-    adv = [k for k, x in enumerate(idx) if isinstance(x, np.ndarray)]
-    if adv and adv[-1] - adv[0] + 1 == len(adv) and adv[0] > 0:
-        values = np.moveaxis(values, 0, adv[0])
+    at = _lane_axis(idx, array.ndim)
+    if at:
+        values = np.moveaxis(values, 0, at)
     array[idx] = values
     return []
 
