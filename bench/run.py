@@ -2,7 +2,8 @@
 S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench async`` the
 asynchronous launches of ``bench/asyncbench.py``; ``python -m bench dask`` the Dask
 comparison of ``bench/dask.py``; ``python -m bench cpeers`` mandelbrot against
-hand-written C (``bench/cpeers.py``).
+hand-written C (``bench/cpeers.py``); ``python -m bench ml [--scale S]`` the per-lane
+array (ML) workloads of ``bench/ml.py``.
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -137,13 +138,18 @@ def main(argv=None) -> None:
     ap.add_argument("--gpu", action="store_true",
                     help="hydra cuda vs a hand-written numba.cuda kernel vs hydra cpu")
     ap.add_argument("--scale", type=float, default=1,
-                    help="with --gpu: the workloads at this many times their CPU size")
+                    help="with --gpu: the workloads at this many times their CPU size; with "
+                         "ml: the number of examples at this many times ML.md's")
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
     if a.names == ["cpeers"]:
         from .cpeers import main as run_cpeers
         run_cpeers(2 * a.repeat)
+        return
+    if a.names == ["ml"]:
+        from .ml import main as run_ml
+        run_ml(a.scale, a.repeat)
         return
     if a.names == ["async"]:
         from .asyncbench import main as run_async

@@ -27,13 +27,19 @@ class UsageError(Exception):
 
 
 def parse_type(text: str) -> Type:
-    """``float32`` -> scalar, ``float32[:]`` / ``float32[:, :]`` -> array."""
+    """``float32`` -> scalar, ``float32[:]`` / ``float32[:, :]`` -> array,
+    ``float32[3, 4]`` -> an array of that shape (whole-array code needs shapes)."""
     text = text.strip()
     ndim = 0
+    shape = None
     if text.endswith("]") and "[" in text:
         base, dims = text[:-1].split("[", 1)
-        ndim = len([d for d in dims.split(",") if d.strip() == ":"])
-        if ndim == 0 or ndim != len(dims.split(",")):
+        parts = [d.strip() for d in dims.split(",")]
+        if all(d.isdigit() for d in parts):  # float32[3, 4]: a shape (per-lane arrays)
+            shape = tuple(int(d) for d in parts)
+            parts = [":"] * len(parts)
+        ndim = len([d for d in parts if d == ":"])
+        if ndim == 0 or ndim != len(parts):
             raise UsageError(f"cannot read the type {text!r}: write arrays as float32[:] "
                              f"or float32[:, :]")
         text = base.strip()
@@ -42,7 +48,7 @@ def parse_type(text: str) -> Type:
         t = scalar(aliases.get(text, text))
     except TypeError:
         raise UsageError(f"unknown type {text!r}") from None
-    return ArrayType(t, ndim) if ndim else t
+    return ArrayType(t, ndim, shape) if ndim else t
 
 
 def parse_sig(sig: str) -> list[Type]:

@@ -24,6 +24,7 @@ from .backends.host import python_scalar
 from .errors import KernelValueError
 from .frontend import build_function, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
+from .frontend.arrayops import SHAPE_VALUES, SHAPED, NeedShapes
 from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
@@ -112,7 +113,7 @@ class Kernel:
                     dt = scalar(a.dtype)
                 except TypeError:
                     raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
-                t = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1)
+                t = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1, tuple(a.shape[1:]))
             else:
                 t = typeof_python(a)
                 if t is None:
@@ -123,6 +124,8 @@ class Kernel:
                     a = _scalar_argument(name, a, t)
                 elif isinstance(t, TupleType):
                     a = _tuple_argument(name, a, t)
+                elif isinstance(t, ArrayType):
+                    t = ArrayType(t.dtype, t.ndim, tuple(a.shape))
             values.append(a)
             types.append(t)
         return values, types
@@ -170,11 +173,33 @@ class Kernel:
 
     def specialize(self, types: list[Type]) -> tuple[Function, object]:
         """The predicated IR and backend runner for these argument types (cached)."""
-        key = tuple(types)
+        full = list(types)
+        fixed = getattr(self, "_shape_params", {})
+        values = getattr(self, "_shape_values", {})
+        pinned = {name: values[name] for name in fixed if name in values}
+        if not getattr(self, "_shaped", False):
+            # array shapes join the key only once a kernel needs them (whole-array
+            # operations, SPEC section 8): kernels that only index arrays compile once
+            types = [t.unshaped() if isinstance(t, ArrayType) else t for t in types]
+        key = tuple(types) + tuple(sorted(pinned.items()))
         if key not in self._cache:
-            with _progress(f"compiling {self.pyfunc.__name__}"
-                           f"({', '.join(map(str, types))}) for {self.backend_name}"):
-                self._cache[key] = self._specialize(types)
+            try:
+                with _progress(f"compiling {self.pyfunc.__name__}"
+                               f"({', '.join(map(str, types))}) for {self.backend_name}"):
+                    token = SHAPE_VALUES.set(pinned)
+                    try:
+                        self._cache[key] = self._specialize(types)
+                    finally:
+                        SHAPE_VALUES.reset(token)
+            except NeedShapes as e:
+                new = [p for p in e.params if p not in fixed and p not in self.varying
+                       and isinstance(values.get(p), (int, np.integer))]
+                if getattr(self, "_shaped", False) and not new:
+                    raise  # the shape is not known even from the arguments
+                self._shaped = True  # from now on this kernel specializes on shapes
+                # and on the values of the uniform ints that shapes depend on
+                self._shape_params = {**fixed, **dict.fromkeys(new)}
+                return self.specialize(full)
         return self._cache[key]
 
     def _structured(self, types: list[Type], backend=None):
@@ -190,12 +215,37 @@ class Kernel:
 
     def _specialize(self, types: list[Type]) -> tuple[Function, object]:
         stage("building the typed SSA")
-        fn = build_function(self.pyfunc, list(types))
+        token = SHAPED.set(getattr(self, "_shaped", False))
+        try:
+            fn = build_function(self.pyfunc, list(types))
+        finally:
+            SHAPED.reset(token)
         stage("running the passes")
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
         stage(f"generating {self.backend_name} code")
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
+
+    def _build_for_dump(self, types: list[Type], values) -> Function:
+        """The typed SSA as a call with these types would build it: without array shapes
+        unless whole-array code needs them (then with shapes and the uniform ints that
+        shapes depend on, as ``specialize`` does)."""
+        known = dict(zip(self.param_names, values)) if values is not None else {}
+        shaped, pinned = False, {}
+        while True:
+            s_token, v_token = SHAPED.set(shaped), SHAPE_VALUES.set(pinned)
+            try:
+                return build_function(self.pyfunc, types if shaped else [
+                    t.unshaped() if isinstance(t, ArrayType) else t for t in types])
+            except NeedShapes as e:
+                new = {p: known[p] for p in e.params if p not in pinned
+                       and p not in self.varying and isinstance(known.get(p), (int, np.integer))}
+                if shaped and not new:
+                    raise
+                shaped, pinned = True, {**pinned, **new}
+            finally:
+                SHAPED.reset(s_token)
+                SHAPE_VALUES.reset(v_token)
 
     def __call__(self, *args, **kwargs):
         args = self._bind(*args, **kwargs)
@@ -213,6 +263,9 @@ class Kernel:
         (``args``: bound, one per parameter)."""
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
+        # uniform ints a per-lane array's shape may depend on (see specialize)
+        self._shape_values = {n: v for n, v, t in zip(self.param_names, values, types)
+                              if isinstance(t, ScalarType) and t.kind in "iu"}
         fn, runner = self.specialize(types)
         self._refuse_written_lists(fn, args)
         shown = _leaf_names(self.param_names, types)
@@ -240,9 +293,10 @@ class Kernel:
             raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
         if stage == "ast":
             return ast.dump(self.parsed.node, indent=2) + "\n"
+        values = None
         if types is None:
-            _, types = self._signature(self._bind(*example_args))
-        fn = build_function(self.pyfunc, list(types))
+            values, types = self._signature(self._bind(*example_args))
+        fn = self._build_for_dump(list(types), values)
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
             return print_function(fn)
@@ -352,6 +406,8 @@ def _result(fn: Function, leaves: list, lanes: int):
         if v.varying:
             arr = np.asarray(x)
             values.append(np.broadcast_to(arr, (lanes,)).copy() if arr.ndim == 0 else arr)
+        elif isinstance(v.type, ArrayType):
+            values.append(x)  # a uniform array (SPEC section 8): one array of its shape
         else:
             values.append(python_scalar(np.asarray(x), v.type))
     it = iter(values)

@@ -47,11 +47,21 @@ class ScalarType(Type):
 
 @dataclass(frozen=True, slots=True)
 class ArrayType(Type):
+    """An array of ``ndim`` axes.  ``shape`` is the (per-lane) shape where it is known at
+    specialization (SPEC section 8: whole-array operations need it); None where the
+    kernel only indexes the array, so such kernels do not recompile per array size."""
+
     dtype: ScalarType
     ndim: int
+    shape: tuple[int, ...] | None = None
 
     def __str__(self) -> str:
-        return f"array[{self.dtype.name}, {self.ndim}d]"
+        if self.shape is None:
+            return f"array[{self.dtype.name}, {self.ndim}d]"
+        return f"array[{self.dtype.name}, {self.shape}]"
+
+    def unshaped(self) -> "ArrayType":
+        return ArrayType(self.dtype, self.ndim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,9 @@ def join(a: Type, b: Type) -> Type | None:
         if a.kind == "b" and b.kind != "b" or b.kind == "b" and a.kind != "b":
             return None
         return promote(a, b)
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType) and a.dtype == b.dtype \
+            and a.ndim == b.ndim and None in (a.shape, b.shape):
+        return a.unshaped()
     if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elems) == len(b.elems):
         elems = [join(x, y) for x, y in zip(a.elems, b.elems)]
         return None if any(e is None for e in elems) else TupleType(tuple(elems))

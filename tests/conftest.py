@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import hydra  # noqa: E402
+from arrays_oracle import ARRAY_BACKENDS, ARRAY_LANES  # noqa: E402
 from lockstep_oracle import run_lockstep  # noqa: E402
 from hydra.backends import available  # noqa: E402
 
@@ -266,3 +267,15 @@ def check_against_oracle(fn, args, lanes: int | None = None, varying=(), backend
             compare_results(a, b, f"array argument '{p}': {backend} vs numpy", tol)
     assert printed == ref_printed, f"{backend} printed:\n{printed}\nnumpy printed:\n{ref_printed}"
     return got
+
+
+@pytest.fixture(params=ARRAY_BACKENDS)
+def be(request) -> str:
+    """The backends that run per-lane arrays (tests/test_arrays*.py)."""
+    return request.param
+
+
+@pytest.fixture(params=ARRAY_LANES)
+def n(request) -> int:
+    """Lane counts of the per-lane array tests."""
+    return request.param

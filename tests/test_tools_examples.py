@@ -85,6 +85,8 @@ def test_async_pipeline(tmp_path):
                                     "spread", "compare"]
     assert all(r[3] == "ok" for r in rows) and rows[1][-1] == "-"
     assert svg.read_text().startswith("<svg") and "marker-end" in svg.read_text()
+
+
 def test_dask_mandelbrot_png(tmp_path):
     pytest.importorskip("distributed", reason="the dask extra is not installed")
     png = tmp_path / "dm.png"
@@ -92,3 +94,64 @@ def test_dask_mandelbrot_png(tmp_path):
                       "--rows-per-chunk", "8", "--check", "--png", str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "64x32 pixels in 4 tasks" in out and "equal to a local call: True" in out
+
+
+# The per-lane array examples: each is the function a user writes for ONE example; the
+# plain-Python runs check the example itself (its oracle), the hydra runs check that the
+# batched kernel agrees with it (on both backends).
+
+
+def test_mlp_plain_python():
+    out = run_example("mlp.py", "--examples", "64", "--python")
+    assert "64 examples: per-example Python loop" in out
+    assert 0.1 < float(out.split("probability ")[1]) <= 1.0
+
+
+def test_rnn_plain_python():
+    out = run_example("rnn.py", "--examples", "40", "--steps", "12", "--python")
+    assert "40 sequences of 1..12 steps" in out
+
+
+def test_early_exit_plain_python():
+    out = run_example("early_exit.py", "--examples", "500", "--python")
+    depth = float(out.split("mean depth ")[1].split()[0])
+    assert 3.0 < depth < 4.5  # ML.md: 3.67 at 16,384 examples
+
+
+def test_digits_cnn_plain_python():
+    pytest.importorskip("sklearn")
+    out = run_example("digits_cnn.py", "--python")
+    acc = float(out.split("test accuracy ")[1].split(",")[0])
+    assert acc >= 0.95
+
+
+def _agrees(out: str) -> bool:
+    return "agrees with the loop: True" in out or "logits agree: True" in out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_mlp_hydra(backend):
+    out = run_example("mlp.py", "--examples", "37", "--backend", backend)
+    assert _agrees(out), out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_rnn_hydra(backend):
+    out = run_example("rnn.py", "--examples", "21", "--steps", "9", "--backend", backend)
+    assert _agrees(out), out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_early_exit_hydra(backend):
+    out = run_example("early_exit.py", "--examples", "300", "--backend", backend)
+    assert _agrees(out), out
+    assert int(out.split("differing from the loop: ")[1].split(";")[0]) <= 1
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_digits_cnn_hydra(backend):
+    pytest.importorskip("sklearn")
+    out = run_example("digits_cnn.py", "--backend", backend)
+    accs = [float(part.split(",")[0]) for part in out.split("test accuracy ")[1:]]
+    assert len(accs) == 2 and accs[1] >= 0.95 and abs(accs[1] - accs[0]) <= 0.02, out
+    assert "speed-up over the Python loop: " in out

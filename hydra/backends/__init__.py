@@ -79,6 +79,9 @@ _HOST_ONLY = {
        for n, e in INTRINSICS.items() if e.cross_lane},
 }
 
+_ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
+_ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
+
 PROTOCOLS = {
     "numpy": Protocol("numpy", _options(), (), False),
     "cpu": Protocol("cpu", _options(
@@ -91,6 +94,7 @@ PROTOCOLS = {
         **_HOST_ONLY,
         "global_array": "a captured array: its data is passed to the kernels",
         "local_array": "per-lane arrays are allocated by the host (NumPy)",
+        "array": _ARRAY_REASON, "array_store": _ARRAY_REASON,
     }),
     "cuda": Protocol("cuda", _options(
         fastmath="numba's fast-math flags, FMA contraction included",
@@ -100,6 +104,7 @@ PROTOCOLS = {
         **_HOST_ONLY,
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
+        "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
     }),
 }
 

@@ -27,6 +27,7 @@ from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ..types import ArrayType, ScalarType
+from .hostarrays import array_rule, array_store_rule, select_rule
 
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
@@ -93,6 +94,8 @@ def format_print(parts, values, lane: int, types) -> list[str]:
     """The strings print() gets for one lane (the print op's ``parts`` template)."""
     def lane_value(i):
         v = values[i]
+        if isinstance(types[i], ArrayType):
+            return v[lane]  # a per-lane array's row (uniform ones come broadcast)
         v = v[lane] if np.ndim(v) else v
         return python_scalar(np.asarray(v), types[i])
 
@@ -220,6 +223,8 @@ def _pure(h: Host, op: Op, env) -> list:
         out = np.asarray(args[0]).astype(dtype)
     elif name == "select":
         c, a, b = args
+        if isinstance(t, ArrayType) and t.shape is not None:
+            return select_rule(h, op, env)
         out = np.where(c, a, b).astype(dtype) if isinstance(t, ScalarType) else (a if c else b)
     elif name == "math":
         out = MATH[op.attrs["fn"]](*args)
@@ -313,7 +318,8 @@ def _intrinsic(h: Host, op: Op, env) -> list:
 
 def _print(h: Host, op: Op, env) -> list:
     mask = env[op.mask.id]
-    values = [env[v.id] for v in op.operands]
+    values = [env[v.id] if v.varying or not isinstance(v.type, ArrayType) else
+              np.broadcast_to(env[v.id], (h.lanes,) + np.shape(env[v.id])) for v in op.operands]
     types = [v.type for v in op.operands]
     for lane in np.nonzero(mask)[0]:
         strings = format_print(op.attrs["parts"], values, int(lane), types)
@@ -356,7 +362,8 @@ HOST_RULES: dict[str, Callable] = {
     "floordiv": _floordiv, "mod": _floordiv, "const": _const, "undef": _undef,
     "entry_mask": _entry_mask, "any": _any, "global_array": _global_array,
     "array_dim": _array_dim, "local_array": _local_array, "load": _load, "store": _store,
-    "intrinsic": _intrinsic, "print": _print, "check": _check, "if": _if, "while": _while,
+    "intrinsic": _intrinsic, "array": array_rule, "array_store": array_store_rule,
+    "print": _print, "check": _check, "if": _if, "while": _while,
 }
 
 

@@ -29,6 +29,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .binding import parameter_names
+from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
@@ -57,7 +58,7 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, CallMixin, ExprMixin):
+class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -65,6 +66,10 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         self.region = Region()
         self.entry_ops: list[Op] = []
         self.globals_cache: dict[int, Value] = {}
+        #: arrays bound by reference (arguments, captured arrays): never joined by value
+        self.array_refs: set[int] = set()
+        #: per-lane arrays whose size is not a constant -> where they were made
+        self.unknown_shapes: dict[int, tuple[Loc, list[str]]] = {}
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0
@@ -104,6 +109,9 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         env = {name: self.param_tree(name, t, loc, params, param_names)
                for name, t in zip(names, param_types)}
         self.param_names_by_id = {p.id: n for p, n in zip(params, param_names)}
+        for name, value in (SHAPE_VALUES.get() or {}).items():
+            # a uniform int the shapes of per-lane arrays depend on: a constant here
+            env[name] = self.const(value, loc, env[name].type)
         self.call_stack.append(self.root.pyfunc)
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body
@@ -213,12 +221,19 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
         if isinstance(value, tuple):
             return tuple(self.shape_of(name, v, loc) for v in value)
         if isinstance(value, Value):
+            if isinstance(value.type, ArrayType) and not self.is_array_ref(value):
+                return value.type  # a per-lane array value: joined by a select
             return value if isinstance(value.type, ArrayType) else value.type
         return value
 
     def join_shapes(self, name: str, a, b, loc_a: Loc, loc_b: Loc):
         if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
             return tuple(self.join_shapes(name, x, y, loc_a, loc_b) for x, y in zip(a, b))
+        if isinstance(a, Type) != isinstance(b, Type):
+            # an argument array on one path, a per-lane array value on another (h = x
+            # before a loop that computes h): both join as values
+            a, b = (s.type if isinstance(s, Value) and isinstance(s.type, ArrayType)
+                    and s.type.shape is not None else s for s in (a, b))
         if isinstance(a, Type) and isinstance(b, Type):
             t = join(a, b)
             if t is not None:
@@ -231,6 +246,10 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
                 f"depending on which operand it yields; hydra needs one type", loc_b,
                 hint="give both values one type, e.g. bool(a) and bool(b)")
         shown = name.lstrip("$") if not name.startswith("$retval") else "the return value"
+        if not SHAPED.get() and any(isinstance(s, ArrayType) or isinstance(s, Value) and
+                                    isinstance(s.type, ArrayType) for s in (a, b)):
+            # maybe per-lane array values whose shapes are not known yet: try with shapes
+            raise NeedShapes(f"'{shown}' needs array shapes", loc_b)
         if all(isinstance(s, Value) and isinstance(s.type, ArrayType) for s in (a, b)):
             raise CompileError(
                 f"'{shown}' is {self.describe_shape(a)} on one path and "
@@ -253,6 +272,8 @@ class Builder(LoopMixin, CallMixin, ExprMixin):
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(s, Value):
             return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
+        if isinstance(s, ArrayType):
+            return f"an {s}"
         return self.describe(s)
 
     def leaves_as(self, value, shape, loc: Loc) -> list[Value]:

@@ -15,6 +15,8 @@ from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
                      promote, scalar)
+from ..ir.core import LANE_ARRAY_FNS
+from .arrayops import ArrayMethod, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
@@ -67,9 +69,15 @@ class CallMixin:
         fn = callee.obj
         if fn is print:
             return self.call_print(node, loc)
+        if isinstance(fn, ArrayMethod):
+            args = [self.expr(a) for a in node.args]
+            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
-        args = [self.expr(a) for a in node.args]
+        arrays_of = fn in (np.concatenate, np.stack)  # np.stack([a, b]): a list of arrays
+        args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
+                else self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
@@ -84,12 +92,17 @@ class CallMixin:
             return self.call_cast(scalar(fn), args, kwargs, loc)
         if module == "math" or isinstance(fn, np.ufunc) or module.startswith("numpy"):
             return self.call_math(fn, fname, args, kwargs, loc)
+        if getattr(fn, "__hydra_array_op__", None) is not None:
+            return self.call_array_layer(fn, args, kwargs, loc)
         if isinstance(fn, pytypes.FunctionType):
             return self.call_inline(fn, args, kwargs, loc)
         raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
 
     def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
         entry = intrinsics.INTRINSICS[name]
+        if name in LANE_ARRAY_FNS and args and is_array(args[0]) and not kwargs \
+                and len(args) == entry.nargs:
+            return self.call_lane_reduction(name, args, loc)
         if kwargs or len(args) != entry.nargs:
             raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)
         for a in args:
@@ -127,6 +140,8 @@ class CallMixin:
             if isinstance(a, tuple):
                 return self.const(len(a), loc)
             if isinstance(a, Value) and isinstance(a.type, ArrayType):
+                if a.type.shape:
+                    return self.const(a.type.shape[0], loc)
                 return self.emit("array_dim", [a], WEAK_INT, loc, {"axis": 0})
             raise CompileError(f"len() of {self.describe(a)} is not supported", loc)
         if fn in (min, max):
@@ -143,6 +158,8 @@ class CallMixin:
         if len(args) != 1:
             raise CompileError(f"{fn.__name__}() takes one argument here", loc)
         (a,) = args
+        if fn is abs and is_array(a):
+            return self.array_op("abs", [a], loc)
         if not isinstance(a, Value) or not isinstance(a.type, ScalarType):
             raise CompileError(f"{fn.__name__}() of {self.describe(a)} is not supported", loc)
         if fn is abs:
@@ -174,6 +191,9 @@ class CallMixin:
         from_numpy = fn.__module__ != "math" if hasattr(fn, "__module__") else True
         if fname in ("zeros", "empty", "ones", "full") and from_numpy:
             return self.call_local_array(fname, args, kwargs, loc)
+        if from_numpy and self.wants_array_call(fname, args, kwargs):
+            return self.call_numpy_array(fname, args, kwargs, loc,
+                                         getattr(fn, "__module__", None) or "numpy")
         name = _NUMPY_ALIASES.get(fname, fname)
         if name in ("abs", "min", "max"):
             return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)
@@ -209,8 +229,12 @@ class CallMixin:
             if len(args) < 2:
                 raise CompileError("np.full() needs a shape and a fill value", loc)
             fill = self.constant_value(args[1])
-            if fill is None:
-                raise CompileError("np.full() in a kernel needs a constant fill value", loc)
+            if dtype_arg is None and isinstance(args[1], Value):
+                dtype_arg = Meta(args[1].type.strong().dtype.type)  # NumPy: the fill's type
+            if fill is None:  # a computed (maybe per-lane) fill value: an array op
+                return self.array_op("full", [args[1]], loc, shape=tuple(
+                    self._static_int(d, "np.full()'s shape", loc) for d in shape),
+                    dtype=self._dtype(dtype_arg, loc))
         if kwargs:
             raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
         dtype = FLOAT64 if dtype_arg is None else self.scalar_type_of(
@@ -228,8 +252,16 @@ class CallMixin:
                 raise CompileError(f"np.{fname}(): negative dimension {size}", loc,
                                    hint="the size of a per-lane array must be >= 0")
             dims.append(self.coerce(d, INT64, loc))
-        return self.emit("local_array", dims, ArrayType(dtype, len(dims)), loc,
-                         {"dtype": dtype.name, "fill": fill})
+        sizes = [self.constant_value(d) for d in dims]
+        shape = tuple(int(s) for s in sizes) if None not in sizes else None
+        out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
+                        {"dtype": dtype.name, "fill": fill})
+        if shape is None:
+            given = args[0] if isinstance(args[0], tuple) else (args[0],)
+            params = [self.param_names_by_id[d.id] for d in given
+                      if isinstance(d, Value) and d.id in self.param_names_by_id]
+            self.unknown_shapes[out.id] = (loc, params)
+        return out
 
     def call_print(self, node: ast.Call, loc: Loc) -> None:
         operands: list[Value] = []
@@ -267,9 +299,12 @@ class CallMixin:
             return ("str", value.obj)
         if isinstance(value, tuple):
             return ("tuple", [self.print_value(v, operands, loc) for v in value])
-        if isinstance(value, Value) and isinstance(value.type, ScalarType):
-            operands.append(value)
+        if isinstance(value, Value) and (isinstance(value.type, ScalarType) or is_array(value)
+                                         and value.type.shape is not None):
+            operands.append(value)  # a per-lane array prints as NumPy prints it
             return ("val", len(operands) - 1)
+        if is_array(value):
+            raise NeedShapes("printing an array needs its shape", loc)
         raise CompileError(f"cannot print {self.describe(value)}", loc)
 
     def call_inline(self, fn, args, kwargs, loc: Loc):

@@ -63,7 +63,8 @@ def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
             _check_size(parsed, node, callee.__name__)
         callee = getattr(callee, "__hydra_kernel__", callee)
         if not isinstance(callee, pytypes.FunctionType) \
-                or hasattr(callee, "__hydra_intrinsic__"):
+                or hasattr(callee, "__hydra_intrinsic__") \
+                or hasattr(callee, "__hydra_array_op__"):  # hydra.nn.conv2d: an array op
             continue
         if callee in stack:
             raise CompileError(f"recursive call to {callee.__name__} is not supported",

@@ -15,6 +15,7 @@ from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
                      Type, promote, scalar, typeof_python)
+from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
 from .subset import EXPRESSIONS
 
@@ -202,7 +203,10 @@ class ExprMixin:
                 if problem:
                     raise CompileError(f"the captured array '{name}' {problem[0]}", loc,
                                        hint=problem[1].format(name=name))
+                if SHAPED.get():  # whole-array operations need its shape
+                    t = ArrayType(t.dtype, t.ndim, tuple(obj.shape))
                 v = self.emit("global_array", [], t, loc, {"array": obj, "name": name}, name=name)
+                self.array_refs.add(v.id)
                 # Captured arrays are made once, at the top, where every region sees them.
                 self.entry_ops.append(self.region.ops.pop())
                 self.globals_cache[key] = v
@@ -216,10 +220,13 @@ class ExprMixin:
     def expr_constant(self, node: ast.Constant):
         if isinstance(node.value, (bool, int, float)):
             return self.const(node.value, self.loc(node))
-        if node.value is None or isinstance(node.value, str):
+        if node.value is None or node.value is Ellipsis or isinstance(node.value, str):
             return Meta(node.value)
         raise CompileError(f"constants of type {type(node.value).__name__} are not supported",
                            self.loc(node))
+
+    def expr_slice(self, node: ast.Slice):
+        raise CompileError("a slice is only supported inside an index: a[i:j]", self.loc(node))
 
     def expr_name(self, node: ast.Name):
         return self.lookup(node.id, self.loc(node))
@@ -246,6 +253,9 @@ class ExprMixin:
                            loc)
 
     def array_attribute(self, array: Value, attr: str, loc: Loc):
+        special = self.array_attribute_value(array, attr, loc)
+        if special is not None:
+            return special
         dims = tuple(self.emit("array_dim", [array], WEAK_INT, loc, {"axis": k})
                      for k in range(array.type.ndim))
         if attr == "shape":
@@ -269,6 +279,8 @@ class ExprMixin:
 
     def binop(self, op: ast.operator, a, b, loc: Loc) -> Value:
         name = _BINOPS.get(type(op))
+        if isinstance(op, ast.MatMult):
+            return self.array_op("matmul", [a, b], loc)
         if name is None:
             raise CompileError(f"operator {type(op).__name__} is not supported", loc)
         if isinstance(a, tuple) and isinstance(b, tuple) and name == "add":
@@ -276,6 +288,8 @@ class ExprMixin:
         return self.arith(name, a, b, loc)
 
     def arith(self, name: str, a, b, loc: Loc) -> Value:
+        if is_array(a) or is_array(b):
+            return self.array_arith(name, a, b, loc)
         for v in (a, b):
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"unsupported operand for {_SYMBOL.get(name, name)}: "
@@ -338,6 +352,8 @@ class ExprMixin:
         v = self.value(node.operand) if not isinstance(v, Value) else v
         if isinstance(node.op, ast.UAdd):
             return v
+        if is_array(v):
+            return self.array_unary("neg" if isinstance(node.op, ast.USub) else "invert", v, loc)
         t = v.type
         if t.kind == "b" and isinstance(node.op, ast.Invert):
             return self.emit("not", [v], BOOL, loc)  # NumPy: ~ of a bool is logical not
@@ -371,6 +387,8 @@ class ExprMixin:
                              lambda: self.const(False, loc), loc)
 
     def compare(self, name: str, a, b, loc: Loc) -> Value:
+        if is_array(a) or is_array(b):
+            return self.array_arith(name, a, b, loc)
         for v in (a, b):
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
@@ -476,9 +494,13 @@ class ExprMixin:
         return base, self.indices(base, node.slice, loc)
 
     def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
-        if isinstance(index, ast.Slice):
-            raise CompileError("slices are not supported; index one element at a time", loc)
-        raw = self.expr(index)
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice) else self.expr(p)
+                    for p in parts)
+        raw = raw if isinstance(index, ast.Tuple) else raw[0]
+        whole = self.array_index(array, raw, loc)
+        if whole is not None:
+            return whole
         items = list(raw) if isinstance(raw, tuple) else [raw]
         if len(items) != array.type.ndim:
             raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
@@ -521,9 +543,15 @@ class ExprMixin:
         return self.load(base, self.indices(base, node.slice, loc), loc)
 
     def load(self, array: Value, indices: list[Value], loc: Loc) -> Value:
+        if isinstance(indices, ArrayIndex):
+            return self.array_load(array, indices, loc)
         return self.emit("load", [array, *indices], array.type.dtype, loc)
 
     def store(self, array: Value, indices: list[Value], value, loc: Loc) -> None:
+        if isinstance(indices, ArrayIndex) or is_array(value):
+            if not isinstance(indices, ArrayIndex):
+                indices = ArrayIndex((("int",),) * len(indices), indices)
+            return self.array_store(array, indices, value, loc)
         if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
             raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
         value = self.coerce(value, array.type.dtype, loc)

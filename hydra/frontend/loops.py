@@ -14,6 +14,7 @@ import ast
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
 from ..types import BOOL, ScalarType, Type, join
+from .arrayops import is_array
 from .common import Meta, Partial, assigned_names, has_return, loop_exits
 
 
@@ -29,6 +30,12 @@ class LoopMixin:
 
     def stmt_for(self, node: ast.For) -> None:
         loc = self.loc(node)
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and it.func.id == "range"):
+            array = self.expr(it)
+            if is_array(array):
+                return self.for_rows(node, array, loc)
         start, stop, step = self.range_args(node.iter)
         counter = f"$i{self.frame.prefix}.{self.fresh()}"
         self.frame.env[counter] = start
@@ -56,9 +63,29 @@ class LoopMixin:
             self.store_target(node.target, i)
             self.frame.env[counter] = self.emit("add", [i, step], i.type, loc)
 
+        first, last = self.constant_value(start), self.constant_value(stop)
+        once = None not in (first, last, step_const) and (
+            first < last if step_const > 0 else first > last)
         self.build_loop(node.body, loc, cond, before_body, extra_carried=[counter],
-                        assigns=assigned_names([node]))
+                        assigns=assigned_names([node]), runs_once=once)
         del self.frame.env[counter]
+
+    def for_rows(self, node: ast.For, array, loc: Loc) -> None:
+        """``for row in a``: ``for k in range(len(a)): row = a[k]`` (a's leading axis)."""
+        name = f"$rows{self.frame.prefix}.{self.fresh()}"
+        k = f"$row{self.frame.prefix}.{self.fresh()}"
+        self.frame.env[name] = array
+        n = self.array_attribute(array, "shape", loc)[0]
+        self.frame.env[k + ".n"] = n
+
+        def at(x):
+            return ast.copy_location(x, node.iter)
+        row = at(ast.Assign([node.target], at(ast.Subscript(
+            at(ast.Name(name, ast.Load())), at(ast.Name(k, ast.Load())), ast.Load()))))
+        rng = at(ast.Call(at(ast.Name("range", ast.Load())),
+                          [at(ast.Name(k + ".n", ast.Load()))], []))
+        self.stmt_for(ast.copy_location(ast.For(at(ast.Name(k, ast.Store())), rng,
+                                                [row, *node.body], []), node))
 
     def range_args(self, it: ast.expr) -> tuple[Value, Value, Value]:
         loc = self.loc(it)
@@ -89,9 +116,11 @@ class LoopMixin:
         return tuple(self.coerce(a, t, loc) for a in args)  # type: ignore[return-value]
 
     def build_loop(self, body: list[ast.stmt], loc: Loc, cond_fn, before_body,
-                   extra_carried: list[str] = (), assigns: list[str] | None = None) -> None:
+                   extra_carried: list[str] = (), assigns: list[str] | None = None,
+                   runs_once: bool = False) -> None:
         """Emit a ``while`` op: carried variables found syntactically, their types by a
-        fixpoint over retranslations of the loop."""
+        fixpoint over retranslations of the loop.  ``runs_once``: the body surely runs
+        (``range(c)`` with a constant c > 0), so what it assigns is defined after it."""
         frame = self.frame
         has_break, has_continue = loop_exits(body)
         tag = frame.prefix + "." + self.fresh()
@@ -162,7 +191,7 @@ class LoopMixin:
                 frame.env[n] = value
                 if isinstance(value, Value) and not n.startswith("$"):
                     value.name = n
-                if n not in entry_env and not n.startswith("$"):
+                if n not in entry_env and not n.startswith("$") and not runs_once:
                     frame.partial[n] = Partial(self.value_loc(value, loc), loc)
             if brk:
                 del frame.env[brk]

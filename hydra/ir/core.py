@@ -83,6 +83,12 @@ OPCODES: dict[str, OpInfo] = {
     "load": OpInfo("array[indices] (one index per axis); out of bounds raises", traps=True),
     "store": OpInfo("array[indices] = value (one index per axis)", effect=True, traps=True,
                     results=0),
+    "array": OpInfo("a NumPy operation fn on whole arrays (SPEC section 8) with its static "
+                    "arguments params; hydra.batching has its per-lane definition and its "
+                    "batching rule", attrs=("fn", "params")),
+    "array_store": OpInfo("array[index] = value for sub-arrays (params: the static index; "
+                          "the int operands after the value fill its dynamic places)",
+                          effect=True, traps=True, results=0, attrs=("fn", "params")),
     "intrinsic": OpInfo("a lane intrinsic from hydra.intrinsics, whose table entry gives "
                         "its arity, result and facts", attrs=("name",), results=None),
     "print": OpInfo("print per active lane in lane order", effect=True, results=0,
@@ -112,6 +118,13 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
                             "until it meets a type (frontend constant folding)"),
 }
 
+
+#: array ops that reduce over the active lanes (lanesum of an array, ...): cross-lane
+LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "laneany", "laneall",
+                            "broadcast", "shuffle", "rotate", "prefixsum", "lanesum_outer"})
+
+#: array ops worth running on the active lanes' rows only (products, convolutions)
+HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
 
 _ids = itertools.count()
 
@@ -170,24 +183,31 @@ class Op:
             return self.results[0].type.kind != "f"
         if self.opcode == "intrinsic":
             return INTRINSICS[self.attrs["name"]].traps
+        if self.opcode == "array":  # a gather at computed indices checks its bounds
+            return self.attrs["fn"] == "getitem" and len(self.operands) > 1
         return OPCODES[self.opcode].traps
 
     @property
     def cross_lane(self) -> bool:
         """Reads (or writes for) other lanes: a sync point, run with all lanes at once."""
+        if self.opcode == "array":
+            return self.attrs["fn"] in LANE_ARRAY_FNS
         return self.opcode == "intrinsic" and INTRINSICS[self.attrs["name"]].cross_lane
 
     @property
     def needs_mask(self) -> bool:
         """Must carry the mask of the lanes that run it after linearize (so inactive
         lanes never write, raise, or take part in a cross-lane op); the verifier checks
-        what linearize guarantees by this same rule."""
-        return self.effect or self.traps or self.cross_lane
+        what linearize guarantees by this same rule.  A heavy array operation (a
+        product, a convolution) carries it too: the host runs it on the active lanes'
+        rows only where few lanes are active (compaction, SPEC section 8)."""
+        return self.effect or self.traps or self.cross_lane or (
+            self.opcode == "array" and self.attrs["fn"] in HEAVY_ARRAY_FNS)
 
     @property
     def written_array(self) -> Value | None:
         """The array this op writes, if any."""
-        if self.opcode == "store":
+        if self.opcode in ("store", "array_store"):
             return self.operands[0]
         if self.opcode == "intrinsic" and self.effect:
             return self.operands[INTRINSICS[self.attrs["name"]].params.index("a")]

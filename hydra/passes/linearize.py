@@ -109,7 +109,7 @@ class _Linearizer:
             if a is b:
                 self.subst[r.id] = a
                 continue
-            if isinstance(r.type, ArrayType):
+            if isinstance(r.type, ArrayType) and r.type.shape is None:
                 raise CompileError(
                     f"'{r.name or 'this variable'}' holds a different array on different lanes "
                     f"after this if", loc, hint="choose between arrays with a uniform condition")

@@ -72,7 +72,7 @@ def _fold_bool(op: Op, consts: dict):
                 return absorbing if bool(known[i]) == absorbing else ops[1 - i]
     if op.opcode == "select" and known[0] is not None:
         return ops[1] if known[0] else ops[2]
-    if op.opcode == "select" and op.result.type.kind == "b":
+    if op.opcode == "select" and getattr(op.result.type, "kind", None) == "b":
         if known[1] is True and known[2] is False:  # c ? True : False is c
             return ops[0]
     return None

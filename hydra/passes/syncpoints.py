@@ -47,7 +47,7 @@ def find_sync_points(fn: Function) -> Function:
     for op in ops:
         reason = None
         if op.cross_lane:
-            reason = f"cross-lane {op.attrs['name']}"
+            reason = f"cross-lane {op.attrs.get('name') or op.attrs['fn']}"
         elif op.opcode == "print":
             reason = "print in lane order"
         elif op.opcode in ("load", "store") and op.operands[0].id in shared_hazard:

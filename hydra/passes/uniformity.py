@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
-from ..ir.core import Function, Op, Region, Value
+from ..batching import FRESH
+from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
@@ -85,6 +86,12 @@ def _op(op: Op) -> bool:
         entry = INTRINSICS[op.attrs["name"]]
         if op.results:
             changed |= _mark(op.result, entry.varying([v.varying for v in op.operands]))
+    elif op.opcode == "array":
+        fn = op.attrs["fn"]
+        if fn not in LANE_ARRAY_FNS:
+            changed |= _mark(op.result, inputs or fn in FRESH)
+        elif fn in INTRINSICS:  # shuffle, rotate, prefixsum of arrays: per lane
+            changed |= _mark(op.result, INTRINSICS[fn].varying([v.varying for v in op.operands]))
     elif op.opcode in _ALWAYS_UNIFORM:
         pass
     elif op.opcode in _ALWAYS_VARYING:
@@ -101,6 +108,8 @@ def _check_uniform_operands(fn: Function) -> None:
         if op.opcode == "local_array" and any(v.varying for v in op.operands):
             raise CompileError("the size of a per-lane array must be the same on every lane",
                                op.loc, hint="use the largest size every lane needs")
-        rule = INTRINSICS[op.attrs["name"]].uniform if op.opcode == "intrinsic" else None
+        rule = INTRINSICS[op.attrs["name"]].uniform if op.opcode == "intrinsic" else \
+            INTRINSICS[op.attrs["fn"]].uniform if op.opcode == "array" \
+            and op.attrs["fn"] in INTRINSICS else None
         if rule is not None and op.operands[rule[0]].varying:
             raise CompileError(rule[1], op.loc, hint=rule[2])

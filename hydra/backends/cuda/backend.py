@@ -30,6 +30,7 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from .. import PROTOCOLS
+from ..hostarrays import refuse_array_ops
 from . import launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
@@ -130,6 +131,7 @@ class CudaBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
+        refuse_array_ops(fn, "cuda")
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
@@ -150,6 +152,7 @@ class CudaBackend:
         without it, the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
+        refuse_array_ops(fn, "cuda")
         choice = choose(fn, structured, options)
         if stage == "numba":
             if choice.one is not None:

@@ -1,0 +1,317 @@
+"""Per-lane arrays (SPEC section 8): each whole-array operation's per-lane definition,
+its shape rule and its batching rule.
+
+A per-lane ("varying") array of per-lane shape S is stored lane axis first, ``[N, *S]``;
+a uniform array is one array of shape S; a varying number is ``[N]``.  ``PER_LANE`` maps
+an ``array`` op's ``fn`` to the NumPy code of one lane (``f(*operands, **params)``): it
+is the semantics, the shape and dtype rule (``result_type`` runs it on placeholder
+arrays at compile time, as ``jax.eval_shape`` does) and the fallback batching rule (a
+loop over the lanes).  ``BATCH`` maps ``fn`` to its batching rule
+``rule(f, args, vary, n, out, params)``, following JAX's ``batching.py``: it sees which
+operands vary and computes the result for all N lanes in one NumPy/BLAS call.  An op
+whose operands are all uniform is computed once, by ``f`` itself, and needs no rule.
+The rule that matters most: ``U @ x`` with a uniform matrix and per-lane vectors is
+``X @ U.T``, one GEMM over the lanes, never N matrix-vector products.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .types import ArrayType, Type, scalar
+
+# --- per-lane definitions -------------------------------------------------------------
+
+_UFUNCS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
+    "lshift": np.left_shift, "rshift": np.right_shift, "bitand": np.bitwise_and,
+    "bitor": np.bitwise_or, "bitxor": np.bitwise_xor, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+    "neg": np.negative, "invert": np.invert, "not": np.logical_not,
+    "maximum": np.maximum, "minimum": np.minimum, "where": np.where, "clip": np.clip,
+}
+#: NumPy math functions hydra takes on arrays, elementwise
+MATH_UFUNCS = ("tanh", "exp", "log", "sqrt", "abs", "absolute", "sin", "cos", "tan", "arcsin",
+               "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh", "exp2",
+               "expm1", "log1p", "log2", "log10", "floor", "ceil", "trunc", "rint", "square",
+               "sign", "isnan", "isinf", "isfinite", "logical_not", "negative", "reciprocal",
+               "arctan2", "hypot", "power", "fmax", "fmin", "logaddexp", "logical_and",
+               "logical_or", "logical_xor", "copysign", "cbrt", "fabs")
+_UFUNCS.update({name: getattr(np, name) for name in MATH_UFUNCS})
+ELEMENTWISE = frozenset({*_UFUNCS, "astype"})
+REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
+#: results that are a lane's own new array even from uniform operands (writes stay private)
+FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy",
+                   "full"})
+
+
+def index_tuple(spec, ints) -> tuple:
+    """The index of a static spec (``("int",)``, ``("slice", a, b, c)``, ``("none",)``,
+    ``("ellipsis",)``) with its ``("int",)`` places taken from ``ints`` in order."""
+    ints = iter(ints)
+    out = []
+    for item in spec:
+        kind = item[0]
+        out.append(next(ints) if kind == "int" else slice(*item[1:]) if kind == "slice"
+                   else None if kind == "none" else Ellipsis)
+    return tuple(out)
+
+
+def conv2d(x, w, b=None, stride=1, padding=0):
+    """Cross-correlation of images ``[..., C, H, W]`` with ``w [O, C, kh, kw]``, zero
+    padding, as PyTorch: an im2col (a strided window view) and one tensordot (a GEMM)."""
+    if padding:
+        pad = [(0, 0)] * (x.ndim - 2) + [(padding, padding)] * 2
+        x = np.pad(x, pad)
+    kh, kw = w.shape[2], w.shape[3]
+    cols = sliding_window_view(x, (kh, kw), axis=(-2, -1))[..., ::stride, ::stride, :, :]
+    # cols: [..., C, Ho, Wo, kh, kw]; contract C, kh, kw with w's last three axes
+    c = x.ndim - 3
+    out = np.tensordot(cols, w, axes=([c, c + 3, c + 4], [1, 2, 3]))  # [..., Ho, Wo, O]
+    out = np.moveaxis(out, -1, -3)
+    if b is not None:
+        out = out + b[:, None, None]
+    return out
+
+
+def max_pool2d(x, k, stride=None):
+    """Max over ``k x k`` windows of the last two axes, stride ``k`` unless given."""
+    s = k if stride is None else stride
+    return sliding_window_view(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :].max(axis=(-2, -1))
+
+
+def _reduce(name):
+    fn = getattr(np, name)
+
+    def reduce(a, axis=None, keepdims=False):
+        return fn(a, axis=axis, keepdims=keepdims)
+    return reduce
+
+
+PER_LANE: dict[str, Callable] = {
+    **_UFUNCS,
+    **{name: _reduce(name) for name in REDUCTIONS},
+    "astype": lambda a, dtype: np.asarray(a).astype(dtype),
+    "matmul": np.matmul, "dot": np.dot, "outer": np.outer,
+    "transpose": lambda a: np.transpose(a),
+    "reshape": lambda a, shape: np.reshape(a, shape),
+    "copy": lambda a: np.array(a, copy=True),
+    "getitem": lambda a, *ints, index: a[index_tuple(index, ints)],
+    "concatenate": lambda *arrays, axis=0: np.concatenate(arrays, axis=axis),
+    "stack": lambda *arrays, axis=0: np.stack(arrays, axis=axis),
+    "zeros_like": lambda a, dtype=None: np.zeros_like(a, dtype=dtype),
+    "ones_like": lambda a, dtype=None: np.ones_like(a, dtype=dtype),
+    "empty_like": lambda a, dtype=None: np.zeros_like(a, dtype=dtype),
+    "full_like": lambda a, v, dtype=None: np.full_like(a, v, dtype=dtype),
+    "arange": lambda start, stop, step, dtype: np.arange(start, stop, step, dtype=dtype),
+    "full": lambda v, shape, dtype: np.full(shape, v, dtype=dtype),
+    "einsum": lambda *ops, subscripts: np.einsum(subscripts, *ops),
+    "tensordot": lambda a, b, axes=2: np.tensordot(a, b, axes),
+    "pad": lambda a, pad_width: np.pad(a, pad_width),
+    "conv2d": conv2d, "max_pool2d": max_pool2d,
+}
+
+# --- the shape rule ---------------------------------------------------------------------
+
+
+def placeholder(t: Type, weak: bool):
+    """A value of type ``t`` for running a per-lane definition at compile time."""
+    if isinstance(t, ArrayType):
+        return np.ones(t.shape, t.dtype.dtype)
+    if weak and t.weak:
+        return {"b": True, "i": 1, "f": 1.0}[t.kind]
+    return t.dtype.type(1)
+
+
+def result_type(fn: str, types: list[Type], params: dict) -> Type:
+    """The type of ``fn``'s result: NumPy's own rules (shapes, broadcasting, NEP 50
+    promotion) applied to placeholders.  NumPy's errors propagate to the caller."""
+    args = [placeholder(t, True) for t in types]
+    if fn == "getitem":  # index 0 fits every axis that is not empty
+        args = args[:1] + [np.int64(0) for _ in args[1:]]
+    with np.errstate(all="ignore"):
+        out = PER_LANE[fn](*args, **params)
+    out = np.asarray(out) if not isinstance(out, np.generic) else out
+    dt = scalar(out.dtype)
+    if isinstance(out, np.generic):
+        return dt
+    return ArrayType(dt, out.ndim, tuple(out.shape))
+
+
+# --- batching rules -------------------------------------------------------------------
+
+def _lane_args(args, vary, i):
+    return [a[i] if v else a for a, v in zip(args, vary)]
+
+
+def loop_rule(f, args, vary, n, out, params):
+    """The fallback rule: the per-lane definition once per lane, stacked."""
+    return np.stack([np.asarray(f(*_lane_args(args, vary, i), **params)) for i in range(n)])
+
+
+def _align(a, r: int, n: int):
+    """A varying operand ``[N, *s]`` as ``[N, 1.., *s]`` of rank 1 + r, so that NumPy's
+    right-aligned broadcasting against uniform operands works per lane."""
+    a = np.asarray(a)
+    return a.reshape((n,) + (1,) * (r - (a.ndim - 1)) + a.shape[1:])
+
+
+def elementwise_rule(f, args, vary, n, out, params):
+    r = out.ndim if isinstance(out, ArrayType) else 0
+    r = max([r] + [np.ndim(a) - 1 for a, v in zip(args, vary) if v])
+    return f(*[_align(a, r, n) if v else a for a, v in zip(args, vary)], **params)
+
+
+def _shift_axis(axis, nd: int):
+    if axis is None:
+        return tuple(range(1, nd + 1))
+    if isinstance(axis, tuple):
+        return tuple(a + 1 if a >= 0 else a for a in axis)
+    return axis + 1 if axis >= 0 else axis
+
+
+def reduction_rule(f, args, vary, n, out, params):
+    (a,) = args
+    nd = a.ndim - 1
+    axis = params.get("axis")
+    keep = params.get("keepdims", False)
+    if f is PER_LANE["argmax"] or f is PER_LANE["argmin"]:
+        if axis is None:
+            if keep:
+                return loop_rule(f, args, vary, n, out, params)
+            return f(a.reshape(n, -1), axis=1)
+    return f(a, axis=_shift_axis(axis, nd), keepdims=keep)
+
+
+def matmul_rule(f, args, vary, n, out, params):
+    a, b = args
+    va, vb = vary
+    da, db = np.ndim(a) - va, np.ndim(b) - vb
+    if da == 0 or db == 0:
+        return elementwise_rule(np.multiply, args, vary, n, out, {})
+    if va and not vb:
+        return np.matmul(a, b)  # [N, k] @ [k, p], [N, m, k] @ [k, p]: lanes are rows
+    if vb and not va:
+        if db == 1:
+            return np.matmul(b, a.T) if da == 2 else np.matmul(b, a)  # one GEMM: X @ U.T
+        if da <= 2 and db == 2:
+            return np.matmul(a, b)
+    if va and vb and da <= 2 and db <= 2:
+        if da == 1 and db == 1:
+            return np.einsum("nk,nk->n", a, b)
+        if da == 2 and db == 1:
+            return np.matmul(a, b[:, :, None])[:, :, 0]
+        if da == 1 and db == 2:
+            return np.matmul(a[:, None, :], b)[:, 0, :]
+        return np.matmul(a, b)
+    return loop_rule(f, args, vary, n, out, params)
+
+
+def outer_rule(f, args, vary, n, out, params):
+    a, b = (x.reshape(n, -1) if v else np.ravel(x) for x, v in zip(args, vary))
+    a = a[:, :, None] if vary[0] else a[None, :, None]
+    b = b[:, None, :] if vary[1] else b[None, None, :]
+    return a * b
+
+
+def transpose_rule(f, args, vary, n, out, params):
+    (a,) = args
+    nd = a.ndim - 1
+    return np.transpose(a, (0,) + tuple(range(nd, 0, -1)))
+
+
+def reshape_rule(f, args, vary, n, out, params):
+    return np.reshape(args[0], (n,) + out.shape)
+
+
+def _to_lanes(args, vary, n):
+    return [a if v else np.broadcast_to(a, (n,) + np.shape(a)) for a, v in zip(args, vary)]
+
+
+def join_rule(f, args, vary, n, out, params):
+    axis = params.get("axis", 0)
+    arrays = _to_lanes(args, vary, n)
+    axis = axis + 1 if axis >= 0 else axis
+    return (np.concatenate if f is PER_LANE["concatenate"] else np.stack)(arrays, axis=axis)
+
+
+def conv_rule(f, args, vary, n, out, params):
+    if any(vary[1:]):
+        return loop_rule(f, args, vary, n, out, params)
+    return conv2d(*args, **params)  # x [N, C, H, W]: one im2col and one GEMM for all lanes
+
+
+def pool_rule(f, args, vary, n, out, params):
+    return max_pool2d(*args, **params)
+
+
+def einsum_rule(f, args, vary, n, out, params):
+    """One einsum for all lanes: a fresh index letter for the lane axis of each varying
+    operand, first in the output."""
+    spec = params["subscripts"].replace(" ", "")
+    ins, _, result = spec.partition("->")
+    ins = ins.split(",")
+    if not _:
+        letters = "".join(ins)
+        result = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    lane = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
+                if c not in spec)
+    ins = [lane + s if v else s for s, v in zip(ins, vary)]
+    return np.einsum(f"{','.join(ins)}->{lane}{result}", *args)
+
+
+def tensordot_rule(f, args, vary, n, out, params):
+    a, b = args
+    axes = params.get("axes", 2)
+    if vary[0] and vary[1]:
+        return loop_rule(f, args, vary, n, out, params)
+    if isinstance(axes, int):
+        axes = (tuple(range(np.ndim(a) - vary[0] - axes, np.ndim(a) - vary[0])),
+                tuple(range(axes)))
+    axes = tuple((x,) if isinstance(x, int) else tuple(x) for x in axes)
+    shift = [tuple(x + 1 if x >= 0 else x for x in ax) if v else ax
+             for ax, v in zip(axes, vary)]
+    res = np.tensordot(a, b, (shift[0], shift[1]))
+    if vary[1]:  # the lane axis sits after a's free axes: move it to the front
+        res = np.moveaxis(res, np.ndim(a) - len(axes[0]), 0)
+    return res
+
+
+def pad_rule(f, args, vary, n, out, params):
+    return np.pad(args[0], ((0, 0),) + tuple(params["pad_width"]))
+
+
+BATCH: dict[str, Callable] = {
+    **{name: elementwise_rule for name in ELEMENTWISE},
+    **{name: reduction_rule for name in REDUCTIONS},
+    "matmul": matmul_rule, "dot": matmul_rule, "outer": outer_rule,
+    "transpose": transpose_rule, "reshape": reshape_rule,
+    "copy": lambda f, args, vary, n, out, params: np.array(args[0], copy=True),
+    "concatenate": join_rule, "stack": join_rule,
+    "conv2d": conv_rule, "max_pool2d": pool_rule,
+    "einsum": einsum_rule, "tensordot": tensordot_rule, "pad": pad_rule,
+    "full": lambda f, args, vary, n, out, params: np.broadcast_to(
+        np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),
+}
+
+
+def batched(fn: str, args: list, vary: list[bool], n: int, out: Type, params: dict):
+    """``fn`` over all ``n`` lanes: its result as a varying value (``[N, *S]``) when any
+    operand varies or the op makes fresh arrays, else as one uniform value."""
+    f = PER_LANE[fn]
+    if not any(vary):
+        value = f(*args, **params)
+        if fn in FRESH:
+            value = np.broadcast_to(value, (n,) + np.shape(value)).copy()
+        return _typed(value, out)
+    return _typed(BATCH.get(fn, loop_rule)(f, args, vary, n, out, params), out)
+
+
+def _typed(value, out: Type):
+    dtype = out.dtype.dtype if isinstance(out, ArrayType) else out.dtype
+    value = np.asarray(value)
+    return value if value.dtype == dtype else value.astype(dtype)

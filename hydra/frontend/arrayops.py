@@ -1,0 +1,376 @@
+"""Whole-array expressions for the builder (SPEC section 8): per-lane arrays.
+
+Every NumPy operation on whole arrays becomes one ``array`` op whose ``fn`` names the
+operation and whose ``params`` hold its static arguments (axis, keepdims, an index with
+slices, a shape); its result type, shape included, is what NumPy itself gives on
+placeholder arrays of the operands' shapes (``hydra.batching.result_type``), so
+broadcasting, NEP 50 promotion and shape errors are NumPy's.  Stores of sub-arrays are
+``array_store`` ops.  Shapes come from argument shapes and constants: a kernel first
+compiles without argument shapes (kernels that only index arrays then never recompile
+per array size); the first whole-array operation raises ``NeedShapes`` and the kernel
+recompiles, specializing on shapes from then on.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+
+import numpy as np
+
+from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
+from ..errors import CompileError, Loc
+from ..ir.core import Value
+from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
+from .common import Meta
+
+#: set while a kernel compiles with array shapes in its types (after a NeedShapes)
+SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
+#: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
+SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
+
+
+class NeedShapes(CompileError):
+    """A whole-array operation met an array whose shape is not in its type; ``params``:
+    the parameters whose values would make it known (the kernel may specialize on them
+    where they are uniform)."""
+
+    def __init__(self, message, loc=None, hint=None, params=()):
+        super().__init__(message, loc, hint)
+        self.params = tuple(params)
+
+
+class ArrayIndex:
+    """An index that is not one integer per axis: slices, fewer integers than axes,
+    ``None``: the static ``spec`` and the integer operands that fill it."""
+
+    def __init__(self, spec: tuple, ints: list[Value]) -> None:
+        self.spec = spec
+        self.ints = ints
+
+
+class ArrayMethod:
+    """``a.sum`` before the call: the array and the method's name."""
+
+    def __init__(self, array: Value, name: str) -> None:
+        self.array = array
+        self.name = name
+        self.__name__ = f"ndarray.{name}"
+
+
+#: numpy functions that take whole arrays even when no argument is an array here
+ARRAY_FUNCTIONS = frozenset({
+    "where", "matmul", "dot", "outer", "concatenate", "stack", "zeros_like", "ones_like",
+    "empty_like", "full_like", "arange", "clip", "transpose", "reshape", *REDUCTIONS,
+    "einsum", "tensordot", "pad",
+    "amax", "amin", "argmax", "argmin"})
+_METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
+_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow"}
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+            "pow": "**", "matmul": "@", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+            "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^"}
+
+
+def is_array(v) -> bool:
+    return isinstance(v, Value) and isinstance(v.type, ArrayType)
+
+
+class ArrayMixin:
+    """Whole-array expressions; mixed into ``Builder``."""
+
+    def array_op(self, fn: str, operands: list, loc: Loc, **params) -> Value:
+        """One ``array`` op: typed by NumPy's rules on placeholders; weak Python scalars
+        take the type they meet (NEP 50) before the op, as NumPy does."""
+        label = f"operator {_SYMBOLS[fn]}" if fn in _SYMBOLS else f"np.{fn}"
+        ops = []
+        for v in operands:
+            if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
+                raise CompileError(f"{label} of {self.describe(v)} is not supported", loc)
+            if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+                made_at, params = self.unknown_shapes[v.id]
+                raise NeedShapes(params=params, loc=made_at, message=
+                    f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                    f"not known when the kernel compiles (here: a varying value, or a uniform "
+                    f"one that is not a constant)",
+                    hint="a per-lane array's shape must be the same on every lane and come "
+                         "from argument shapes and constants (a.shape[0], 16)")
+            if is_array(v) and v.type.shape is None:
+                raise NeedShapes(
+                    f"{label}: the shape of {self._array_name(v)} is not known when the "
+                    f"kernel compiles", loc,
+                    hint="a per-lane array's shape must come from argument shapes and "
+                         "constants, never from a varying value (dump-ir --sig: give "
+                         "shapes, float32[3, 4])")
+            ops.append(v)
+        types = [v.type for v in ops]
+        try:
+            if fn in ELEMENTWISE or fn == "full_like":
+                compute = np.result_type(*[_weak_placeholder(t) for t in types])
+                ops = [self.coerce(v, scalar(compute), loc)
+                       if isinstance(v.type, ScalarType) and v.type.weak else v for v in ops]
+                types = [v.type for v in ops]
+            out = result_type(fn, types, params)
+        except (ValueError, IndexError, TypeError) as e:
+            shapes = " and ".join(str(t.shape) if isinstance(t, ArrayType) else "()"
+                                  for t in types)
+            raise CompileError(f"{label}: shapes {shapes} do not fit: {e}", loc) from None
+        return self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+
+    def is_array_ref(self, v: Value) -> bool:
+        """An argument or captured array (shared memory, bound by reference), as opposed
+        to a per-lane array value that a select may copy."""
+        return v.id in self.array_refs or v.id in self.param_names_by_id \
+            or v.type.shape is None
+
+    def _array_name(self, v: Value) -> str:
+        return f"'{v.name}'" if v.name else "this array"
+
+    # --- operators ----------------------------------------------------------------------
+
+    def array_arith(self, name: str, a, b, loc: Loc) -> Value:
+        if name in ("min", "max"):
+            raise CompileError(f"{name}() of arrays is not supported", loc,
+                               hint=f"np.{name}imum(a, b) is elementwise; a.{name}() reduces")
+        return self.array_op(name, [a, b], loc)
+
+    def array_unary(self, name: str, v: Value, loc: Loc) -> Value:
+        return self.array_op(name, [v], loc)
+
+    def array_attribute_value(self, array: Value, attr: str, loc: Loc):
+        """``a.T``, ``a.shape`` (constants where known), methods; None for the others."""
+        shape = array.type.shape
+        if attr == "T":
+            return self.array_op("transpose", [array], loc)
+        if shape is not None and attr == "shape":
+            return tuple(self.const(d, loc) for d in shape)
+        if shape is not None and attr == "size":
+            return self.const(int(np.prod(shape, dtype=np.int64)), loc)
+        if attr in _METHODS:
+            return Meta(ArrayMethod(array, attr))
+        return None
+
+    def call_array_method(self, m: ArrayMethod, args, kwargs, loc: Loc):
+        name = m.name
+        if name == "reshape":
+            shape = args[0] if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
+            return self.array_reshape(m.array, shape, loc)
+        if name == "astype":
+            return self.array_op("astype", [m.array], loc, dtype=self._dtype(args[0], loc))
+        if name == "copy":
+            return self.array_op("copy", [m.array], loc)
+        if name == "transpose" and not args:
+            return self.array_op("transpose", [m.array], loc)
+        return self.call_numpy_array(name, [m.array, *args], kwargs, loc)
+
+    def _dtype(self, arg, loc: Loc) -> str:
+        t = self.scalar_type_of(arg.obj) if isinstance(arg, Meta) else None
+        if t is None:
+            raise CompileError("the dtype must be a NumPy scalar type", loc)
+        return t.name
+
+    def _static_int(self, v, what: str, loc: Loc) -> int:
+        if isinstance(v, int):
+            return v
+        c = self.constant_value(v) if isinstance(v, Value) else None
+        if isinstance(v, Meta) and v.obj is None:
+            return None
+        if c is None:
+            param = self.param_names_by_id.get(v.id) if isinstance(v, Value) else None
+            raise NeedShapes(f"{what} must be a constant here (a shape never depends on a "
+                             f"varying value)", loc, params=(param,) if param else ())
+        return int(c)
+
+    def array_reshape(self, array: Value, shape, loc: Loc) -> Value:
+        dims = tuple(self._static_int(d, "the new shape", loc) for d in shape)
+        return self.array_op("reshape", [array], loc, shape=dims)
+
+    def _axis(self, v, loc: Loc):
+        if v is None or isinstance(v, Meta) and v.obj is None:
+            return None
+        if isinstance(v, tuple):
+            return tuple(self._static_int(a, "axis", loc) for a in v)
+        return self._static_int(v, "axis", loc)
+
+    # --- numpy functions ----------------------------------------------------------------
+
+    def call_numpy_array(self, fname: str, args, kwargs, loc: Loc, module: str = "numpy"):
+        if module != "numpy":
+            fname = f"{module.replace('numpy', 'np', 1)}.{fname}"  # np.linalg.norm
+        fname = _ALIASES.get(fname, fname)
+        if fname in REDUCTIONS:
+            unknown = set(kwargs) - {"axis", "keepdims"}
+            if unknown or len(args) > 2:
+                raise CompileError(f"np.{fname}(): only axis= and keepdims= are supported", loc)
+            axis = self._axis(kwargs.get("axis", args[1] if len(args) > 1 else None), loc)
+            keep = bool(self.constant_value(kwargs["keepdims"])) if "keepdims" in kwargs \
+                else False
+            return self.array_op(fname, [args[0]], loc, axis=axis, keepdims=keep)
+        if fname in ("concatenate", "stack"):
+            if not args or not isinstance(args[0], tuple):
+                raise CompileError(f"np.{fname}() takes a tuple or list of arrays", loc)
+            axis = self._axis(kwargs.get("axis", args[1] if len(args) > 1 else 0), loc)
+            return self.array_op(fname, list(args[0]), loc, axis=axis)
+        if fname in ("zeros_like", "ones_like", "empty_like", "full_like"):
+            dtype = kwargs.get("dtype")
+            dt = None if dtype is None else self._dtype(dtype, loc)
+            return self.array_op(fname, list(args), loc, dtype=dt)
+        if fname == "arange":
+            vals = [self._static_int(a, "np.arange()'s bounds", loc) for a in args]
+            start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (*vals, 1)[:3]
+            dtype = kwargs.get("dtype")
+            dt = "int64" if dtype is None else self._dtype(dtype, loc)
+            return self.array_op("arange", [], loc, start=start, stop=stop, step=step, dtype=dt)
+        if fname == "einsum":
+            if not args or not isinstance(args[0], Meta) or not isinstance(args[0].obj, str):
+                raise CompileError("np.einsum() takes a constant subscripts string first", loc)
+            return self.array_op("einsum", list(args[1:]), loc, subscripts=args[0].obj)
+        if fname == "tensordot":
+            axes = kwargs.get("axes", args[2] if len(args) > 2 else 2)
+            axes = tuple(self._axis(x, loc) for x in axes) if isinstance(axes, tuple) \
+                else self._static_int(axes, "np.tensordot()'s axes", loc)
+            return self.array_op("tensordot", list(args[:2]), loc, axes=axes)
+        if fname == "pad":
+            if kwargs or len(args) != 2:
+                raise CompileError("np.pad(a, pad_width): only zero padding is supported", loc)
+            width = args[1] if isinstance(args[1], tuple) else (args[1],)
+            nd = args[0].type.ndim if is_array(args[0]) else 0
+            width = tuple((self._static_int(w, "pad width", loc),) * 2 if not isinstance(w, tuple)
+                          else tuple(self._static_int(x, "pad width", loc) for x in w)
+                          for w in width)
+            if len(width) == 1:
+                width = width * nd
+            return self.array_op("pad", [args[0]], loc, pad_width=width)
+        if fname == "reshape":
+            return self.array_reshape(args[0], args[1] if isinstance(args[1], tuple)
+                                      else (args[1],), loc)
+        if fname == "transpose":
+            return self.array_op("transpose", [args[0]], loc)
+        if fname in PER_LANE and fname not in ("getitem", "copy", "astype"):
+            if kwargs:
+                raise CompileError(f"np.{fname}(): keyword arguments {sorted(kwargs)} are not "
+                                   f"supported", loc)
+            return self.array_op(fname, list(args), loc)
+        shown = fname if fname.startswith("np.") else f"np.{fname}"
+        raise CompileError(f"{shown} is not supported on per-lane arrays", loc,
+                           hint="SPEC section 8 lists the array operations kernels support")
+
+    def call_array_layer(self, fn, args, kwargs, loc: Loc) -> Value:
+        """A ``hydra.nn`` layer with a batching rule of its own (conv2d, max_pool2d):
+        array arguments are operands, the others static parameters."""
+        name, arrays, statics = fn.__hydra_array_op__
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise CompileError(f"{name}(): {e}", loc) from None
+        bound.apply_defaults()
+        operands, params = [], {}
+        for p in arrays:
+            v = bound.arguments[p]
+            if v is None or isinstance(v, Meta) and v.obj is None:
+                continue
+            operands.append(v)
+        for p in statics:
+            v = bound.arguments[p]
+            params[p] = None if v is None or isinstance(v, Meta) and v.obj is None else \
+                self._static_int(v, f"{name}()'s {p}", loc)
+        return self.array_op(name, operands, loc, **params)
+
+    def wants_array_call(self, fname: str, args, kwargs) -> bool:
+        """Is this call of a NumPy function one on whole arrays (else a scalar one)?"""
+        if fname in ("zeros", "ones", "empty", "full"):
+            return False
+        has_array = any(is_array(a) for a in list(args) + list(kwargs.values())) or any(
+            isinstance(a, tuple) and any(is_array(x) for x in a) for a in args)
+        return fname in ARRAY_FUNCTIONS or has_array
+
+    def call_lane_reduction(self, name: str, args, loc: Loc) -> Value:
+        """A cross-lane intrinsic of an array, elementwise: lanesum(a) is a uniform array
+        (the sum over the active lanes), shuffle(a, k) a per-lane one; lanesum(np.outer(d,
+        x)) is one GEMM over the lanes (lanesum_outer)."""
+        a = args[0]
+        if a.type.shape is None:
+            raise NeedShapes(f"{name}() of an array needs its shape", loc)
+        producer = self._producer(a)
+        if name == "lanesum" and producer is not None and producer.attrs["fn"] == "outer":
+            return self.emit("array", list(producer.operands), a.type, loc,
+                             {"fn": "lanesum_outer", "params": {}})
+        t = a.type
+        if t.dtype.kind == "b" and name in ("lanesum", "laneprod", "prefixsum"):
+            t = ArrayType(scalar("int64"), t.ndim, t.shape)  # bools count as int64
+        if name in ("laneany", "laneall"):
+            t = ArrayType(BOOL, t.ndim, t.shape)
+        rest = [self.coerce(k, scalar("int64"), loc) for k in args[1:]]
+        return self.emit("array", [a, *rest], t, loc, {"fn": name, "params": {}})
+
+    def _producer(self, v: Value):
+        for op in reversed(self.region.ops):
+            if op.results and op.results[0] is v:
+                return op if op.opcode == "array" else None
+        return None
+
+    # --- indexing -------------------------------------------------------------------------
+
+    def array_index(self, array: Value, raw, loc: Loc) -> ArrayIndex | None:
+        """The index as an ``ArrayIndex`` unless it is one integer per axis."""
+        items = list(raw) if isinstance(raw, tuple) else [raw]
+        if all(isinstance(v, Value) and isinstance(v.type, ScalarType) for v in items) \
+                and len(items) == array.type.ndim:
+            return None
+        spec, ints = [], []
+        for v in items:
+            if isinstance(v, slice):
+                spec.append(("slice", v.start, v.stop, v.step))
+            elif v is None or isinstance(v, Meta) and v.obj is None:
+                spec.append(("none",))
+            elif isinstance(v, Meta) and v.obj is Ellipsis:
+                spec.append(("ellipsis",))
+            elif isinstance(v, Value) and isinstance(v.type, ScalarType) and v.type.kind in "iub":
+                spec.append(("int",))
+                ints.append(self.coerce(v, scalar("int64"), loc))
+            else:
+                raise CompileError(f"array indices must be integers or slices, not "
+                                   f"{self.describe(v)}", loc)
+        return ArrayIndex(tuple(spec), ints)
+
+    def slice_value(self, node, loc: Loc) -> slice:
+        parts = []
+        for part in (node.lower, node.upper, node.step):
+            parts.append(None if part is None else self._static_int(self.expr(part),
+                                                                    "a slice bound", loc))
+        return slice(*parts)
+
+    def array_load(self, array: Value, index: ArrayIndex, loc: Loc) -> Value:
+        return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
+
+    def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
+        if array.type.shape is None or is_array(value) and value.type.shape is None:
+            raise NeedShapes(f"the shape of {self._array_name(array)} is not known when the "
+                             f"kernel compiles", loc)
+        place = result_type("getitem", [array.type] + [i.type for i in index.ints],
+                            {"index": index.spec})
+        sub = place.shape if isinstance(place, ArrayType) else ()
+        if not isinstance(value, Value):
+            raise CompileError(f"cannot store {self.describe(value)} into an array", loc)
+        if isinstance(value.type, ScalarType):
+            value = self.coerce(value, array.type.dtype, loc)
+        else:
+            try:
+                np.broadcast_shapes(value.type.shape, sub)
+            except ValueError:
+                raise CompileError(f"cannot store an array of shape {value.type.shape} into a "
+                                   f"place of shape {sub}", loc) from None
+            if value.type.dtype != array.type.dtype:
+                value = self.array_op("astype", [value], loc, dtype=array.type.dtype.name)
+        self.emit_op("array_store", [array, value, *index.ints], [], loc,
+                     {"fn": "setitem", "params": {"index": index.spec, "shape": sub}})
+
+
+def _weak_placeholder(t):
+    if isinstance(t, ArrayType):
+        return np.empty((0,), t.dtype.dtype)
+    if t.weak:
+        return {"b": True, "i": 1, "f": 1.0}[t.kind]
+    return t.dtype.type(1)
+
+
+__all__ = ["ArrayMixin", "NeedShapes", "SHAPED", "ArrayIndex", "BOOL", "WEAK_INT"]
