@@ -39,6 +39,10 @@ KINDS = list(RUNTIME_ERRORS)
 #: control flow or selects in vector code)
 _SCALAR_ONLY = ("if", "while", "select", "undef", "const", "load")
 _BOOL = ScalarType("bool")
+
+
+def _nonzero_literal(ref: str) -> bool:
+    return ref.lstrip("-").isdigit() and int(ref) != 0
 _I64 = ScalarType("int64")
 
 
@@ -137,6 +141,7 @@ class KernelGen(MemoryOps, Stops):
         b.do(f"%gnext = add i64 {g}, 1")
         b.br("head")
         self.stopped_block()
+        self.drop_error_polls()
         b.start("exit")
         b.do("ret void")
         sig = ", ".join(["i64 %chunk", "i64 %ngangs", "i64 %n", "ptr %err"] + params)
@@ -410,8 +415,8 @@ class KernelGen(MemoryOps, Stops):
         b.start(ok)
 
     def check_divisor(self, op: Op, divisor) -> None:
-        if op.mask is None:
-            return
+        if op.mask is None or (isinstance(divisor, Uni) and _nonzero_literal(divisor.ref)):
+            return  # (x % 2 never fails: no error site, so loops need not watch for one)
         t = op.operands[1].type
         lz = arith.Lanes(self.b, isinstance(divisor, Var) or isinstance(self.env[op.mask.id], Var))
         zero = arith.compare(lz, "eq", t, divisor, Uni("0"))
