@@ -9,6 +9,7 @@ hazard analysis off.  They also check the dependency the graph records.
 """
 
 import concurrent.futures as cf
+import os
 import subprocess
 import sys
 import threading
@@ -507,25 +508,36 @@ def test_launch_graph_svg(tmp_path):
     assert len(hydra.launch_graph(last=0)) == 0
 
 
+#: a script's start: ``k`` runs ``n`` loop trips per lane, then writes 3.0 to ``a[lane]``
+SLOW_SCRIPT = (
+    "import os, signal, threading, numpy as np, hydra\n"
+    "def slow(a, n):\n"
+    "    x = 1.0\n"
+    "    for _ in range(n):\n"
+    "        x = x * 0.5 + 1.0\n"
+    "    a[hydra.lane()] = 3.0 + (x - x)\n"
+    "k = hydra.compile(slow, lanes=4, backend='numpy')\n")
+
+
+def run_slow_script(path: Path, rest: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``SLOW_SCRIPT + rest`` in a fresh interpreter (exit and signals concern the
+    whole process); it must succeed."""
+    path.write_text(SLOW_SCRIPT + rest)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_interpreter_exit_waits_for_outstanding_launches(tmp_path):
-    script = tmp_path / "exit.py"
-    script.write_text(
-        "import numpy as np, hydra\n"
-        "def slow(a, n):\n"
-        "    x = 1.0\n"
-        "    for _ in range(n):\n"
-        "        x = x * 0.5 + 1.0\n"
-        "    a[hydra.lane()] = 3.0 + (x - x)\n"
-        "k = hydra.compile(slow, lanes=4, backend='numpy')\n"
+    t = time.perf_counter()
+    out = run_slow_script(
+        tmp_path / "exit.py",
         "a = np.zeros(4)\n"
         "f = k.submit(a, 20000)\n"
         "f.add_done_callback(lambda f: print('finished', a.sum(), flush=True))\n"
-        "print('leaving', flush=True)\n")
-    t = time.perf_counter()
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT, env={**__import__("os").environ,
-                                                     "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stderr
+        "print('leaving', flush=True)\n", timeout=120)
     assert out.stdout.split() == ["leaving", "finished", "12.0"]
     assert time.perf_counter() - t < 120
 
@@ -533,15 +545,8 @@ def test_interpreter_exit_waits_for_outstanding_launches(tmp_path):
 def test_ctrl_c_reaches_a_plain_call(tmp_path):
     """A plain call runs (or waits for its dependencies) on the calling thread: Ctrl-C
     interrupts it there, the launch it was is cancelled, and nothing hangs."""
-    script = tmp_path / "sigint.py"
-    script.write_text(
-        "import os, signal, threading, numpy as np, hydra\n"
-        "def slow(a, n):\n"
-        "    x = 1.0\n"
-        "    for _ in range(n):\n"
-        "        x = x * 0.5 + 1.0\n"
-        "    a[hydra.lane()] = 3.0 + (x - x)\n"
-        "k = hydra.compile(slow, lanes=4, backend='numpy')\n"
+    out = run_slow_script(
+        tmp_path / "sigint.py",
         "a, b = np.zeros(4), np.zeros(4)\n"
         "k(a, 1)\n"
         "def interrupt():\n"
@@ -554,11 +559,8 @@ def test_ctrl_c_reaches_a_plain_call(tmp_path):
         "    except KeyboardInterrupt:\n"
         "        print('interrupted', flush=True)\n"
         "hydra.wait()\n"
-        "print(outstanding.result(), a.sum(), [r.status for r in hydra.launch_graph().records])\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=300, cwd=ROOT, env={**__import__("os").environ,
-                                                     "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 0, out.stderr
+        "print(outstanding.result(), a.sum(), [r.status for r in hydra.launch_graph().records])\n",
+        timeout=300)
     lines = out.stdout.splitlines()
     assert lines[:2] == ["interrupted", "interrupted"]
     assert lines[2] == "None 12.0 ['ok', 'failed', 'did not run']"
