@@ -31,6 +31,7 @@ from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
 from ..cut import Run, cut, nested, users_of
+from . import persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .schedule import lane_cost_ns, threads_for
@@ -139,8 +140,9 @@ class Plan:
         phase.cost = lane_cost_ns(phase.ops)
         captured = {op.result.id: op.attrs["array"] for op in self.fn.body.ops
                     if op.opcode == "global_array"}
-        gen = KernelGen("hydra_kernel", self.geo, self.options, captured)
-        text = gen.generate(phase.ops, phase.inputs, phase.outputs)
+        gen, text = persistent.generate("hydra_kernel", self.geo, self.options, captured,
+                                        phase.ops, phase.inputs, phase.outputs,
+                                        phase.one_gang)
         # named by its content: the same kernel in another process gets the same name
         # (numba's disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -1,0 +1,99 @@
+"""Lane utilization of a kernel's varying loop, lockstep gangs against persistent lanes.
+
+A *counter build* of the cpu kernels (the production code has no counters): the phase
+generators of ``hydra.backends.cpu.persistent`` are swapped for subclasses that add,
+at each trip of the phase's top-level varying loop, the number of slots whose lane is
+in the loop and the number of slots, to two counters; utilization is their ratio.  A
+persistent gang also counts its refills.
+
+    python -m bench.lanes            # collatz, 1e6 starts, one thread
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+import hydra
+from hydra.backends.cpu import persistent
+from hydra.backends.cpu.codegen import KernelGen
+
+_COUNTERS = np.zeros(4, np.int64)  # active slot-trips, slot-trips, refills, trips
+
+
+def _add(gen, word: int, value: str) -> None:
+    ptr = f"inttoptr (i64 {_COUNTERS.ctypes.data + 8 * word} to ptr)"
+    gen.b.do(f"atomicrmw add ptr {ptr}, i64 {value} monotonic")
+
+
+def _count(gen, mask) -> None:
+    b = gen.b
+    b.declare("declare i64 @llvm.ctpop.i64(i64)")
+    _add(gen, 0, b.emit(f"call i64 @llvm.ctpop.i64(i64 {b.bits(mask)})"))
+    _add(gen, 1, str(gen.geo.lanes))
+    _add(gen, 3, "1")
+
+
+class _Lockstep(KernelGen):
+    def op_while(self, op):
+        self._top_loop = getattr(self, "_top_loop", None) or op.regions[1]
+        return super().op_while(op)
+
+    def bind(self, region, reps):
+        super().bind(region, reps)
+        if region is getattr(self, "_top_loop", None):
+            _count(self, reps[0])
+
+
+class _Persistent(persistent.PersistentGen):
+    def count_trip(self, mask) -> None:
+        _count(self, mask)
+
+    def _fill(self, *args):
+        _add(self, 2, "1")
+        return super()._fill(*args)
+
+
+@contextlib.contextmanager
+def _counting(on: bool):
+    saved, env = persistent.CLASSES, os.environ.get("HYDRA_CPU_PERSISTENT")
+    persistent.CLASSES = (_Lockstep, _Persistent)
+    os.environ["HYDRA_CPU_PERSISTENT"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        persistent.CLASSES = saved
+        if env is None:
+            os.environ.pop("HYDRA_CPU_PERSISTENT")
+        else:
+            os.environ["HYDRA_CPU_PERSISTENT"] = env
+
+
+def utilization(fn, args: tuple, varying=(), persistent_lanes: bool = True,
+                **options) -> dict:
+    """Run ``fn`` once (a fresh counter build, one thread) and return its loop's
+    ``trips`` (gang trips), ``active`` and ``slots`` (slot-trips), ``utilization``
+    (active / slots) and ``refills`` (persistent gangs)."""
+    with _counting(persistent_lanes):
+        k = hydra.compile(fn, varying=varying, threads=1, **options)
+        _COUNTERS[:] = 0
+        k(*args)
+    active, slots, refills, trips = (int(x) for x in _COUNTERS)
+    return {"trips": trips, "active": active, "slots": slots, "refills": refills,
+            "utilization": active / slots if slots else float("nan")}
+
+
+def main() -> None:
+    from bench import collatz
+    args = collatz.setup()
+    for on in (False, True):
+        r = utilization(collatz.kernel, args, collatz.VARYING, on)
+        print(f"collatz 1..{len(args[0])}: {'persistent' if on else 'lockstep  '} "
+              f"utilization {r['utilization']:.3f} ({r['active']} / {r['slots']} "
+              f"slot-trips, {r['trips']} trips, {r['refills']} refills)")
+
+
+if __name__ == "__main__":
+    main()
