@@ -57,13 +57,14 @@ from ...types import ScalarType
 from ..cut import nested
 from . import arith
 from .codegen import KernelGen
-from .loopselects import free_selects
+from .loopselects import free_selects, uniform_counters
 from .memory import _mangle, mem_type
 from .stops import HELPERS
 from .vectors import Unsupported, Uni, Var, host_has_avx512, lty, vty
 
 _BOOL = ScalarType("bool")
 _I64 = ScalarType("int64")
+_COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
 def enabled() -> bool:
@@ -205,6 +206,10 @@ def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
     flip, why = _counting(loop, ops)
     if why:
         return why
+    counters = flip | {before.args[j].id for j in uniform_counters(loop)}
+    if any(o.opcode in _COMPARES and any(v.id in counters for v in o.operands)
+           for o in before.walk()):
+        return "a counter bounds the loop's trips"
     if any(v.id in flip for v in outputs):
         return "a uniform output depends on the loop's trip count"
     local = _gang_local(ops)
@@ -245,11 +250,11 @@ class PersistentGen(KernelGen):
     #: refill once this many slots are free (``HYDRA_CPU_PERSISTENT_BATCH``)
     @property
     def batch(self) -> int:
-        return int(os.environ.get("HYDRA_CPU_PERSISTENT_BATCH", "1"))
+        return int(os.environ.get("HYDRA_CPU_PERSISTENT_BATCH", max(1, self.geo.lanes // 4)))
 
     @property
     def every(self) -> int:
-        return int(os.environ.get("HYDRA_CPU_PERSISTENT_EVERY", "1"))
+        return int(os.environ.get("HYDRA_CPU_PERSISTENT_EVERY", "4"))
 
     def gang_lane_ids(self, w: int) -> list[str]:
         return self.b.parts(self.idx, _I64, w)
@@ -514,9 +519,11 @@ class PersistentGen(KernelGen):
 
     def _mask_of(self, bits: str) -> Var:
         """The gang mask whose bit i (of the i64 ``bits``) is slot i."""
-        w = self.geo.width(_I64)
-        splat = self.b.splat(bits, "i64", w)
-        return Var([self._bitmask(splat, k) for k in range(self.geo.lanes // w)], w)
+        b, g = self.b, self.geo.lanes
+        narrow = bits if g == 64 else b.emit(f"trunc i64 {bits} to i{g}")
+        whole = Var([b.emit(f"bitcast i{g} {narrow} to <{g} x i1>")], g)
+        w = self.geo.mask_width
+        return Var(b.parts(whole, _BOOL, w), w)
 
     def _bits(self, mask) -> str:
         """The gang mask as an i64, bit i = slot i (one <G x i1> bitcast: k-register
