@@ -60,7 +60,7 @@ from .codegen import KernelGen
 from .loopselects import free_selects, uniform_counters
 from .memory import _mangle, mem_type
 from .stops import HELPERS
-from .vectors import Unsupported, Uni, Var, host_has_avx512, lty, vty
+from .vectors import Unsupported, Var, host_has_avx512, lty, vty
 
 _BOOL = ScalarType("bool")
 _I64 = ScalarType("int64")
@@ -152,11 +152,16 @@ def _counting(loop: Op, ops: list[Op]) -> tuple[set[int], str]:
     return flip, ""
 
 
-def _clone(ops: list[Op], flip: set[int]) -> tuple[list[Op], dict[int, Value]]:
-    """The ops with the values in ``flip`` replaced by varying copies (same ids)."""
+def _clone(ops: list[Op], flip: set[int],
+           subst: dict[int, Value] | None = None) -> tuple[list[Op], dict[int, Value]]:
+    """The ops with the values in ``flip`` replaced by varying copies (same ids) and
+    the uses of the values in ``subst`` by their substitutes."""
     vmap: dict[int, Value] = {}
+    subst = subst or {}
 
     def v_(v: Value) -> Value:
+        while v.id in subst:
+            v = subst[v.id]
         if v.id in flip and v.id not in vmap:
             vmap[v.id] = Value(v.type, v.loc, v.name, True, v.id)
         return vmap.get(v.id, v)
@@ -166,7 +171,23 @@ def _clone(ops: list[Op], flip: set[int]) -> tuple[list[Op], dict[int, Value]]:
                    for r in op.regions]
         return Op(op.opcode, [v_(v) for v in op.operands], [v_(v) for v in op.results],
                   op.loc, op.attrs, regions, v_(op.mask) if op.mask is not None else None)
-    return [op_(op) for op in ops], vmap
+    return [op_(op) for op in ops], {**vmap, **{k: v_(v) for k, v in subst.items()}}
+
+
+def _unguard(ops: list[Op], subst: dict[int, Value]) -> list[Op]:
+    """``ops`` with each guard ``if`` that holds a loop replaced by its then-arm (its
+    results by what the arm yields).  A guard only skips an arm that no lane runs, so
+    running the arm always is the same program; a loop behind an early ``return`` or
+    an ``if`` becomes top-level this way."""
+    out = []
+    for op in ops:
+        arm = op.regions[0].ops if op.opcode == "if" and op.attrs.get("guard") else []
+        if any(o.opcode == "while" for o in _walk(arm)):
+            out += _unguard(arm[:-1], subst)
+            subst.update({r.id: v for r, v in zip(op.results, arm[-1].operands)})
+        else:
+            out.append(op)
+    return out
 
 
 def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
@@ -175,6 +196,11 @@ def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
     and 6 of the module docstring; rule 5 needs the generated code)."""
     if one_gang:
         return "one gang runs it"
+    subst: dict[int, Value] = {}
+    flat = _unguard(ops, subst)
+    if subst:
+        ops, vmap = _clone(flat, set(), subst)
+        outputs = [vmap.get(v.id, v) for v in outputs]
     loops = [i for i, op in enumerate(ops) if op.opcode == "while"]
     if len(loops) != 1:
         return "no top-level loop" if not loops else "more than one top-level loop"
@@ -397,7 +423,8 @@ class PersistentGen(KernelGen):
         enough = b.emit(f"icmp uge i64 {nfree}, {self.batch}")
         # while lanes are left, refill once `batch` slots are free (a refill costs a few
         # trips); then store each finished lane at once, so the gang can drain and leave
-        last = b.emit(f"and i1 {b.emit(f'xor i1 {more}, true')}, {b.emit(f'icmp ne i64 {done}, 0')}")
+        last = b.emit(f"and i1 {b.emit(f'xor i1 {more}, true')}, "
+                      f"{b.emit(f'icmp ne i64 {done}, 0')}")
         b.cbr(b.emit(f"or i1 {b.emit(f'and i1 {more}, {enough}')}, {last}"), "refill", "trip")
         # refill: post for the finished slots, new lanes for the free ones, pre for them
         b.start("refill")
@@ -532,16 +559,6 @@ class PersistentGen(KernelGen):
         whole = b.parts(mask, _BOOL, g)[0]
         bits = b.emit(f"bitcast <{g} x i1> {whole} to i{g}")
         return bits if g == 64 else b.emit(f"zext i{g} {bits} to i64")
-
-    def _all(self, mask) -> str:
-        """Is every slot's bit of ``mask`` on (an i1)?"""
-        b = self.b
-        acc = None
-        for p in mask.parts:
-            b.declare(f"declare i1 @llvm.vector.reduce.and.v{mask.w}i1(<{mask.w} x i1>)")
-            r = b.emit(f"call i1 @llvm.vector.reduce.and.v{mask.w}i1(<{mask.w} x i1> {p})")
-            acc = r if acc is None else b.emit(f"and i1 {acc}, {r}")
-        return acc
 
     def _bitmask(self, bits: str, k: int) -> str:
         """Part k of a gang mask from its bits (splat in ``bits``, <w x i64>)."""
