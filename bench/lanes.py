@@ -7,6 +7,8 @@ in the loop and the number of slots, to two counters; utilization is their ratio
 persistent gang also counts its refills.
 
     python -m bench.lanes            # collatz, 1e6 starts, one thread
+    python -m bench.lanes --time     # and the times, interleaved with Numba's
+    taskset -c 1 python -m bench.lanes --time   # one core
 """
 
 from __future__ import annotations
@@ -85,7 +87,46 @@ def utilization(fn, args: tuple, varying=(), persistent_lanes: bool = True,
             "utilization": active / slots if slots else float("nan")}
 
 
+def timings(rounds: int = 11) -> None:
+    """Collatz 1..1e6, interleaved (lockstep, persistent, Numba @njit scalar, ...) on
+    one thread and on all: best and median of ``rounds`` rounds, with the load."""
+    import time
+
+    import numba
+
+    from bench import collatz
+    args = collatz.setup()
+    ref = collatz.numba_scalar(*args)
+    runs = {}
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        for label, mode in (("lockstep", "0"), ("persistent", "1")):
+            saved = os.environ.get("HYDRA_CPU_PERSISTENT")
+            os.environ["HYDRA_CPU_PERSISTENT"] = mode
+            k = hydra.compile(collatz.kernel, varying=collatz.VARYING, threads=threads)
+            assert np.array_equal(k(*args), ref)  # (compiles here, under the mode)
+            os.environ.pop("HYDRA_CPU_PERSISTENT")
+            if saved is not None:
+                os.environ["HYDRA_CPU_PERSISTENT"] = saved
+            runs[f"hydra {label}, {threads} thread{'s' * (threads > 1)}"] = k
+    runs["numba @njit (scalar)"] = collatz.numba_scalar
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            t = time.perf_counter()
+            fn(*args)
+            times[name].append(time.perf_counter() - t)
+    base = min(times["numba @njit (scalar)"]), float(np.median(times["numba @njit (scalar)"]))
+    print(f"# collatz 1..1e6, {rounds} interleaved rounds, load {os.getloadavg()[0]:.2f}")
+    print(f"{'':34s}{'best ms':>9s}{'median':>9s}{'x numba':>9s}{'(median)':>9s}")
+    for name, ts in times.items():
+        best, med = min(ts), float(np.median(ts))
+        print(f"{name:34s}{best * 1e3:9.1f}{med * 1e3:9.1f}{base[0] / best:9.2f}"
+              f"{base[1] / med:9.2f}")
+
+
 def main() -> None:
+    import sys
+
     from bench import collatz
     args = collatz.setup()
     for on in (False, True):
@@ -93,6 +134,8 @@ def main() -> None:
         print(f"collatz 1..{len(args[0])}: {'persistent' if on else 'lockstep  '} "
               f"utilization {r['utilization']:.3f} ({r['active']} / {r['slots']} "
               f"slot-trips, {r['trips']} trips, {r['refills']} refills)")
+    if "--time" in sys.argv:
+        timings()
 
 
 if __name__ == "__main__":

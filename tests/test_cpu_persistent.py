@@ -128,6 +128,16 @@ def table_lookup(n, table):
     return s
 
 
+def shrink(x: np.float32, flag: bool):
+    """float32 values (masks as wide as 32-bit lanes), a uniform bool, two results."""
+    t = 0
+    y = x
+    while y > np.float32(1.0):
+        y = y * np.float32(0.75) if flag else y - np.float32(1.0)
+        t += 1
+    return t, y
+
+
 # --- eligible kernels: results and structure ---------------------------------------------
 
 @pytest.mark.parametrize("n", LANES)
@@ -195,6 +205,15 @@ def test_varying_rows_and_a_lane_private_store(n):
         if backend == "cpu":
             assert phases(k, rows, out, 3) == ["; hydra: persistent lanes"]
     same(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("n", [1, 17, 33, 3000])
+@pytest.mark.parametrize("flag", [True, False])
+def test_float32_values_and_a_uniform_bool(n, flag):
+    x = (np.random.default_rng(n).random(n) * 1000).astype(np.float32)
+    cpu, ref = both(shrink, (x, flag), ("x",), threads=2)
+    same(cpu(x, flag), ref(x, flag))
+    assert phases(cpu, x, flag) == ["; hydra: persistent lanes"]
 
 
 def test_uniform_table_read_at_a_lane_index():
