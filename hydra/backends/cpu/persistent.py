@@ -60,7 +60,7 @@ from .codegen import KernelGen
 from .loopselects import free_selects, uniform_counters
 from .memory import _mangle, mem_type
 from .stops import HELPERS
-from .vectors import Unsupported, Var, host_has_avx512, lty, vty
+from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
 
 _BOOL = ScalarType("bool")
 _I64 = ScalarType("int64")
@@ -69,6 +69,11 @@ _COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
 
 def enabled() -> bool:
     return os.environ.get("HYDRA_CPU_PERSISTENT", "1") != "0"
+
+
+def _knob(name: str, default: int) -> int:
+    """``HYDRA_CPU_PERSISTENT_<name>`` if set (for measurements), else ``default``."""
+    return int(os.environ.get(f"HYDRA_CPU_PERSISTENT_{name}", default))
 
 
 @dataclass
@@ -273,14 +278,21 @@ class PersistentGen(KernelGen):
     """``codegen.KernelGen`` with the gang loop of the module docstring."""
 
     persistent = True
-    #: refill once this many slots are free (``HYDRA_CPU_PERSISTENT_BATCH``)
-    @property
-    def batch(self) -> int:
-        return int(os.environ.get("HYDRA_CPU_PERSISTENT_BATCH", max(1, self.geo.lanes // 4)))
 
-    @property
-    def every(self) -> int:
-        return int(os.environ.get("HYDRA_CPU_PERSISTENT_EVERY", "4"))
+    def __init__(self, name: str, geo, options: dict, constants=None) -> None:
+        #: lanes per gang of the schedule (the chunks of the driver's counter)
+        self.gang = geo.lanes
+        # at most two mask parts per slot vector: the k registers then hold the loop's
+        # masks without spilling (collatz: 32 slots of int64 = 4 parts spilled k masks
+        # through the stack; 16 slots ran 3% faster than 32 and 29% faster than lockstep)
+        slots = _knob("SLOTS", min(geo.lanes, 2 * geo.mask_width))
+        geo = Geometry(geo.vbits, slots, min(geo.mask_width, slots))
+        super().__init__(name, geo, options, constants)
+        #: refill once this many slots are free, checked every ``every`` trips (a power
+        #: of two): a refill costs a few trips' time, so it waits for a quarter of the
+        #: slots; measured on collatz, see bench/RESULTS.md
+        self.batch = _knob("BATCH", max(1, slots // 4))
+        self.every = _knob("EVERY", 4)
 
     def gang_lane_ids(self, w: int) -> list[str]:
         return self.b.parts(self.idx, _I64, w)
@@ -530,8 +542,8 @@ class PersistentGen(KernelGen):
         g1 = b.emit(f"add i64 {g0}, %chunk")
         g1 = b.emit(f"select i1 {b.emit(f'icmp slt i64 {g1}, %ngangs')}, i64 {g1}, "
                     f"i64 %ngangs")
-        lo = b.emit(f"mul i64 {g0}, {geo.lanes}")
-        end = b.emit(f"mul i64 {g1}, {geo.lanes}")
+        lo = b.emit(f"mul i64 {g0}, {self.gang}")
+        end = b.emit(f"mul i64 {g1}, {self.gang}")
         end = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %n')}, i64 {end}, i64 %n")
         b.cbr(some, loop, out)
         for k in range(nparts):
