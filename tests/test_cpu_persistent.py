@@ -133,7 +133,7 @@ def shrink(x: np.float32, flag: bool):
     t = 0
     y = x
     while y > np.float32(1.0):
-        y = y * np.float32(0.75) if flag else y - np.float32(1.0)
+        y = y * np.float32(0.75) if flag else y * np.float32(0.5)
         t += 1
     return t, y
 
@@ -222,10 +222,10 @@ def test_uniform_table_read_at_a_lane_index():
     cpu, ref = both(table_lookup, (x, table), ("n",), boundscheck=False)
     same(cpu(x, table), ref(x, table))
     assert phases(cpu, x, table) == ["; hydra: persistent lanes"]
-    # bounds checks are error sites: the same kernel keeps lockstep gangs
-    checked = hydra.compile(table_lookup, varying=("n",))
+    # with bounds checks (error sites) too: the phase writes no array
+    checked = hydra.compile(table_lookup, varying=("n",), threads=2)
     same(checked(x, table), ref(x, table))
-    assert phases(checked, x, table)[0].startswith("; hydra: lockstep gangs (error sites")
+    assert phases(checked, x, table) == ["; hydra: persistent lanes"]
 
 
 # --- errors and kernels that keep lockstep gangs -----------------------------------------
@@ -240,8 +240,22 @@ def out_of_bounds(n, a):
     return t
 
 
-def test_index_error_in_the_loop_names_the_reference_lane_and_line():
-    x = np.arange(1, 2001, dtype=np.int64)
+def out_of_bounds_store(n, a, out):
+    t = 0
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        t += 1
+        out[lane()] = t
+        if t > 3:
+            t += a[n % 40]
+    return t
+
+
+@pytest.mark.parametrize("n", [40, 2000])
+def test_index_error_in_the_loop_names_the_reference_lane_and_line(n):
+    # lanes fail at different trips, in different gangs: the earliest in lockstep
+    # order (trip first, then the lowest lane) must win, as in the reference
+    x = np.arange(1, n + 1, dtype=np.int64)[::-1].copy()
     a = np.zeros(20, np.int64)
     found = []
     for backend, threads in (("numpy", 1), ("cpu", 1), ("cpu", 2)):
@@ -249,11 +263,32 @@ def test_index_error_in_the_loop_names_the_reference_lane_and_line():
         with pytest.raises(IndexError) as e:
             k(x, a)
         found.append(str(e.value))
+        if backend == "cpu":  # the persistent phase, then its lockstep twin, ran
+            assert phases(k, x, a) == ["; hydra: persistent lanes"]
     assert found[0] == found[1] == found[2]
     line = out_of_bounds.__code__.co_firstlineno + 6
     assert f"test_cpu_persistent.py:{line}: index " in found[0] and "(lane " in found[0]
+    # the kernel still runs after an error, and correctly
+    ok = np.full(40, 7, np.int64)
     k = hydra.compile(out_of_bounds, varying=("n",))
-    assert phases(k, x, a)[0].startswith("; hydra: lockstep gangs (error sites")
+    ref = hydra.compile(out_of_bounds, varying=("n",), backend="numpy")
+    with pytest.raises(IndexError):
+        k(x, a)
+    same(k(x, ok), ref(x, ok))
+
+
+def test_error_sites_and_stores_keep_lockstep():
+    x = np.arange(1, 300, dtype=np.int64)
+    a = np.zeros(20, np.int64)
+    found = []
+    for backend in ("numpy", "cpu"):
+        k = hydra.compile(out_of_bounds_store, varying=("n",), backend=backend)
+        with pytest.raises(IndexError) as e:
+            k(x, a, np.zeros(299, np.int64))
+        found.append(str(e.value))
+    assert found[0] == found[1]
+    assert phases(k, x, a, np.zeros(299, np.int64)) == [
+        "; hydra: lockstep gangs (error sites and stores)"]
 
 
 def with_lanesum(n):

@@ -7,23 +7,30 @@ so for a phase of the shape
 
     pre (ops before the loop)   while[varying] (the loop)   post (ops after it)
 
-the gang's G *slots* each hold a lane of their own.  Each trip evaluates the loop's
-condition on every slot; a slot whose lane has left the loop runs ``post`` for that
-lane (its results stored at the lane's index), takes the next lane of the chunk (the
-chunks come from the same atomic counter as gangs, ``codegen``; a gang whose chunk runs
-out grabs the next one, so it stays full until the whole range is taken) and runs
-``pre`` for it, and the loop goes on.  Uniform values of ``pre`` that depend on
-nothing lane-related are computed once per kernel call, before the gang loop.
+the gang's *slots* each hold a lane of their own.  Every 4th trip the gang counts the
+slots whose lane has left the loop; once a quarter of them have, it runs ``post`` for
+those lanes (their results stored at the lanes' indices), gives the free slots the
+next lanes of its chunk (the chunks come from the same atomic counter as lockstep
+gangs take, ``codegen``; a gang whose chunk runs out grabs the next one, so it stays
+full until the whole range is taken), runs ``pre`` for them, and the loop goes on.
+Uniform values of ``pre`` that depend on nothing lane-related are computed once, before
+the gang loop.  A refill costs about ten trips (scatter, gather, slot arithmetic), so
+it waits for a quarter of the slots; the slots are at most two mask parts wide (16
+int64 slots with AVX-512), which keeps the loop's masks in the k registers
+(bench/RESULTS.md has the measurements).  A guard ``if`` around the loop (after an
+early ``return``) is no obstacle: a guard only skips an arm that no lane runs, so its
+arm is inlined first (``_unguard``).
 
-**Eligibility** (``plan``; otherwise the phase runs the lockstep way of ``codegen``):
+**Eligibility** (``plan``; otherwise the phase runs the lockstep way of ``codegen``, and
+the first line of its LLVM says why):
 
 1. Exactly one top-level ``while``, a varying one whose condition is ``any`` of its
-   first carried value (the loop mask), and no other top-level loop.
+   loop mask (its first carried value and'ed with the test), and no other.
 2. The phase is lane-local, as every phase is: no cross-lane intrinsic and no print
    (those are sync points, host steps); its stores go to per-lane arrays or to shared
    arrays at exactly ``lane()`` on the first axis (checked again here), so no lane
-   observes another lane's store in any order, and the order in which lanes run is
-   not observable through memory.
+   observes another lane's store, and the order in which lanes run is not observable
+   through memory.
 3. Uniform values that count the loop's trips: a carried value the loop changes is
    uniform only because all lanes enter together; here each slot holds its own (it
    becomes varying, with everything computed from it).  Where such a value decides a
@@ -33,18 +40,27 @@ nothing lane-related are computed once per kernel call, before the gang loop.
    on it) must not flow from ``pre`` into the loop or ``post``: slots refilled at
    different times would see another refill's value.  Inside one trip such values
    (guards, inner loops) mean what they mean in lockstep, for the slots active then.
-5. **No error sites** (no bounds check, no integer division by a possibly-zero
-   divisor, no ``assert``), decided on the generated code (``sites``).  The promise of
-   SPEC section 6 and ``stops`` is the earliest error in lockstep order, lowest lane
-   first; a persistent gang that failed could not simply leave (a lane it had not
-   started yet may fail earlier in lockstep time), so phases with error sites keep
-   lockstep gangs, whose errors ``stops`` already orders.  ``boundscheck=False`` and
-   constant divisors make no sites.
-6. The phase has a per-lane output or a store (``one_gang`` phases run one gang).
+5. **Errors.**  SPEC section 6 and ``stops`` promise the earliest error in lockstep
+   order (trip, statement, lowest lane).  Slots at different trips do not meet their
+   errors in that order, and a gang that failed could not simply leave (a lane it has
+   not started may fail earlier in lockstep time).  So a persistent phase with error
+   sites (bounds checks, integer division by a variable, ``assert``) only notes *that*
+   a lane failed and stops; the host then runs the phase again as lockstep gangs (its
+   *twin*, ``phases.Plan._twin``, built at the first error) and raises the error that
+   one finds.  That is exact only if the first run changed nothing the phase reads, so
+   a phase with error sites and a store keeps lockstep gangs.
+6. A loop whose condition compares a *counter* (a carried value the body steps by a
+   uniform amount, per lane or not: ``for i in range(a, b)``, Mandelbrot's ``i <
+   max_iter``) keeps lockstep gangs.  Its trip count is fixed by values at its start,
+   which neighbouring lanes usually share, and lockstep keeps a uniform counter in one
+   scalar register (``loopselects.uniform_counters``) where slots need a vector:
+   Mandelbrot ran 6.7 ms lockstep, 10.1 ms persistent.  This is a heuristic: it
+   decides speed, never results.
+7. The phase has a per-lane output or a store (``one_gang`` phases run one gang).
 
-``HYDRA_CPU_PERSISTENT=0`` turns the transformation off (for A/B measurements).  The
-generated kernel's first line says which way a phase runs (``dump-ir --stage llvm``),
-and ``Phase.gen.persistent`` is True for a persistent one.
+``HYDRA_CPU_PERSISTENT=0`` turns the transformation off (for A/B measurements), and
+``HYDRA_CPU_PERSISTENT_SLOTS``, ``_BATCH``, ``_EVERY`` override the gang shape.
+``Phase.gen.persistent`` is True for a persistent phase.
 """
 
 from __future__ import annotations
@@ -57,7 +73,7 @@ from ...types import ScalarType
 from ..cut import nested
 from . import arith
 from .codegen import KernelGen
-from .loopselects import free_selects, uniform_counters
+from .loopselects import free_selects
 from .memory import _mangle, mem_type
 from .stops import HELPERS
 from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
@@ -157,6 +173,19 @@ def _counting(loop: Op, ops: list[Op]) -> tuple[set[int], str]:
     return flip, ""
 
 
+def _stepped(loop: Op) -> set[int]:
+    """Ids of the ``before`` arguments the loop steps by a uniform amount (``i += 1``,
+    a ``for`` loop's index): counters, per lane or not."""
+    before, body = loop.regions
+    found = set()
+    for o in body.walk():
+        if o.opcode in ("add", "sub") and not o.operands[1].varying:
+            for j, a in enumerate(body.args):
+                if o.operands[0].id == a.id:
+                    found.add(before.args[j].id)
+    return found
+
+
 def _clone(ops: list[Op], flip: set[int],
            subst: dict[int, Value] | None = None) -> tuple[list[Op], dict[int, Value]]:
     """The ops with the values in ``flip`` replaced by varying copies (same ids) and
@@ -197,8 +226,8 @@ def _unguard(ops: list[Op], subst: dict[int, Value]) -> list[Op]:
 
 def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
          one_gang: bool) -> Shape | str:
-    """The phase split for persistent lanes, or why it keeps lockstep gangs (rules 1-4
-    and 6 of the module docstring; rule 5 needs the generated code)."""
+    """The phase split for persistent lanes, or why it keeps lockstep gangs (the rules
+    of the module docstring; rule 5's error sites are known once the code is made)."""
     if one_gang:
         return "one gang runs it"
     subst: dict[int, Value] = {}
@@ -237,7 +266,7 @@ def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
     flip, why = _counting(loop, ops)
     if why:
         return why
-    counters = flip | {before.args[j].id for j in uniform_counters(loop)}
+    counters = flip | _stepped(loop)
     if any(o.opcode in _COMPARES and any(v.id in counters for v in o.operands)
            for o in before.walk()):
         return "a counter bounds the loop's trips"
@@ -342,6 +371,21 @@ class PersistentGen(KernelGen):
             b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
                  f"{p}, i32 1, <{w} x i1> {mk})")
         return None
+
+    def poll_back_edge(self, loop, next_k: str) -> None:
+        """The trip's back edge: leave on Ctrl-C or once any gang has failed (the twin
+        will run the phase again); an inner loop polls as in lockstep."""
+        if loop is not None:
+            return super().poll_back_edge(loop, next_k)
+        b = self.b
+        s = b.emit(f"load atomic volatile i64, ptr {self.stop_word} monotonic, align 8")
+        self.error_polls.append(len(b.lines))
+        e = b.emit("load atomic i64, ptr %err monotonic, align 8")
+        cold, on = b.label("poll"), b.label("on")
+        b.cbr(b.emit(f"icmp ne i64 {b.emit(f'or i64 {s}, {e}')}, 0"), cold, on)
+        b.start(cold)
+        b.cbr(b.emit(f"icmp ne i64 {s}, 0"), "stopped", "latch")
+        b.start(on)
 
     def count_trip(self, mask) -> None:
         """Called at the top of each trip with the slots' loop mask: a hook for the
@@ -477,6 +521,10 @@ class PersistentGen(KernelGen):
                 f"[{(ins[k][1] if k < len(ins) else sc[k - len(ins)])}, %{blk}]"
                 for ins, sc, blk in incoming]
             b.lines[at + k] = f"  {name} = phi {t} {', '.join(arms)}"
+        # a slot that fails leaves the kernel (``fail_if`` goes to the latch); the host
+        # then asks the phase's lockstep twin which error comes first (phases.py)
+        b.start("latch")
+        b.br("exit")
         self.stopped_block()
         self.drop_error_polls()
         b.start("exit")
@@ -596,9 +644,10 @@ def generate(name: str, geo, options: dict, constants: dict, ops: list[Op],
             text = gen.generate_persistent(why)
         except Unsupported:
             text = None
-        if text is not None and not gen.sites:
+        if text is not None and (not gen.sites or not any(
+                o.written_array is not None for op in ops for o in nested(op))):
             return gen, text
-        why = "error sites (bounds checks, divisions, asserts)" if text else "unsupported"
+        why = "error sites and stores" if text else "unsupported"
     gen = lockstep(name, geo, options, constants)
     gen.why_lockstep = why
     text = gen.generate(ops, inputs, outputs)
