@@ -408,7 +408,7 @@ class PersistentGen(KernelGen):
 
     def generate_persistent(self, shape: Shape) -> str:
         b, geo = self.b, self.geo
-        self.base = "0"  # (only error sites read it, and a phase with one is not made)
+        self.base = "0"  # an error names a slot, not a lane: only that one failed counts
         self.post_mask = None
         loop = shape.loop
         before, body = loop.regions
@@ -432,8 +432,8 @@ class PersistentGen(KernelGen):
             if not v.varying:
                 self.store_output(f"%out{i}", v)
         ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
-        # the state each slot carries: its lane, whether it holds one whose results are
-        # not stored yet, the pre values the loop or post read, the loop's values
+        # the state each slot carries: its lane, the pre values the loop or post read,
+        # the loop's carried values
         idx_v = Value(_I64, None, "idx", True)
         used = {v.id for r in loop.regions for o in r.walk() for v in o.inputs()}
         used |= {v.id for op in shape.post for o in nested(op) for v in o.inputs()}
@@ -441,8 +441,9 @@ class PersistentGen(KernelGen):
         kept = [v for v, _ in late if v.varying and v.id in used]
         kept += [r for op in shape.pre for r in op.results if r.id in used]
         state = [idx_v, *kept, *before.args]
-        # and as scalars: more lanes to take?, the next lane, the chunk's end, and the
-        # slots holding a lane whose results are not stored yet (bit i: slot i)
+        # and as scalars: more lanes to take?, the next lane, the chunk's end, the slots
+        # holding a lane whose results are not stored yet (bit i: slot i), trips since
+        # the last refill
         types = self._phi_types(state) + ["i1", "i64", "i64", "i64", "i64"]
         first = [zero(t) for t in types[:-5]] + ["true", "0", "0", "0", "0"]
         entry = b.block
@@ -457,8 +458,8 @@ class PersistentGen(KernelGen):
         for v, rep in zip(state[1:], reps[1:]):
             self.env[v.id] = rep
         _, *vals = self.region_ops(before.ops)
-        # while every slot's lane is in the loop (always, but for the trips where one
-        # leaves and the drain at the end), a trip costs what a lockstep trip does
+        # every 4th trip (``every``): are enough slots free for a refill?  The other
+        # trips cost what a lockstep trip does, but for per-slot counters
         tick = b.emit(f"and i64 {trips}, {self.every - 1}")
         b.cbr(b.emit(f"icmp eq i64 {tick}, 0"), "check", "trip")
         b.start("trip")
