@@ -369,3 +369,21 @@ def test_utilization_counters():
     assert lock["active"] == pers["active"] == sum(collatz(int(v)) for v in x)
     assert lock["refills"] == 0 < pers["refills"]
     assert pers["utilization"] > lock["utilization"] + 0.2
+
+
+def trip_branch(n):
+    t = 0
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        t += 1
+        if t % 16 == 0:  # a uniform branch in lockstep: all lanes are at trip t
+            n = n + 0 * t
+    return t
+
+
+def test_branch_on_the_trip_count_keeps_lockstep():
+    x = np.arange(1, 400, dtype=np.int64)
+    cpu, ref = both(trip_branch, (x,), ("n",))
+    same(cpu(x), ref(x))
+    assert phases(cpu, x) == ["; hydra: lockstep gangs (a branch depends on the loop's "
+                              "trip count)"]

@@ -112,19 +112,8 @@ def _walk(ops: list[Op]):
 def _gang_local(ops: list[Op]) -> set[int]:
     """Uniform values a gang computes from its own lanes (``phases.gang_local_values``
     over one phase's ops)."""
-    dep: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for op in _walk(ops):
-            inside = [v for r in op.regions for v in r.args] + [
-                v for r in op.regions for o in r.walk() for v in o.results + o.inputs()]
-            if op.opcode == "any" or any(v.id in dep for v in op.inputs() + inside):
-                for v in op.results + [a for r in op.regions for a in r.args]:
-                    if not v.varying and v.id not in dep:
-                        dep.add(v.id)
-                        changed = True
-    return dep
+    from .phases import gang_local_values  # (phases imports this module)
+    return gang_local_values(Region([], ops))
 
 
 def _counting(loop: Op, ops: list[Op]) -> tuple[set[int], str]:
