@@ -387,3 +387,21 @@ def test_branch_on_the_trip_count_keeps_lockstep():
     same(cpu(x), ref(x))
     assert phases(cpu, x) == ["; hydra: lockstep gangs (a branch depends on the loop's "
                               "trip count)"]
+
+
+def mixed(n, f: np.float32):
+    t = 0
+    big = n > 1000
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        t += 1
+    return t > 50, f * np.float32(t), big, np.int32(t)
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 2000])
+def test_results_of_several_types(n):
+    x = np.arange(1, n + 1, dtype=np.int64) * 3
+    f = np.linspace(0, 1, n).astype(np.float32)
+    cpu, ref = both(mixed, (x, f), ("n", "f"), threads=2)
+    same(cpu(x, f), ref(x, f))
+    assert phases(cpu, x, f) == ["; hydra: persistent lanes"]
