@@ -623,11 +623,15 @@ CLASSES = (KernelGen, PersistentGen)
 
 
 def generate(name: str, geo, options: dict, constants: dict, ops: list[Op],
-             inputs: list[Value], outputs: list[Value], one_gang: bool):
+             inputs: list[Value], outputs: list[Value], one_gang: bool,
+             persistent_ok: bool = True):
     """(the generator, the LLVM text) of a phase: persistent lanes where the phase is
-    eligible (module docstring), else ``codegen``'s lockstep gangs."""
+    eligible (module docstring), else ``codegen``'s lockstep gangs (always, for a
+    persistent phase's twin: not ``persistent_ok``)."""
     lockstep, persistent = CLASSES
     why = plan(ops, inputs, outputs, one_gang) if enabled() else "HYDRA_CPU_PERSISTENT=0"
+    if not persistent_ok:
+        why = "the lockstep twin of a persistent phase, for its errors"
     if not isinstance(why, str):
         gen = persistent(name, geo, options, constants)
         try:

@@ -145,7 +145,7 @@ class Plan:
                     if op.opcode == "global_array"}
         gen, text = persistent.generate("hydra_kernel", self.geo, self.options, captured,
                                         phase.ops, phase.inputs, phase.outputs,
-                                        phase.one_gang or lockstep)
+                                        phase.one_gang, persistent_ok=not lockstep)
         # named by its content: the same kernel in another process gets the same name
         # (numba's disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
