@@ -439,7 +439,7 @@ class KernelGen(MemoryOps, Stops):
 @lowers("cpu", "lane")
 def _lane(gen: KernelGen, op: Op):
     w = gen.geo.width(_I64)
-    return [Var(gen.b.lane_ids(gen.base, w), w)]
+    return [Var(gen.gang_lane_ids(w), w)]
 
 
 @lowers("cpu", "nlanes")

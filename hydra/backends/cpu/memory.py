@@ -33,6 +33,11 @@ class MemoryOps:
 
     # --- per-lane buffers -------------------------------------------------------------
 
+    def gang_lane_ids(self, w: int) -> list[str]:
+        """The lane index of each of the gang's slots, as i64 parts of width w (a
+        persistent gang, ``persistent``, holds other lanes than ``base + i``)."""
+        return self.b.lane_ids(self.base, w)
+
     def _to_value(self, parts: list[str], t: ScalarType, w: int) -> Var:
         if t.kind == "b":
             parts = [self.b.emit(f"icmp ne <{w} x i8> {p}, zeroinitializer") for p in parts]
@@ -107,7 +112,7 @@ class MemoryOps:
         if off is None:
             off = Uni("0")
         if arr.lane_stride is not None:
-            ids = Var(self.b.lane_ids(self.base, w), w)
+            ids = Var(self.gang_lane_ids(w), w)
             rows = lz.apply("mul {0} {1}, {2}", _I64, ids, Uni(arr.lane_stride), w=w)
             off = lz.apply("add {0} {1}, {2}", _I64, off, rows, w=w)
         return arr, off, mask

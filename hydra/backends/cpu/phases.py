@@ -31,6 +31,7 @@ from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
 from ..cut import Run, cut, nested, users_of
+from . import persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .schedule import lane_cost_ns, threads_for
@@ -78,6 +79,9 @@ class Phase:
         self.one_gang = False
         #: estimated single-core ns per lane (None: unknown), for ``schedule.threads_for``
         self.cost: float | None = None
+        #: a persistent phase's lockstep twin for its errors (None: not made yet);
+        #: False for a lockstep phase, which raises its own
+        self.twin: Phase | None | bool = False
 
 
 class Plan:
@@ -132,29 +136,46 @@ class Plan:
         """Why this top-level op runs on the host."""
         return self.host[id(op)]
 
-    def _generate(self, phase: Phase) -> None:
+    def _generate(self, phase: Phase, lockstep: bool = False) -> None:
         # no per-lane result and nothing that writes or raises: one gang will do
         phase.one_gang = not any(v.varying for v in phase.outputs) and not any(
             o.effect or o.traps for op in phase.ops for o in nested(op))
         phase.cost = lane_cost_ns(phase.ops)
         captured = {op.result.id: op.attrs["array"] for op in self.fn.body.ops
                     if op.opcode == "global_array"}
-        gen = KernelGen("hydra_kernel", self.geo, self.options, captured)
-        text = gen.generate(phase.ops, phase.inputs, phase.outputs)
+        gen, text = persistent.generate("hydra_kernel", self.geo, self.options, captured,
+                                        phase.ops, phase.inputs, phase.outputs,
+                                        phase.one_gang, persistent_ok=not lockstep)
         # named by its content: the same kernel in another process gets the same name
         # (numba's disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
         phase.text = text.replace("@hydra_kernel(", f"@{gen.name}(", 1)
         phase.gen = gen
+        if getattr(gen, "persistent", False) and gen.sites:
+            phase.twin = None
 
     def drivers(self) -> None:
         """Build the numba drivers (lazily, at the first run)."""
         for step in self.steps:
             if isinstance(step, Phase) and step.driver is None:
-                kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
-                step.driver = Driver(step.text, sorted(step.gen.b.modules), step.gen.name,
-                                     kinds, self.geo.lanes, bool(self.options.get("cache")),
-                                     label=self.fn.name, loops=step.gen.has_loops)
+                self._driver(step)
+
+    def _driver(self, step: Phase) -> None:
+        kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
+        step.driver = Driver(step.text, sorted(step.gen.b.modules), step.gen.name,
+                             kinds, self.geo.lanes, bool(self.options.get("cache")),
+                             label=self.fn.name, loops=step.gen.has_loops)
+
+    def _twin(self, phase: Phase) -> Phase:
+        """The lockstep twin of a persistent phase, made at its first error: persistent
+        gangs do not order their errors, so the twin re-runs the phase (which writes
+        no array, ``persistent``) to raise the error lockstep order names."""
+        if phase.twin is None:
+            phase.twin = Phase(Run(phase.ops, phase.inputs, phase.outputs))
+            phase.twin.cost = phase.cost
+            self._generate(phase.twin, lockstep=True)
+            self._driver(phase.twin)
+        return phase.twin
 
     # --- running ----------------------------------------------------------------------
 
@@ -187,6 +208,8 @@ class Plan:
         err = error_buffer()
         threads = threads_for(lanes, threads, phase.cost)
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
+        if err[0] and phase.twin is not False:
+            return self._run_phase(self._twin(phase), env, lanes, threads)
         if err[0]:
             self._raise(phase, err)
         for v, o in zip(phase.outputs, outs):

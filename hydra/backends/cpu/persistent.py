@@ -1,0 +1,648 @@
+"""Persistent lanes: a gang whose lane finished its loop takes the next lane at once.
+
+A lockstep gang runs its varying loop as long as its slowest lane: over collatz's starts
+1..1e6 a 32-lane gang's slots hold a running lane only about half of the loop's trips.
+SPEC section 4 lets a backend group lanes as it likes where no sync point is involved,
+so for a phase of the shape
+
+    pre (ops before the loop)   while[varying] (the loop)   post (ops after it)
+
+the gang's *slots* each hold a lane of their own.  Every 4th trip the gang counts the
+slots whose lane has left the loop; once a quarter of them have, it runs ``post`` for
+those lanes (their results stored at the lanes' indices), gives the free slots the
+next lanes of its chunk (the chunks come from the same atomic counter as lockstep
+gangs take, ``codegen``; a gang whose chunk runs out grabs the next one, so it stays
+full until the whole range is taken), runs ``pre`` for them, and the loop goes on.
+Uniform values of ``pre`` that depend on nothing lane-related are computed once, before
+the gang loop.  A refill costs about ten trips (scatter, gather, slot arithmetic), so
+it waits for a quarter of the slots; the slots are at most two mask parts wide (16
+int64 slots with AVX-512), which keeps the loop's masks in the k registers
+(bench/RESULTS.md has the measurements).  A guard ``if`` around the loop (after an
+early ``return``) is no obstacle: a guard only skips an arm that no lane runs, so its
+arm is inlined first (``_unguard``).
+
+**Eligibility** (``plan``; otherwise the phase runs the lockstep way of ``codegen``, and
+the first line of its LLVM says why):
+
+1. Exactly one top-level ``while``, a varying one whose condition is ``any`` of its
+   loop mask (its first carried value and'ed with the test), and no other.
+2. The phase is lane-local, as every phase is: no cross-lane intrinsic and no print
+   (those are sync points, host steps); its stores go to per-lane arrays or to shared
+   arrays at exactly ``lane()`` on the first axis (checked again here), so no lane
+   observes another lane's store, and the order in which lanes run is not observable
+   through memory.
+3. Uniform values that count the loop's trips: a carried value the loop changes is
+   uniform only because all lanes enter together; here each slot holds its own (it
+   becomes varying, with everything computed from it).  Where such a value decides a
+   branch (an ``if`` or an inner loop's condition), is an array, or is a phase output,
+   the phase is not eligible.
+4. A uniform value that a gang computes from its own lanes (an ``any`` and what depends
+   on it) must not flow from ``pre`` into the loop or ``post``: slots refilled at
+   different times would see another refill's value.  Inside one trip such values
+   (guards, inner loops) mean what they mean in lockstep, for the slots active then.
+5. **Errors.**  SPEC section 6 and ``stops`` promise the earliest error in lockstep
+   order (trip, statement, lowest lane).  Slots at different trips do not meet their
+   errors in that order, and a gang that failed could not simply leave (a lane it has
+   not started may fail earlier in lockstep time).  So a persistent phase with error
+   sites (bounds checks, integer division by a variable, ``assert``) only notes *that*
+   a lane failed and stops; the host then runs the phase again as lockstep gangs (its
+   *twin*, ``phases.Plan._twin``, built at the first error) and raises the error that
+   one finds.  That is exact only if the first run changed nothing the phase reads, so
+   a phase with error sites and a store keeps lockstep gangs.
+6. A loop whose condition compares a *counter* (a carried value the body steps by a
+   uniform amount, per lane or not: ``for i in range(a, b)``, Mandelbrot's ``i <
+   max_iter``) keeps lockstep gangs.  Its trip count is fixed by values at its start,
+   which neighbouring lanes usually share, and lockstep keeps a uniform counter in one
+   scalar register (``loopselects.uniform_counters``) where slots need a vector:
+   Mandelbrot ran 6.7 ms lockstep, 10.1 ms persistent.  This is a heuristic: it
+   decides speed, never results.
+7. The phase has a per-lane output or a store (``one_gang`` phases run one gang).
+
+``HYDRA_CPU_PERSISTENT=0`` turns the transformation off (for A/B measurements), and
+``HYDRA_CPU_PERSISTENT_SLOTS``, ``_BATCH``, ``_EVERY`` override the gang shape.
+``Phase.gen.persistent`` is True for a persistent phase.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ...ir.core import Op, Region, Value
+from ...types import ScalarType
+from ..cut import nested
+from . import arith
+from .codegen import KernelGen
+from .loopselects import free_selects
+from .memory import _mangle, mem_type
+from .stops import HELPERS
+from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
+
+_BOOL = ScalarType("bool")
+_I64 = ScalarType("int64")
+_COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def enabled() -> bool:
+    return os.environ.get("HYDRA_CPU_PERSISTENT", "1") != "0"
+
+
+def _knob(name: str, default: int) -> int:
+    """``HYDRA_CPU_PERSISTENT_<name>`` if set (for measurements), else ``default``."""
+    return int(os.environ.get(f"HYDRA_CPU_PERSISTENT_{name}", default))
+
+
+@dataclass
+class Shape:
+    """A phase split around its loop, with the values whose marks change (see ``plan``)."""
+
+    hoisted: list[Op]  # uniform ops of ``pre`` that depend on no lane: run once
+    pre: list[Op]  # the rest of ``pre``: run for each refilled slot
+    loop: Op
+    post: list[Op]
+    inputs: list[Value]
+    outputs: list[Value]
+
+
+def _walk(ops: list[Op]):
+    for op in ops:
+        yield from nested(op)
+
+
+def _gang_local(ops: list[Op]) -> set[int]:
+    """Uniform values a gang computes from its own lanes (``phases.gang_local_values``
+    over one phase's ops)."""
+    from .phases import gang_local_values  # (phases imports this module)
+    return gang_local_values(Region([], ops))
+
+
+def _counting(loop: Op, ops: list[Op]) -> tuple[set[int], str]:
+    """Ids of the uniform values that count the loop's trips (rule 3), or a reason."""
+    before, body = loop.regions
+    cond, yld = before.terminator, body.terminator
+    flip: set[int] = set()
+    for j, a in enumerate(before.args):
+        if a.varying:
+            continue
+        if cond.operands[1 + j].id == a.id and yld.operands[j].id == body.args[j].id:
+            continue  # never changes in the loop: the same on every slot
+        flip |= {a.id, body.args[j].id, loop.results[j].id}
+    changed = bool(flip)
+    while changed:
+        changed = False
+
+        def add(vs) -> None:
+            nonlocal changed
+            for v in vs:
+                if not v.varying and v.id not in flip:
+                    flip.add(v.id)
+                    changed = True
+        for op in _walk(ops):
+            if op.opcode != "any" and any(v.id in flip for v in op.inputs()):
+                add(op.results)
+            if op.opcode == "while":
+                b, d = op.regions
+                add(a for a, v in zip(b.args, op.operands) if v.id in flip)
+                add(a for a, v in zip(b.args, d.terminator.operands) if v.id in flip)
+                for a, r, v in zip(d.args, op.results, b.terminator.operands[1:]):
+                    if v.id in flip:
+                        add([a, r])
+            elif op.opcode == "if":
+                for r in op.regions:
+                    add(x for x, v in zip(op.results, r.terminator.operands) if v.id in flip)
+    for op in _walk(ops):
+        values = op.results + [a for r in op.regions for a in r.args]
+        if any(v.id in flip and not isinstance(v.type, ScalarType) for v in values):
+            return flip, "an array depends on the loop's trip count"
+        if op.opcode == "if" and op.operands[0].id in flip:
+            return flip, "a branch depends on the loop's trip count"
+        if op.opcode == "while" and op is not loop \
+                and op.regions[0].terminator.operands[0].id in flip:
+            return flip, "an inner loop's condition depends on the loop's trip count"
+    return flip, ""
+
+
+def _stepped(loop: Op) -> set[int]:
+    """Ids of the ``before`` arguments the loop steps by a uniform amount (``i += 1``,
+    a ``for`` loop's index): counters, per lane or not."""
+    before, body = loop.regions
+    found = set()
+    for o in body.walk():
+        if o.opcode in ("add", "sub") and not o.operands[1].varying:
+            for j, a in enumerate(body.args):
+                if o.operands[0].id == a.id:
+                    found.add(before.args[j].id)
+    return found
+
+
+def _clone(ops: list[Op], flip: set[int],
+           subst: dict[int, Value] | None = None) -> tuple[list[Op], dict[int, Value]]:
+    """The ops with the values in ``flip`` replaced by varying copies (same ids) and
+    the uses of the values in ``subst`` by their substitutes."""
+    vmap: dict[int, Value] = {}
+    subst = subst or {}
+
+    def v_(v: Value) -> Value:
+        while v.id in subst:
+            v = subst[v.id]
+        if v.id in flip and v.id not in vmap:
+            vmap[v.id] = Value(v.type, v.loc, v.name, True, v.id)
+        return vmap.get(v.id, v)
+
+    def op_(op: Op) -> Op:
+        regions = [Region([v_(a) for a in r.args], [op_(o) for o in r.ops])
+                   for r in op.regions]
+        return Op(op.opcode, [v_(v) for v in op.operands], [v_(v) for v in op.results],
+                  op.loc, op.attrs, regions, v_(op.mask) if op.mask is not None else None)
+    return [op_(op) for op in ops], {**vmap, **{k: v_(v) for k, v in subst.items()}}
+
+
+def _unguard(ops: list[Op], subst: dict[int, Value]) -> list[Op]:
+    """``ops`` with each guard ``if`` that holds a loop replaced by its then-arm (its
+    results by what the arm yields).  A guard only skips an arm that no lane runs, so
+    running the arm always is the same program; a loop behind an early ``return`` or
+    an ``if`` becomes top-level this way."""
+    out = []
+    for op in ops:
+        arm = op.regions[0].ops if op.opcode == "if" and op.attrs.get("guard") else []
+        if any(o.opcode == "while" for o in _walk(arm)):
+            out += _unguard(arm[:-1], subst)
+            subst.update({r.id: v for r, v in zip(op.results, arm[-1].operands)})
+        else:
+            out.append(op)
+    return out
+
+
+def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
+         one_gang: bool) -> Shape | str:
+    """The phase split for persistent lanes, or why it keeps lockstep gangs (the rules
+    of the module docstring; rule 5's error sites are known once the code is made)."""
+    if one_gang:
+        return "one gang runs it"
+    subst: dict[int, Value] = {}
+    flat = _unguard(ops, subst)
+    if subst:
+        ops, vmap = _clone(flat, set(), subst)
+        outputs = [vmap.get(v.id, v) for v in outputs]
+    loops = [i for i, op in enumerate(ops) if op.opcode == "while"]
+    if len(loops) != 1:
+        return "no top-level loop" if not loops else "more than one top-level loop"
+    at = loops[0]
+    loop = ops[at]
+    before = loop.regions[0]
+    cond = before.terminator
+    defs = {r.id: o for o in before.ops for r in o.results}
+    test = defs.get(cond.operands[0].id)
+    if not loop.attrs.get("varying") or test is None or test.opcode != "any" \
+            or len(cond.operands) < 2 or test.operands[0].id != cond.operands[1].id:
+        return "the loop is not a varying loop"
+    mask = defs.get(cond.operands[1].id)
+    if mask is None or mask.opcode != "bitand" or before.args[0].id not in (
+            mask.operands[0].id, mask.operands[1].id):
+        return "the loop's mask is not its carried mask and a condition"
+    lane_ids: set[int] = set()
+    for op in _walk(ops):
+        if op.cross_lane or op.opcode == "print" or "sync" in op.attrs:
+            return "a sync point"  # (a phase has none; kept as the rule's statement)
+        if op.opcode == "intrinsic" and op.attrs["name"] == "lane":
+            lane_ids.add(op.result.id)
+        elif op.opcode == "cast" and op.operands[0].id in lane_ids:
+            lane_ids.add(op.result.id)
+        arr = op.written_array
+        if arr is not None and not arr.varying and (
+                op.opcode != "store" or op.operands[1].id not in lane_ids):
+            return "a store to a shared array at other than lane()"
+    flip, why = _counting(loop, ops)
+    if why:
+        return why
+    counters = flip | _stepped(loop)
+    if any(o.opcode in _COMPARES and any(v.id in counters for v in o.operands)
+           for o in before.walk()):
+        return "a counter bounds the loop's trips"
+    if any(v.id in flip for v in outputs):
+        return "a uniform output depends on the loop's trip count"
+    local = _gang_local(ops)
+    later = {v.id for op in ops[at:] for o in nested(op) for v in o.inputs()}
+    later |= {v.id for v in outputs}
+    for op in ops[:at]:
+        if any(r.id in local and r.id in later for r in op.results):
+            return "a gang's own uniform value flows into the loop"
+    ops, vmap = _clone(ops, flip)
+    hoisted, pre, made = [], [], {v.id for v in inputs if not v.varying}
+    for op in ops[:at]:
+        if not op.regions and op.mask is None and op.opcode not in ("any", "entry_mask") \
+                and not any(r.varying for r in op.results) \
+                and all(v.id in made for v in op.operands) and not op.effect:
+            hoisted.append(op)
+            made |= {r.id for r in op.results}
+        else:
+            pre.append(op)
+    if any(not v.varying and v.id not in made for v in outputs):
+        return "a uniform output computed per gang"
+    return Shape(hoisted, pre, ops[at], ops[at + 1:], inputs,
+                 [vmap.get(v.id, v) for v in outputs])
+
+
+def zero(ty: str) -> str:
+    """A zero of LLVM type ``ty`` (the state before a slot's first lane)."""
+    if ty.startswith("<"):
+        return "zeroinitializer"
+    if ty == "i1":
+        return "false"
+    return "0.0" if ty in ("float", "double") else "0"
+
+
+class PersistentGen(KernelGen):
+    """``codegen.KernelGen`` with the gang loop of the module docstring."""
+
+    persistent = True
+
+    def __init__(self, name: str, geo, options: dict, constants=None) -> None:
+        #: lanes per gang of the schedule (the chunks of the driver's counter)
+        self.gang = geo.lanes
+        # at most two mask parts per slot vector: the k registers then hold the loop's
+        # masks without spilling (collatz: 32 slots of int64 = 4 parts spilled k masks
+        # through the stack; 16 slots ran 3% faster than 32 and 29% faster than lockstep)
+        slots = _knob("SLOTS", min(geo.lanes, 2 * geo.mask_width))
+        geo = Geometry(geo.vbits, slots, min(geo.mask_width, slots))
+        super().__init__(name, geo, options, constants)
+        #: refill once this many slots are free, checked every ``every`` trips (a power
+        #: of two): a refill costs a few trips' time, so it waits for a quarter of the
+        #: slots; measured on collatz, see bench/RESULTS.md
+        self.batch = _knob("BATCH", max(1, slots // 4))
+        self.every = _knob("EVERY", 4)
+
+    def gang_lane_ids(self, w: int) -> list[str]:
+        return self.b.parts(self.idx, _I64, w)
+
+    def op_intrinsic(self, op: Op):
+        if op.attrs["name"] == "lane":
+            w = self.geo.width(_I64)
+            return [Var(self.gang_lane_ids(w), w)]
+        return super().op_intrinsic(op)
+
+    def op(self, op: Op):
+        """In ``post``, an op's mask is also limited to the finished slots: a mask made
+        in ``pre`` (after an early return, say) is on for running slots too."""
+        if self.post_mask is None or op.mask is None:
+            return super().op(op)
+        own = self.env[op.mask.id]
+        self.env[op.mask.id] = arith.Lanes(self.b, True).apply(
+            "and {0} {1}, {2}", _BOOL, own, self.post_mask)
+        try:
+            return super().op(op)
+        finally:
+            self.env[op.mask.id] = own
+
+    # per-lane buffers at the slots' lanes (gather/scatter), not at ``base``
+    def load_lanes(self, ptr: str, t: ScalarType) -> Var:
+        return self._lanes_access(ptr, t, None)
+
+    def store_lanes(self, ptr: str, t: ScalarType, rep) -> None:
+        self._lanes_access(ptr, t, rep)
+
+    def _lanes_access(self, ptr: str, t: ScalarType, rep):
+        b, w = self.b, self.geo.width(t)
+        mt, m = mem_type(t), _mangle(t, w)
+        masks = b.parts(self.tail, _BOOL, w)
+        ptrs = [b.emit(f"getelementptr {mt}, ptr {ptr}, <{w} x i64> {p}")
+                for p in self.gang_lane_ids(w)]
+        if rep is None:
+            b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, "
+                      f"i32, <{w} x i1>, <{w} x {mt}>)")
+            out = [b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> "
+                          f"{p}, i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)")
+                   for p, mk in zip(ptrs, masks)]
+            return self._to_value(out, t, w)
+        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
+                  f"i32, <{w} x i1>)")
+        for p, mk, v in zip(ptrs, masks, self._to_memory(b.parts(rep, t, w), t, w)):
+            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
+                 f"{p}, i32 1, <{w} x i1> {mk})")
+        return None
+
+    def poll_back_edge(self, loop, next_k: str) -> None:
+        """The trip's back edge: leave on Ctrl-C or once any gang has failed (the twin
+        will run the phase again); an inner loop polls as in lockstep."""
+        if loop is not None:
+            return super().poll_back_edge(loop, next_k)
+        b = self.b
+        s = b.emit(f"load atomic volatile i64, ptr {self.stop_word} monotonic, align 8")
+        self.error_polls.append(len(b.lines))
+        e = b.emit("load atomic i64, ptr %err monotonic, align 8")
+        cold, on = b.label("poll"), b.label("on")
+        b.cbr(b.emit(f"icmp ne i64 {b.emit(f'or i64 {s}, {e}')}, 0"), cold, on)
+        b.start(cold)
+        b.cbr(b.emit(f"icmp ne i64 {s}, 0"), "stopped", "latch")
+        b.start(on)
+
+    def count_trip(self, mask) -> None:
+        """Called at the top of each trip with the slots' loop mask: a hook for the
+        lane-utilization counters of ``bench.lanes`` (nothing in production)."""
+
+    # --- the kernel -------------------------------------------------------------------
+
+    def _phi_types(self, values: list[Value]) -> list[str]:
+        """The LLVM types ``to_phis`` gives these values (carried)."""
+        out = []
+        for v in values:
+            if not v.varying:
+                out.append(lty(v.type))
+                continue
+            w = self.geo.width(v.type)
+            wide = v.type.kind == "b" and not host_has_avx512()
+            out += [f"<{w} x i{self.geo.vbits // w}>" if wide else vty(v.type, w)] * (
+                self.geo.lanes // w)
+        return out
+
+    def generate_persistent(self, shape: Shape) -> str:
+        b, geo = self.b, self.geo
+        self.base = "0"  # an error names a slot, not a lane: only that one failed counts
+        self.post_mask = None
+        loop = shape.loop
+        before, body = loop.regions
+        params, late = [], []
+        for i, v in enumerate(shape.inputs):
+            binders: list = []
+            params += self.input_params(i, v, binders)
+            late += [(v, bind) for bind in binders]
+        params += [f"ptr %out{i}" for i in range(len(shape.outputs))]
+        b.start("entry")
+        self.scratch = b.emit(f"alloca [{geo.lanes} x i64], align 64", "scratch")
+        self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
+        self.start_clock([*shape.hoisted, *shape.pre, loop, *shape.post])
+        self.free_selects = free_selects([*shape.pre, loop, *shape.post], shape.outputs)
+        for v, bind in late:
+            if not v.varying:
+                bind()  # a uniform bool input
+        for op in shape.hoisted:
+            self._top(op)
+        for i, v in enumerate(shape.outputs):
+            if not v.varying:
+                self.store_output(f"%out{i}", v)
+        ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
+        # the state each slot carries: its lane, the pre values the loop or post read,
+        # the loop's carried values
+        idx_v = Value(_I64, None, "idx", True)
+        used = {v.id for r in loop.regions for o in r.walk() for v in o.inputs()}
+        used |= {v.id for op in shape.post for o in nested(op) for v in o.inputs()}
+        used |= {v.id for v in shape.outputs}
+        kept = [v for v, _ in late if v.varying and v.id in used]
+        kept += [r for op in shape.pre for r in op.results if r.id in used]
+        state = [idx_v, *kept, *before.args]
+        # and as scalars: more lanes to take?, the next lane, the chunk's end, the slots
+        # holding a lane whose results are not stored yet (bit i: slot i), trips since
+        # the last refill
+        types = self._phi_types(state) + ["i1", "i64", "i64", "i64", "i64"]
+        first = [zero(t) for t in types[:-5]] + ["true", "0", "0", "0", "0"]
+        entry = b.block
+        b.br("head")
+        # head: the phis (filled in at the end), then the loop's condition on every slot
+        b.start("head")
+        names, at = [b.tmp("p") for _ in types], len(b.lines)
+        b.lines += [None] * len(names)
+        more, nxt, hi, alive, trips = names[-5:]
+        reps = self.from_phis(state, names[:-5], True)
+        self.idx = reps[0]
+        for v, rep in zip(state[1:], reps[1:]):
+            self.env[v.id] = rep
+        _, *vals = self.region_ops(before.ops)
+        # every 4th trip (``every``): are enough slots free for a refill?  The other
+        # trips cost what a lockstep trip does, but for per-slot counters
+        tick = b.emit(f"and i64 {trips}, {self.every - 1}")
+        b.cbr(b.emit(f"icmp eq i64 {tick}, 0"), "check", "trip")
+        b.start("trip")
+        self.count_trip(vals[0])
+        self.bind(body, vals)
+        back = self.region_ops(body.ops)
+        self.poll_back_edge(None, "0")
+        incoming = [(self.to_phis(state, reps[:1 + len(kept)] + back, True),
+                     [more, nxt, hi, alive, b.emit(f"add i64 {trips}, 1")], b.block)]
+        b.br("head")
+        # a slot is out of the loop: is it a lane that just finished, or can it take one?
+        b.start("check")
+        full = (1 << geo.lanes) - 1
+        free = b.emit(f"and i64 {b.emit(f'xor i64 {self._bits(vals[0])}, -1')}, {full}")
+        done = b.emit(f"and i64 {alive}, {free}")
+        b.declare("declare i64 @llvm.ctpop.i64(i64)")
+        nfree = b.emit(f"call i64 @llvm.ctpop.i64(i64 {free})")
+        enough = b.emit(f"icmp uge i64 {nfree}, {self.batch}")
+        # while lanes are left, refill once `batch` slots are free (a refill costs a few
+        # trips); then store each finished lane at once, so the gang can drain and leave
+        last = b.emit(f"and i1 {b.emit(f'xor i1 {more}, true')}, "
+                      f"{b.emit(f'icmp ne i64 {done}, 0')}")
+        b.cbr(b.emit(f"or i1 {b.emit(f'and i1 {more}, {enough}')}, {last}"), "refill", "trip")
+        # refill: post for the finished slots, new lanes for the free ones, pre for them
+        b.start("refill")
+        finished = self._mask_of(done)
+        self.tail = self.post_mask = finished
+        masks = {r.id: r for op in shape.pre if op.opcode == "entry_mask" for r in op.results}
+        for r in masks.values():
+            self.env[r.id] = finished
+        for r, v in zip(loop.results, vals):
+            self.env[r.id] = v
+        for op in shape.post:
+            self._top(op)
+        for i, v in enumerate(shape.outputs):
+            if v.varying:
+                self.store_output(f"%out{i}", v)
+        self.post_mask = None
+        idx, okbits, nxt2, hi2, more2 = self._fill(ctr, free, more, nxt, hi)
+        self.idx = idx
+        alive2 = b.emit(f"or i64 {b.emit(f'xor i64 {alive}, {done}')}, {okbits}")
+        b.cbr(b.emit(f"icmp ne i64 {alive2}, 0"), "fresh", "exit")
+        b.start("fresh")
+        ok = self._mask_of(okbits)
+        self.tail = ok
+        for v, bind in late:
+            if v.varying:
+                bind()
+        for op in shape.pre:
+            self._top(op)
+        merged = [idx]
+        merged += [self._merge(v, ok, self.env[v.id], reps[1 + k]) for k, v in enumerate(kept)]
+        merged += [self._merge(a, ok, self.env[v.id], reps[1 + len(kept) + k])
+                   for k, (v, a) in enumerate(zip(loop.operands, before.args))]
+        incoming.append((self.to_phis(state, merged, True), [more2, nxt2, hi2, alive2, "1"],
+                         b.block))
+        b.br("head")
+        for k, (name, t) in enumerate(zip(names, types)):
+            arms = [f"[{first[k]}, %{entry}]"] + [
+                f"[{(ins[k][1] if k < len(ins) else sc[k - len(ins)])}, %{blk}]"
+                for ins, sc, blk in incoming]
+            b.lines[at + k] = f"  {name} = phi {t} {', '.join(arms)}"
+        # a slot that fails leaves the kernel (``fail_if`` goes to the latch); the host
+        # then asks the phase's lockstep twin which error comes first (phases.py)
+        b.start("latch")
+        b.br("exit")
+        self.stopped_block()
+        self.drop_error_polls()
+        b.start("exit")
+        b.do("ret void")
+        sig = ", ".join(["i64 %chunk", "i64 %ngangs", "i64 %n", "ptr %err"] + params)
+        text = ["; hydra: persistent lanes", f"define void @{self.name}({sig}) {{",
+                *b.lines, "}", HELPERS, *sorted(b.decls)]
+        return "\n".join(text) + "\n"
+
+    def _top(self, op: Op) -> None:
+        self.top = op
+        for r, rep in zip(op.results, self.op(op) or []):
+            self.env[r.id] = rep
+
+    def _merge(self, v: Value, ok, new, old):
+        if not v.varying:
+            return new
+        return arith.Lanes(self.b, True).sel(ok, new, old, v.type)
+
+    def _fill(self, ctr: str, free, more: str, nxt: str, hi: str):
+        """Give the free slots (bits of the i64 ``free``) the next lanes, in slot order,
+        grabbing chunks until every slot has one or none is left: (lane ids, the
+        refilled slots' bits, next, end, more)."""
+        b, geo = self.b, self.geo
+        w = geo.width(_I64)
+        nparts = geo.lanes // w
+        idx0 = b.parts(self.idx, _I64, w)
+        free0 = free
+        pre = b.block
+        loop, grab, got, out = b.label("fill"), b.label("grab"), b.label("got"), b.label("out")
+        b.br(loop)
+        b.start(loop)
+        idx_in = [b.tmp("ix") for _ in range(nparts)]
+        ok_in, f_in, nx_in, hi_in = b.tmp("ok"), b.tmp("free"), b.tmp("nx"), b.tmp("hi")
+        at = len(b.lines)
+        b.lines += [None] * (nparts + 4)
+        fs, nv, hv = (b.splat(x, "i64", w) for x in (f_in, nx_in, hi_in))
+        b.declare(f"declare <{w} x i64> @llvm.ctpop.v{w}i64(<{w} x i64>)")
+        idx_out, takes = [], []
+        for k in range(nparts):
+            below = ", ".join(f"i64 {(1 << (k * w + i)) - 1}" for i in range(w))
+            # slot s takes next + (free slots below s), if that lane is in the chunk
+            pc = b.emit(f"call <{w} x i64> @llvm.ctpop.v{w}i64(<{w} x i64> "
+                        f"{b.emit(f'and <{w} x i64> {fs}, <{below}>')})")
+            pos = b.emit(f"add <{w} x i64> {nv}, {pc}")
+            take = b.emit(f"and <{w} x i1> {self._bitmask(fs, k)}, "
+                          f"{b.emit(f'icmp slt <{w} x i64> {pos}, {hv}')}")
+            takes.append(take)
+            idx_out.append(b.emit(f"select <{w} x i1> {take}, <{w} x i64> {pos}, "
+                                  f"<{w} x i64> {idx_in[k]}"))
+        tbits = b.bits(Var(takes, w))
+        ok_out = b.emit(f"or i64 {ok_in}, {tbits}")
+        f_out = b.emit(f"and i64 {f_in}, {b.emit(f'xor i64 {tbits}, -1')}")
+        b.declare("declare i64 @llvm.ctpop.i64(i64)")
+        nx_out = b.emit(f"add i64 {nx_in}, {b.emit(f'call i64 @llvm.ctpop.i64(i64 {tbits})')}")
+        b.cbr(b.emit(f"and i1 {b.emit(f'icmp ne i64 {f_out}, 0')}, {more}"), grab, out)
+        b.start(grab)
+        self.poll_gang(got)  # Ctrl-C between chunks, as between lockstep gangs
+        b.start(got)
+        c = b.emit(f"atomicrmw add ptr {ctr}, i64 1 monotonic")
+        g0 = b.emit(f"mul i64 {c}, %chunk")
+        some = b.emit(f"icmp slt i64 {g0}, %ngangs")
+        g1 = b.emit(f"add i64 {g0}, %chunk")
+        g1 = b.emit(f"select i1 {b.emit(f'icmp slt i64 {g1}, %ngangs')}, i64 {g1}, "
+                    f"i64 %ngangs")
+        lo = b.emit(f"mul i64 {g0}, {self.gang}")
+        end = b.emit(f"mul i64 {g1}, {self.gang}")
+        end = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %n')}, i64 {end}, i64 %n")
+        b.cbr(some, loop, out)
+        for k in range(nparts):
+            b.lines[at + k] = (f"  {idx_in[k]} = phi <{w} x i64> [{idx0[k]}, %{pre}], "
+                               f"[{idx_out[k]}, %{got}]")
+        rest = [(ok_in, "0", ok_out), (f_in, free0, f_out), (nx_in, nxt, lo), (hi_in, hi, end)]
+        for j, (name, a, z) in enumerate(rest):
+            b.lines[at + nparts + j] = f"  {name} = phi i64 [{a}, %{pre}], [{z}, %{got}]"
+        b.start(out)
+        more_out = b.emit(f"phi i1 [{more}, %{loop}], [false, %{got}]")
+        return Var(idx_out, w), ok_out, nx_out, hi_in, more_out
+
+    def _mask_of(self, bits: str) -> Var:
+        """The gang mask whose bit i (of the i64 ``bits``) is slot i."""
+        b, g = self.b, self.geo.lanes
+        narrow = bits if g == 64 else b.emit(f"trunc i64 {bits} to i{g}")
+        whole = Var([b.emit(f"bitcast i{g} {narrow} to <{g} x i1>")], g)
+        w = self.geo.mask_width
+        return Var(b.parts(whole, _BOOL, w), w)
+
+    def _bits(self, mask) -> str:
+        """The gang mask as an i64, bit i = slot i (one <G x i1> bitcast: k-register
+        unpacks on AVX-512, not a shift and an or per part)."""
+        b, g = self.b, self.geo.lanes
+        whole = b.parts(mask, _BOOL, g)[0]
+        bits = b.emit(f"bitcast <{g} x i1> {whole} to i{g}")
+        return bits if g == 64 else b.emit(f"zext i{g} {bits} to i64")
+
+    def _bitmask(self, bits: str, k: int) -> str:
+        """Part k of a gang mask from its bits (splat in ``bits``, <w x i64>)."""
+        b, w = self.b, self.geo.width(_I64)
+        one = ", ".join(f"i64 {1 << (k * w + i)}" for i in range(w))
+        return b.emit(f"icmp ne <{w} x i64> {b.emit(f'and <{w} x i64> {bits}, <{one}>')}, "
+                      f"zeroinitializer")
+
+
+#: the generator classes, lockstep and persistent (``bench.lanes`` swaps in counting ones)
+CLASSES = (KernelGen, PersistentGen)
+
+
+def generate(name: str, geo, options: dict, constants: dict, ops: list[Op],
+             inputs: list[Value], outputs: list[Value], one_gang: bool,
+             persistent_ok: bool = True):
+    """(the generator, the LLVM text) of a phase: persistent lanes where the phase is
+    eligible (module docstring), else ``codegen``'s lockstep gangs (always, for a
+    persistent phase's twin: not ``persistent_ok``)."""
+    lockstep, persistent = CLASSES
+    why = plan(ops, inputs, outputs, one_gang) if enabled() else "HYDRA_CPU_PERSISTENT=0"
+    if not persistent_ok:
+        why = "the lockstep twin of a persistent phase, for its errors"
+    if not isinstance(why, str):
+        gen = persistent(name, geo, options, constants)
+        try:
+            text = gen.generate_persistent(why)
+        except Unsupported:
+            text = None
+        if text is not None and (not gen.sites or not any(
+                o.written_array is not None for op in ops for o in nested(op))):
+            return gen, text
+        why = "error sites and stores" if text else "unsupported"
+    gen = lockstep(name, geo, options, constants)
+    gen.why_lockstep = why
+    text = gen.generate(ops, inputs, outputs)
+    return gen, f"; hydra: lockstep gangs ({why})\n" + text
