@@ -95,6 +95,7 @@ class KernelGen(MemoryOps, Stops):
     def generate(self, ops: list[Op], inputs: list[Value], outputs: list[Value]) -> str:
         b = self.b
         params, binders = [], []
+        self.lane_inputs: list[tuple[str, Value]] = []  # varying inputs: (ptr, value)
         for i, v in enumerate(inputs):
             params += self.input_params(i, v, binders)
         params += [f"ptr %out{i}" for i in range(len(outputs))]
@@ -122,10 +123,10 @@ class KernelGen(MemoryOps, Stops):
         self.poll_gang("body")  # gangs go on after an error: one may fail earlier
         b.start("body")
         self.base = b.emit(f"mul i64 {g}, {self.geo.lanes}", "base")
-        ids = b.lane_ids(self.base, self.geo.mask_width)
-        nv = b.splat("%n", "i64", self.geo.mask_width)
-        self.tail = Var([b.emit(f"icmp slt <{self.geo.mask_width} x i64> {p}, {nv}")
-                         for p in ids], self.geo.mask_width)
+        # every gang but the last has all its lanes: plain loads and stores (memory.py)
+        end = b.emit(f"add i64 {self.base}, {self.geo.lanes}")
+        self.full = b.emit(f"icmp sle i64 {end}, %n", "full")
+        self.load_inputs(self.lane_inputs)  # and the tail mask
         for bind in binders:
             bind()
         self.free_selects = free_selects(ops, outputs)
@@ -134,8 +135,10 @@ class KernelGen(MemoryOps, Stops):
             for r, rep in zip(op.results, self.op(op) or []):
                 self.env[r.id] = rep
         self.top = None
+        lane_outputs = []  # (ptr, type, rep) of the varying outputs
         for i, v in enumerate(outputs):
-            self.store_output(f"%out{i}", v)
+            self.store_output(f"%out{i}", v, lane_outputs)
+        self.store_outputs(lane_outputs)
         b.br("latch")
         b.start("latch")
         b.do(f"%gnext = add i64 {g}, 1")
@@ -166,7 +169,7 @@ class KernelGen(MemoryOps, Stops):
         if not isinstance(t, ScalarType):
             raise Unsupported(f"a {t} value crossing a sync point")
         if v.varying:
-            binders.append(lambda: self.env.__setitem__(v.id, self.load_lanes(f"%in{i}", t)))
+            self.lane_inputs.append((f"%in{i}", v))
             return [f"ptr %in{i}"]
         if t.kind == "b":
             binders.append(lambda: self.env.__setitem__(
@@ -175,13 +178,13 @@ class KernelGen(MemoryOps, Stops):
         self.env[v.id] = Uni(f"%in{i}")
         return [f"{lty(t)} %in{i}"]
 
-    def store_output(self, ptr: str, v: Value) -> None:
+    def store_output(self, ptr: str, v: Value, lane_outputs: list) -> None:
         rep = self.env[v.id]
         t = v.type
         if not isinstance(t, ScalarType):
             raise Unsupported(f"a {t} result")
         if v.varying:
-            self.store_lanes(ptr, t, rep)
+            lane_outputs.append((ptr, t, rep))
             return
         ref = rep.ref
         if t.kind == "b":
