@@ -51,12 +51,15 @@ class MemoryOps:
         loop: 4-8 k registers of the 7 that the loop's own masks need.)"""
         if not fresh:
             return self.b.parts(self.tail, _BOOL, w)
-        b, lanes = self.b, self.geo.lanes
-        left = b.emit(f"sub i64 %n, {self.base}")  # 0 < left < lanes in a partial gang
+        b = self.b
+        left = b.emit(f"sub i64 %n, {self.base}")  # 0 < left < lanes <= 64 here
         low = b.emit(f"sub i64 {b.emit(f'shl i64 1, {left}')}, 1")
-        bits = b.emit(f"trunc i64 {low} to i{lanes}") if lanes < 64 else low
-        return b.parts(Var([b.emit(f"bitcast i{lanes} {bits} to <{lanes} x i1>")], lanes),
-                       _BOOL, w)
+        out = []
+        for k in range(self.geo.lanes // w):
+            part = b.emit(f"lshr i64 {low}, {k * w}") if k else low
+            part = b.emit(f"trunc i64 {part} to i{w}") if w < 64 else part
+            out.append(b.emit(f"bitcast i{w} {part} to <{w} x i1>"))
+        return out
 
     def _two_ways(self, emit) -> list[tuple[list, str]]:
         """``emit(masked)`` in a block for full gangs (plain loads and stores: masked

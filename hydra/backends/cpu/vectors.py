@@ -92,18 +92,13 @@ class Geometry:
         return max(1, min(self.lanes, self.vbits // t.bits))
 
 
-def gang_vectors() -> int:
-    """K, the vectors of 32-bit lanes per gang (``HYDRA_CPU_GANG_VECTORS``, default 2):
-    more hides latency, fewer spills fewer registers."""
-    return int(os.environ.get("HYDRA_CPU_GANG_VECTORS", "2"))
-
-
-def geometry(types: list[ScalarType]) -> Geometry:
-    """The gang shape for a kernel whose varying values have ``types``: K vectors of
-    32-bit elements (G = 16 on AVX2, 32 on AVX-512); masks take the width of the widest
-    element so that compares of doubles need no reshuffling."""
+def geometry(types: list[ScalarType], vectors: int = 2) -> Geometry:
+    """The gang shape for a kernel whose varying values have ``types``: ``vectors`` (K)
+    vectors of 32-bit elements (K = 2: G = 16 on AVX2, 32 on AVX-512; ``chains`` picks K
+    per kernel); masks take the width of the widest element so that compares of doubles
+    need no reshuffling."""
     vbits = vector_bits()
-    lanes = gang_vectors() * vbits // 32
+    lanes = vectors * vbits // 32
     widest = max([t.bits for t in types if t.name != "bool"] or [32])
     return Geometry(vbits, lanes, max(1, min(lanes, vbits // max(widest, 32))))
 
