@@ -89,7 +89,12 @@ class Geometry:
     def width(self, t: ScalarType) -> int:
         if t.name == "bool":
             return self.mask_width
-        return max(1, min(self.lanes, self.vbits // t.bits))
+        # a power of two that divides G: with 3 chains (G = 48) a byte type takes 3
+        # parts of 16, so parts of every width convert by halving and pairing
+        w = 1 << (max(1, min(self.lanes, self.vbits // t.bits)).bit_length() - 1)
+        while self.lanes % w:
+            w //= 2
+        return w
 
 
 def geometry(types: list[ScalarType], vectors: int = 2) -> Geometry:
