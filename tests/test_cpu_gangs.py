@@ -146,3 +146,21 @@ def test_chains_stay_two_for_wide_types_and_loop_free_kernels(monkeypatch):
     assert gang_vectors(specialized(m, c_re[:64], c_im[:64], it), 512) == 4
     monkeypatch.setenv("HYDRA_CPU_GANG_VECTORS", "2")
     assert gang_vectors(specialized(m, c_re[:64], c_im[:64], it), 512) == 2
+
+
+def test_fastmath_fuses_products_with_two_uses():
+    from hydra.backends.cpu.vectors import host_has_fma
+    if not host_has_fma():
+        pytest.skip("no FMA on this CPU")
+    c_re, c_im, it = mb.setup()
+    args = c_re[:100], c_im[:100], it
+    fast = hydra.compile(mb.kernel, varying=mb.VARYING, backend="cpu", fastmath=True)
+    text = llvm(fast, *args)
+    # |z|^2 = zr*zr + zi*zi, re(z^2) = zr*zr - zi*zi, im = (2 zr) zi + c_im: three
+    # fused multiply-adds a part (zr*zr has two uses; LLVM alone fuses only one-use ones)
+    parts = len(re.findall(r"= fcmp ogt", text))  # the escape test, once a part
+    assert parts and len(re.findall(r"= call <\d+ x float> @llvm\.fma", text)) == 3 * parts
+    exact = hydra.compile(mb.kernel, varying=mb.VARYING, backend="cpu")
+    assert "@llvm.fma" not in llvm(exact, *args)
+    ref = hydra.compile(mb.kernel, varying=mb.VARYING, backend="numpy")(*args)
+    assert np.mean(fast(*args) == ref) > 0.95

@@ -31,8 +31,8 @@ from .emit import Builder
 from .loopselects import free_selects, uniform_counters
 from .memory import MemoryOps
 from .stops import HELPERS, MAX_DEPTH, Stops
-from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512, lty,
-                      vty)
+from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512,
+                      host_has_fma, lty, vty)
 
 KINDS = list(RUNTIME_ERRORS)
 #: ops whose results and region arguments must be numbers (arrays do not cross
@@ -130,6 +130,7 @@ class KernelGen(MemoryOps, Stops):
         for bind in binders:
             bind()
         self.free_selects = free_selects(ops, outputs)
+        self.defs = {r.id: o for top in ops for o in nested(top) for r in o.results}
         for op in ops:
             self.top = op  # the top-level op to run on the host if this one fails
             for r, rep in zip(op.results, self.op(op) or []):
@@ -216,6 +217,10 @@ class KernelGen(MemoryOps, Stops):
                 if name in ("floordiv", "mod"):
                     self.check_divisor(op, args[1])
                     return [arith.int_divmod(lz, name, t, *args)]
+            elif self.b.fflags and name in ("add", "sub") and host_has_fma():
+                fused = arith.contract(lz, op, self.defs, self.env)
+                if fused is not None:
+                    return [fused]
             return [arith.binary(lz, name, t, *args, op.result.type)]
         if name in UNARY_OPS:
             return [arith.unary(lz, name, op.operands[0].type, args[0])]

@@ -55,6 +55,13 @@ def host_has_avx512() -> bool:
 
 
 @functools.cache
+def host_has_fma() -> bool:
+    """Fused multiply-add instructions (``fastmath`` contracts into them)."""
+    init_llvm()
+    return bool(llvm.get_host_cpu_features().get("fma"))
+
+
+@functools.cache
 def vector_bits() -> int:
     """Width of the vector registers we use: 512 with AVX-512 (F, BW, DQ, VL), 256 with
     AVX2, else 128; ``HYDRA_CPU_VECTOR_BITS`` (128, 256 or 512) overrides it.
