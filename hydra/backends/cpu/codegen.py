@@ -28,6 +28,7 @@ from ..cut import nested
 from ...types import ArrayType, ScalarType
 from . import arith
 from .emit import Builder
+from .loopchecks import induction_checks, inductions, narrow_casts
 from .loopselects import free_selects, uniform_counters
 from .memory import MemoryOps
 from .stops import HELPERS, MAX_DEPTH, Stops
@@ -44,6 +45,7 @@ _BOOL = ScalarType("bool")
 def _nonzero_literal(ref: str) -> bool:
     return ref.lstrip("-").isdigit() and int(ref) != 0
 _I64 = ScalarType("int64")
+_U32 = ScalarType("uint32")
 
 
 def lowerable(op: Op) -> tuple[bool, str]:
@@ -89,6 +91,10 @@ class KernelGen(MemoryOps, Stops):
         self.free_selects: set[int] = set()
         #: select id -> the per-lane value of a uniform counter slot (``op_while``)
         self.counter_old: dict[int, object] = {}
+        #: check op id -> i1 ref: true when the check cannot fail (``loopchecks``)
+        self.safe_checks: dict[int, str] = {}
+        #: cast op id -> (32-bit copy of an induction slot, a, c): the cast is a * i + c
+        self.narrowed: dict[int, tuple] = {}
 
     # --- the function -----------------------------------------------------------------
 
@@ -243,6 +249,11 @@ class KernelGen(MemoryOps, Stops):
 
     def op_cast(self, op: Op):
         lz = arith.Lanes(self.b, bool(op.result.varying))
+        if id(op) in self.narrowed:  # a * i + c from the loop's 32-bit copy of i
+            low, a, c = self.narrowed[id(op)]
+            t = op.result.type
+            x = lz.apply("mul {0} {1}, {2}", t, low, Uni(const_text(a, t))) if a != 1 else low
+            return [lz.apply("add {0} {1}, {2}", t, x, Uni(const_text(c, t))) if c else x]
         return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
 
     def op_math(self, op: Op):
@@ -330,7 +341,13 @@ class KernelGen(MemoryOps, Stops):
     def op_while(self, op: Op):
         before, body = op.regions
         b = self.b
+        self.safe_checks.update(self.induction_guards(op))
         init = self.to_phis(before.args, [self.env[v.id] for v in op.operands], True)
+        # 32-bit copies of int64 induction slots that are read truncated (loopchecks.py)
+        narrow, ind = narrow_casts(op, self.defs), inductions(op, self.defs)
+        firsts = {j: b.parts(arith.cast(arith.Lanes(b, True), _I64, _U32,
+                                        self.env[op.operands[j].id]), _U32)
+                  for j in sorted({j for j, _, _ in narrow.values()})}
         pre = b.block
         head, loop, done = b.label("while"), b.label("do"), b.label("done")
         b.br(head)
@@ -351,6 +368,12 @@ class KernelGen(MemoryOps, Stops):
         for j in counters:
             shadows[j] = (b.tmp("s"), len(b.lines), lty(before.args[j].type))
             b.lines.append(None)
+        lows = {j: [(b.tmp("n"), len(b.lines) + i) for i in range(len(ps))]
+                for j, ps in firsts.items()}
+        b.lines += [None] * sum(len(ps) for ps in firsts.values())
+        w32 = self.geo.width(_U32)
+        self.narrowed.update({cid: (Var([n for n, _ in lows[j]], w32), a, c)
+                              for cid, (j, a, c) in narrow.items()})
         real = self.from_phis(before.args, [s[0] for s in slots], True)
         self.bind(before, real)
         for j, (name, _, _) in shadows.items():
@@ -378,6 +401,12 @@ class KernelGen(MemoryOps, Stops):
         latch = b.block
         steps = {j: b.emit(f"add {t} {name}, {self.env[counters[j][1]].ref}")
                  for j, (name, _, t) in shadows.items()}
+        vt = f"<{w32} x i32>"
+        for j, names in lows.items():
+            step = b.splat(const_text(ind[j], _U32), "i32", w32)
+            for (name, at), first in zip(names, firsts[j]):
+                nxt = b.emit(f"add {vt} {name}, {step}")
+                b.lines[at] = f"  {name} = phi {vt} [{first}, %{pre}], [{nxt}, %{latch}]"
         b.br(head)
         for (name, at, t), (_, a), (_, z) in zip(slots, init, back):
             b.lines[at] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{latch}]"
@@ -387,6 +416,24 @@ class KernelGen(MemoryOps, Stops):
         b.lines[k_at] = f"  {k} = phi i64 [0, %{pre}], [{k_next}, %{latch}]"
         b.start(done)
         return self.from_phis(body.args, [r for _, r in flat], True)
+
+    def induction_guards(self, op: Op) -> dict[int, str]:
+        """For each check in ``op``'s body that ``loopchecks`` can decide before the
+        loop: an i1, true when no lane of the gang can fail it on any trip."""
+        out = {}
+        for key, r in induction_checks(op, self.defs).items():
+            entry, init, bound = (self.env[v.id] for v in (op.operands[0], r.init, r.bound))
+            lz = arith.Lanes(self.b, any(isinstance(x, Var) for x in (entry, init, bound)))
+            enters = lz.apply("and {0} {1}, {2}", _BOOL, entry,
+                              arith.compare(lz, "lt", _I64, init, bound))
+            fine = arith.compare(lz, "le", _I64, bound, Uni(str(r.hi_bound)))
+            if r.lo is not None:
+                fine = lz.apply("and {0} {1}, {2}", _BOOL, fine,
+                                arith.compare(lz, "ge", _I64, init, Uni(str(r.lo))))
+            bad = lz.apply("and {0} {1}, {2}", _BOOL, enters,
+                           lz.apply("xor {0} {1}, {2}", _BOOL, fine, Uni("true")))
+            out[key] = self.b.emit(f"xor i1 {self.b.any(bad)}, true", "safe")
+        return out
 
     def bind(self, region: Region, reps: list) -> None:
         for a, rep in zip(region.args, reps):
@@ -400,12 +447,15 @@ class KernelGen(MemoryOps, Stops):
         that lane's ``value``) and leave the gang (``stops``: the earliest error in
         lockstep order wins, whichever gang finds it first)."""
         b = self.b
-        bits = b.bits(bad)
         site = len(self.sites)
         self.sites.append((op, kind))
         err, ok = b.label("err"), b.label("ok")
-        b.cbr(b.emit(f"icmp ne i64 {bits}, 0"), err, ok)
+        # the test is an or of the parts (k-register ors and one kortest); the lane
+        # bits are packed into an i64 only once an error is there (the packing was ~9
+        # scalar ops a check, every loop trip: mc-pi-block's two uint32 range checks)
+        b.cbr(b.any(bad), err, ok)
         b.start(err)
+        bits = b.bits(bad)
         first = b.emit(f"call i64 @llvm.cttz.i64(i64 {bits}, i1 true)")
         b.declare("declare i64 @llvm.cttz.i64(i64, i1)")
         lane = b.emit(f"add i64 {self.base}, {first}")
@@ -433,11 +483,20 @@ class KernelGen(MemoryOps, Stops):
         self.fail_if(bad, op, "zerodiv")
 
     def op_check(self, op: Op):
+        b = self.b
+        safe = self.safe_checks.get(id(op))
+        if safe is not None:  # decided before the loop (loopchecks.py)
+            run, done = b.label("check"), b.label("checked")
+            b.cbr(safe, done, run)
+            b.start(run)
         ok, mask = self.env[op.operands[0].id], self.env[op.mask.id]
-        lz = arith.Lanes(self.b, isinstance(ok, Var) or isinstance(mask, Var))
+        lz = arith.Lanes(b, isinstance(ok, Var) or isinstance(mask, Var))
         failed = lz.apply("xor {0} {1}, {2}", _BOOL, ok, Uni("true"))
         bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, failed)
         self.fail_if(bad, op, op.attrs["kind"])
+        if safe is not None:
+            b.br(done)
+            b.start(done)
         return []
 
 
