@@ -252,8 +252,9 @@ class KernelGen(MemoryOps, Stops):
         if id(op) in self.narrowed:  # a * i + c from the loop's 32-bit copy of i
             low, a, c = self.narrowed[id(op)]
             t = op.result.type
-            x = lz.apply("mul {0} {1}, {2}", t, low, Uni(const_text(a, t))) if a != 1 else low
-            return [lz.apply("add {0} {1}, {2}", t, x, Uni(const_text(c, t))) if c else x]
+            a, c = (Uni(str((v + 2 ** 31) % 2 ** 32 - 2 ** 31)) for v in (a, c))  # i32 text
+            x = lz.apply("mul {0} {1}, {2}", t, low, a) if a.ref != "1" else low
+            return [lz.apply("add {0} {1}, {2}", t, x, c) if c.ref != "0" else x]
         return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
 
     def op_math(self, op: Op):
@@ -403,7 +404,7 @@ class KernelGen(MemoryOps, Stops):
                  for j, (name, _, t) in shadows.items()}
         vt = f"<{w32} x i32>"
         for j, names in lows.items():
-            step = b.splat(const_text(ind[j], _U32), "i32", w32)
+            step = b.splat(str((ind[j] + 2 ** 31) % 2 ** 32 - 2 ** 31), "i32", w32)
             for (name, at), first in zip(names, firsts[j]):
                 nxt = b.emit(f"add {vt} {name}, {step}")
                 b.lines[at] = f"  {name} = phi {vt} [{first}, %{pre}], [{nxt}, %{latch}]"
