@@ -8,8 +8,8 @@ row is a workload of ``bench/`` (its module name), ``:fm`` for ``fastmath=True``
 ``:numba`` for its Numba @njit scalar peer (a reference that neither tree changes).
 The table keeps each row's best and median over all rounds, the new/old ratio of the
 bests, the best first-call time (compile included), and the load average, because on
-a shared machine only interleaved ratios mean much.  Both trees must have this
-``bench/`` package (the workloads are imported from the tree being timed).
+a shared machine only interleaved ratios mean much.  The workloads and hydra are
+imported from the tree being timed; this file does the timing in both.
 """
 
 from __future__ import annotations
@@ -66,7 +66,10 @@ def run(trees: list[tuple[str, str]], rows: str, rounds: int, calls: int) -> str
     for _ in range(rounds):
         for label, path in trees:
             loads.append(os.getloadavg()[0])
-            cmd = pin + [sys.executable, "-m", "bench.ab", "--one", rows, "--calls", str(calls)]
+            # this file times the other tree too: hydra and the workloads come from
+            # PYTHONPATH, so the old tree needs no bench/ab.py of its own
+            cmd = pin + [sys.executable, os.path.abspath(__file__), "--one", rows,
+                         "--calls", str(calls)]
             out = subprocess.run(cmd, cwd=path, capture_output=True, text=True,
                                  env={**os.environ, "PYTHONPATH": os.path.abspath(path)})
             if out.returncode:
