@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one is not None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        # run as a file, bench/ is sys.path[0]: its dask.py must not shadow dask
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
         one(a.one, a.calls)
         return
     if len(a.trees) != 2:
