@@ -159,3 +159,19 @@ def test_narrow_casts_wrap_as_int64_casts_do(lanes, base):
     ref = hydra.compile(wrapping, lanes=lanes, backend="numpy")
     np.testing.assert_array_equal(got, ref(np.int64(base), np.int64(trips)))
     assert re.search(r"%n\d+ = phi <\d+ x i32>", llvm(k, np.int64(base), np.int64(trips)))
+
+
+def test_a_check_branches_on_any_lane_and_packs_lane_bits_only_on_failure():
+    k = hydra.compile(squared, lanes=64, backend="cpu")
+    text = llvm(k, 1000, 10)
+    lines = text.splitlines()
+    branches = [i for i, line in enumerate(lines) if re.search(r"br i1 \S+, label %err\d+", line)]
+    assert branches
+    for i in branches:
+        cond = lines[i].split()[2].rstrip(",")
+        made = next(line for line in lines[:i] if line.strip().startswith(f"{cond} ="))
+        assert "reduce.or" in made or re.search(r"= or i1 ", made), made
+        # the i64 of lane bits (for the first failing lane) is built after the branch
+        err = re.search(r"label %(err\d+)", lines[i]).group(1)
+        body = lines[lines.index(f"{err}:"):]
+        assert "llvm.cttz.i64" in "\n".join(body[:40])
