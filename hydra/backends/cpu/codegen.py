@@ -29,7 +29,7 @@ from ...types import ArrayType, ScalarType
 from . import arith
 from .emit import Builder
 from .loopchecks import induction_checks, inductions, narrow_casts
-from .loopselects import free_selects, uniform_counters
+from .loopselects import free_selects, uniform_counters, value_uses
 from .memory import MemoryOps
 from .stops import HELPERS, MAX_DEPTH, Stops
 from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512,
@@ -136,6 +136,7 @@ class KernelGen(MemoryOps, Stops):
         for bind in binders:
             bind()
         self.free_selects = free_selects(ops, outputs)
+        self.uses = value_uses(ops, outputs)
         self.defs = {r.id: o for top in ops for o in nested(top) for r in o.results}
         for op in ops:
             self.top = op  # the top-level op to run on the host if this one fails
@@ -216,7 +217,9 @@ class KernelGen(MemoryOps, Stops):
         if method is not None:
             return method(op)
         args = [self.env[v.id] for v in op.operands]
-        lz = arith.Lanes(self.b, bool(op.results and op.result.varying))
+        # of scalar operands (a shared loop counter and its bound), one scalar result
+        vary = bool(op.results and op.result.varying) and any(isinstance(a, Var) for a in args)
+        lz = arith.Lanes(self.b, vary)
         if name in BINARY_OPS:
             t = op.operands[0].type
             if t.kind == "i" or t.kind == "u":
@@ -245,7 +248,22 @@ class KernelGen(MemoryOps, Stops):
         return [self.tail]
 
     def op_any(self, op: Op):
+        split = self.mask_and_scalar(op.operands[0])
+        if split is not None:  # any(m & c) = c & any(m): no vector and with a splat
+            m, c = split
+            return [Uni(self.b.emit(f"and i1 {c.ref}, {self.b.any(m)}"))]
         return [Uni(self.b.any(self.env[op.operands[0].id]))]
+
+    def mask_and_scalar(self, v: Value):
+        """``(m, c)`` where ``v`` is ``bitand`` of a per-lane mask ``m`` and a scalar
+        ``c`` (mandelbrot's ``i < max_iter`` on the shared counter), else None."""
+        o = self.defs.get(v.id)
+        if o is None or o.opcode != "bitand":
+            return None
+        x, y = (self.env[a.id] for a in o.operands)
+        if isinstance(x, Uni) and isinstance(y, Var):
+            x, y = y, x
+        return (x, y) if isinstance(x, Var) and isinstance(y, Uni) else None
 
     def op_cast(self, op: Op):
         lz = arith.Lanes(self.b, bool(op.result.varying))
@@ -384,6 +402,14 @@ class KernelGen(MemoryOps, Stops):
             raise Unsupported("a varying loop condition (structured IR)")
         for j in shadows:
             vals[j] = real[j]  # the loop's result stays per lane
+        # a loop mask m & c with a scalar c: the body runs only where c holds, so its
+        # mask is m, and the and is left to the exit test (op_any), a scalar compare and
+        # branch instead of c anded into every mask part each trip (4 kandw + kmovd +
+        # cmov in mandelbrot's loop); the mask the loop ends with is then m, not all off,
+        # so only where nothing reads it
+        split = self.mask_and_scalar(before.ops[-1].operands[1])
+        if split is not None and not self.uses[op.results[0].id]:
+            vals[0] = split[0]
         # masks cross into the body and out of the loop as integer vectors: an <8 x i1>
         # live across blocks is legalized to <8 x i16> and repacked every iteration
         flat = self.to_phis(body.args, vals, True)
