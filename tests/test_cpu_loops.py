@@ -115,3 +115,22 @@ def test_the_shared_counter_applies_to_the_counter_only():
     assert re.search(r"%s\d* = phi i64", text)
     k = hydra.compile(varying_start, varying=("x",), backend="cpu")
     assert not re.search(r"%s\d* = phi i64", llvm(k, np.arange(40, dtype=np.int64)))
+
+
+def test_a_scalar_loop_bound_is_a_scalar_branch_not_a_mask_and():
+    """i < max_iter on the shared counter is one scalar compare; the loop goes on while
+    it holds and any lane is active (``and i1``), and the body's mask is the loop mask
+    itself: no and of the compare into every mask part each trip."""
+    k = hydra.compile(mb.kernel, varying=mb.VARYING, backend="cpu")
+    c_re, c_im, _ = mb.setup()
+    text = llvm(k, c_re[:300], c_im[:300], np.int32(40))
+    head = text[text.index("\nwhile"):]
+    head = head[:head.index("\ndo")]
+    cond = re.search(r"br i1 (%\S+), label %do", head).group(1)
+    made = re.search(rf"{cond} = and i1 (%\S+), (%\S+)", head)
+    assert made
+    assert re.search(rf"{made.group(1)} = icmp slt i32 %s\d+, %in\d+", head)
+    for lanes, it in [(1, 0), (33, 1), (100, 5), (300, 40)]:
+        args = c_re[:lanes], c_im[:lanes], np.int32(it)
+        want = [mb.kernel(a, b, np.int32(it)) for a, b in zip(*args[:2])]
+        np.testing.assert_array_equal(k(*args), want)

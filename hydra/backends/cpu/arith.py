@@ -110,6 +110,28 @@ def binary(lz: Lanes, name: str, t: ScalarType, a, b, rt: ScalarType):
     raise Unsupported(f"{name} on {t}")
 
 
+def contract(lz: Lanes, op, defs: dict, env: dict):
+    """With ``fastmath``: ``x * y + c``, ``x * y - c`` and ``c - x * y`` (op an add or
+    sub of floats, ``defs`` the defining op of each value of the phase) as one
+    ``llvm.fma``, or None.  LLVM contracts only a product with no other use; this fuses
+    also a product used twice, as hand-written FMA code does: mandelbrot's ``zr * zr``
+    feeds both ``|z|^2`` and ``re(z^2)``, and fusing it into both makes the multiply
+    itself dead (7 vector ops a trip instead of 8, the FMA C peers' arithmetic)."""
+    t = op.result.type
+    for k in (0, 1):
+        m = defs.get(op.operands[k].id)
+        if m is None or m.opcode != "mul" or any(v.type != t for v in m.operands + m.results):
+            continue
+        x, y = (env[v.id] for v in m.operands)
+        c = env[op.operands[1 - k].id]
+        if op.opcode == "sub" and k == 0:
+            c = lz.apply("fneg {0} {1}", t, c)  # x * y - c
+        elif op.opcode == "sub":
+            x = lz.apply("fneg {0} {1}", t, x)  # c - x * y
+        return lz.call("fma", t, x, y, c)
+    return None
+
+
 def shift(lz: Lanes, name: str, t: ScalarType, a, b):
     """NumPy: a shift by >= bits (or a negative count) gives 0, or -1 for a negative a
     shifted right arithmetically."""

@@ -28,11 +28,12 @@ from ..cut import nested
 from ...types import ArrayType, ScalarType
 from . import arith
 from .emit import Builder
-from .loopselects import free_selects, uniform_counters
+from .loopchecks import induction_checks, inductions, narrow_casts
+from .loopselects import free_selects, uniform_counters, value_uses
 from .memory import MemoryOps
 from .stops import HELPERS, MAX_DEPTH, Stops
-from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512, lty,
-                      vty)
+from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512,
+                      host_has_fma, lty, vty)
 
 KINDS = list(RUNTIME_ERRORS)
 #: ops whose results and region arguments must be numbers (arrays do not cross
@@ -44,6 +45,7 @@ _BOOL = ScalarType("bool")
 def _nonzero_literal(ref: str) -> bool:
     return ref.lstrip("-").isdigit() and int(ref) != 0
 _I64 = ScalarType("int64")
+_U32 = ScalarType("uint32")
 
 
 def lowerable(op: Op) -> tuple[bool, str]:
@@ -89,12 +91,17 @@ class KernelGen(MemoryOps, Stops):
         self.free_selects: set[int] = set()
         #: select id -> the per-lane value of a uniform counter slot (``op_while``)
         self.counter_old: dict[int, object] = {}
+        #: check op id -> i1 ref: true when the check cannot fail (``loopchecks``)
+        self.safe_checks: dict[int, str] = {}
+        #: cast op id -> (32-bit copy of an induction slot, a, c): the cast is a * i + c
+        self.narrowed: dict[int, tuple] = {}
 
     # --- the function -----------------------------------------------------------------
 
     def generate(self, ops: list[Op], inputs: list[Value], outputs: list[Value]) -> str:
         b = self.b
         params, binders = [], []
+        self.lane_inputs: list[tuple[str, Value]] = []  # varying inputs: (ptr, value)
         for i, v in enumerate(inputs):
             params += self.input_params(i, v, binders)
         params += [f"ptr %out{i}" for i in range(len(outputs))]
@@ -122,20 +129,24 @@ class KernelGen(MemoryOps, Stops):
         self.poll_gang("body")  # gangs go on after an error: one may fail earlier
         b.start("body")
         self.base = b.emit(f"mul i64 {g}, {self.geo.lanes}", "base")
-        ids = b.lane_ids(self.base, self.geo.mask_width)
-        nv = b.splat("%n", "i64", self.geo.mask_width)
-        self.tail = Var([b.emit(f"icmp slt <{self.geo.mask_width} x i64> {p}, {nv}")
-                         for p in ids], self.geo.mask_width)
+        # every gang but the last has all its lanes: plain loads and stores (memory.py)
+        end = b.emit(f"add i64 {self.base}, {self.geo.lanes}")
+        self.full = b.emit(f"icmp sle i64 {end}, %n", "full")
+        self.load_inputs(self.lane_inputs)  # and the tail mask
         for bind in binders:
             bind()
         self.free_selects = free_selects(ops, outputs)
+        self.uses = value_uses(ops, outputs)
+        self.defs = {r.id: o for top in ops for o in nested(top) for r in o.results}
         for op in ops:
             self.top = op  # the top-level op to run on the host if this one fails
             for r, rep in zip(op.results, self.op(op) or []):
                 self.env[r.id] = rep
         self.top = None
+        lane_outputs = []  # (ptr, type, rep) of the varying outputs
         for i, v in enumerate(outputs):
-            self.store_output(f"%out{i}", v)
+            self.store_output(f"%out{i}", v, lane_outputs)
+        self.store_outputs(lane_outputs)
         b.br("latch")
         b.start("latch")
         b.do(f"%gnext = add i64 {g}, 1")
@@ -166,7 +177,7 @@ class KernelGen(MemoryOps, Stops):
         if not isinstance(t, ScalarType):
             raise Unsupported(f"a {t} value crossing a sync point")
         if v.varying:
-            binders.append(lambda: self.env.__setitem__(v.id, self.load_lanes(f"%in{i}", t)))
+            self.lane_inputs.append((f"%in{i}", v))
             return [f"ptr %in{i}"]
         if t.kind == "b":
             binders.append(lambda: self.env.__setitem__(
@@ -175,13 +186,13 @@ class KernelGen(MemoryOps, Stops):
         self.env[v.id] = Uni(f"%in{i}")
         return [f"{lty(t)} %in{i}"]
 
-    def store_output(self, ptr: str, v: Value) -> None:
+    def store_output(self, ptr: str, v: Value, lane_outputs: list) -> None:
         rep = self.env[v.id]
         t = v.type
         if not isinstance(t, ScalarType):
             raise Unsupported(f"a {t} result")
         if v.varying:
-            self.store_lanes(ptr, t, rep)
+            lane_outputs.append((ptr, t, rep))
             return
         ref = rep.ref
         if t.kind == "b":
@@ -206,13 +217,19 @@ class KernelGen(MemoryOps, Stops):
         if method is not None:
             return method(op)
         args = [self.env[v.id] for v in op.operands]
-        lz = arith.Lanes(self.b, bool(op.results and op.result.varying))
+        # of scalar operands (a shared loop counter and its bound), one scalar result
+        vary = bool(op.results and op.result.varying) and any(isinstance(a, Var) for a in args)
+        lz = arith.Lanes(self.b, vary)
         if name in BINARY_OPS:
             t = op.operands[0].type
             if t.kind == "i" or t.kind == "u":
                 if name in ("floordiv", "mod"):
                     self.check_divisor(op, args[1])
                     return [arith.int_divmod(lz, name, t, *args)]
+            elif self.b.fflags and name in ("add", "sub") and host_has_fma():
+                fused = arith.contract(lz, op, self.defs, self.env)
+                if fused is not None:
+                    return [fused]
             return [arith.binary(lz, name, t, *args, op.result.type)]
         if name in UNARY_OPS:
             return [arith.unary(lz, name, op.operands[0].type, args[0])]
@@ -231,10 +248,31 @@ class KernelGen(MemoryOps, Stops):
         return [self.tail]
 
     def op_any(self, op: Op):
+        split = self.mask_and_scalar(op.operands[0])
+        if split is not None:  # any(m & c) = c & any(m): no vector and with a splat
+            m, c = split
+            return [Uni(self.b.emit(f"and i1 {c.ref}, {self.b.any(m)}"))]
         return [Uni(self.b.any(self.env[op.operands[0].id]))]
+
+    def mask_and_scalar(self, v: Value):
+        """``(m, c)`` where ``v`` is ``bitand`` of a per-lane mask ``m`` and a scalar
+        ``c`` (mandelbrot's ``i < max_iter`` on the shared counter), else None."""
+        o = self.defs.get(v.id)
+        if o is None or o.opcode != "bitand":
+            return None
+        x, y = (self.env[a.id] for a in o.operands)
+        if isinstance(x, Uni) and isinstance(y, Var):
+            x, y = y, x
+        return (x, y) if isinstance(x, Var) and isinstance(y, Uni) else None
 
     def op_cast(self, op: Op):
         lz = arith.Lanes(self.b, bool(op.result.varying))
+        if id(op) in self.narrowed:  # a * i + c from the loop's 32-bit copy of i
+            low, a, c = self.narrowed[id(op)]
+            t = op.result.type
+            a, c = (Uni(str((v + 2 ** 31) % 2 ** 32 - 2 ** 31)) for v in (a, c))  # i32 text
+            x = lz.apply("mul {0} {1}, {2}", t, low, a) if a.ref != "1" else low
+            return [lz.apply("add {0} {1}, {2}", t, x, c) if c.ref != "0" else x]
         return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
 
     def op_math(self, op: Op):
@@ -322,7 +360,13 @@ class KernelGen(MemoryOps, Stops):
     def op_while(self, op: Op):
         before, body = op.regions
         b = self.b
+        self.safe_checks.update(self.induction_guards(op))
         init = self.to_phis(before.args, [self.env[v.id] for v in op.operands], True)
+        # 32-bit copies of int64 induction slots that are read truncated (loopchecks.py)
+        narrow, ind = narrow_casts(op, self.defs), inductions(op, self.defs)
+        firsts = {j: b.parts(arith.cast(arith.Lanes(b, True), _I64, _U32,
+                                        self.env[op.operands[j].id]), _U32)
+                  for j in sorted({j for j, _, _ in narrow.values()})}
         pre = b.block
         head, loop, done = b.label("while"), b.label("do"), b.label("done")
         b.br(head)
@@ -343,6 +387,12 @@ class KernelGen(MemoryOps, Stops):
         for j in counters:
             shadows[j] = (b.tmp("s"), len(b.lines), lty(before.args[j].type))
             b.lines.append(None)
+        lows = {j: [(b.tmp("n"), len(b.lines) + i) for i in range(len(ps))]
+                for j, ps in firsts.items()}
+        b.lines += [None] * sum(len(ps) for ps in firsts.values())
+        w32 = self.geo.width(_U32)
+        self.narrowed.update({cid: (Var([n for n, _ in lows[j]], w32), a, c)
+                              for cid, (j, a, c) in narrow.items()})
         real = self.from_phis(before.args, [s[0] for s in slots], True)
         self.bind(before, real)
         for j, (name, _, _) in shadows.items():
@@ -352,6 +402,14 @@ class KernelGen(MemoryOps, Stops):
             raise Unsupported("a varying loop condition (structured IR)")
         for j in shadows:
             vals[j] = real[j]  # the loop's result stays per lane
+        # a loop mask m & c with a scalar c: the body runs only where c holds, so its
+        # mask is m, and the and is left to the exit test (op_any), a scalar compare and
+        # branch instead of c anded into every mask part each trip (4 kandw + kmovd +
+        # cmov in mandelbrot's loop); the mask the loop ends with is then m, not all off,
+        # so only where nothing reads it
+        split = self.mask_and_scalar(before.ops[-1].operands[1])
+        if split is not None and not self.uses[op.results[0].id]:
+            vals[0] = split[0]
         # masks cross into the body and out of the loop as integer vectors: an <8 x i1>
         # live across blocks is legalized to <8 x i16> and repacked every iteration
         flat = self.to_phis(body.args, vals, True)
@@ -370,6 +428,12 @@ class KernelGen(MemoryOps, Stops):
         latch = b.block
         steps = {j: b.emit(f"add {t} {name}, {self.env[counters[j][1]].ref}")
                  for j, (name, _, t) in shadows.items()}
+        vt = f"<{w32} x i32>"
+        for j, names in lows.items():
+            step = b.splat(str((ind[j] + 2 ** 31) % 2 ** 32 - 2 ** 31), "i32", w32)
+            for (name, at), first in zip(names, firsts[j]):
+                nxt = b.emit(f"add {vt} {name}, {step}")
+                b.lines[at] = f"  {name} = phi {vt} [{first}, %{pre}], [{nxt}, %{latch}]"
         b.br(head)
         for (name, at, t), (_, a), (_, z) in zip(slots, init, back):
             b.lines[at] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{latch}]"
@@ -379,6 +443,24 @@ class KernelGen(MemoryOps, Stops):
         b.lines[k_at] = f"  {k} = phi i64 [0, %{pre}], [{k_next}, %{latch}]"
         b.start(done)
         return self.from_phis(body.args, [r for _, r in flat], True)
+
+    def induction_guards(self, op: Op) -> dict[int, str]:
+        """For each check in ``op``'s body that ``loopchecks`` can decide before the
+        loop: an i1, true when no lane of the gang can fail it on any trip."""
+        out = {}
+        for key, r in induction_checks(op, self.defs).items():
+            entry, init, bound = (self.env[v.id] for v in (op.operands[0], r.init, r.bound))
+            lz = arith.Lanes(self.b, any(isinstance(x, Var) for x in (entry, init, bound)))
+            enters = lz.apply("and {0} {1}, {2}", _BOOL, entry,
+                              arith.compare(lz, "lt", _I64, init, bound))
+            fine = arith.compare(lz, "le", _I64, bound, Uni(str(r.hi_bound)))
+            if r.lo is not None:
+                fine = lz.apply("and {0} {1}, {2}", _BOOL, fine,
+                                arith.compare(lz, "ge", _I64, init, Uni(str(r.lo))))
+            bad = lz.apply("and {0} {1}, {2}", _BOOL, enters,
+                           lz.apply("xor {0} {1}, {2}", _BOOL, fine, Uni("true")))
+            out[key] = self.b.emit(f"xor i1 {self.b.any(bad)}, true", "safe")
+        return out
 
     def bind(self, region: Region, reps: list) -> None:
         for a, rep in zip(region.args, reps):
@@ -392,12 +474,15 @@ class KernelGen(MemoryOps, Stops):
         that lane's ``value``) and leave the gang (``stops``: the earliest error in
         lockstep order wins, whichever gang finds it first)."""
         b = self.b
-        bits = b.bits(bad)
         site = len(self.sites)
         self.sites.append((op, kind))
         err, ok = b.label("err"), b.label("ok")
-        b.cbr(b.emit(f"icmp ne i64 {bits}, 0"), err, ok)
+        # the test is an or of the parts (k-register ors and one kortest); the lane
+        # bits are packed into an i64 only once an error is there (the packing was ~9
+        # scalar ops a check, every loop trip: mc-pi-block's two uint32 range checks)
+        b.cbr(b.any(bad), err, ok)
         b.start(err)
+        bits = b.bits(bad)
         first = b.emit(f"call i64 @llvm.cttz.i64(i64 {bits}, i1 true)")
         b.declare("declare i64 @llvm.cttz.i64(i64, i1)")
         lane = b.emit(f"add i64 {self.base}, {first}")
@@ -425,11 +510,20 @@ class KernelGen(MemoryOps, Stops):
         self.fail_if(bad, op, "zerodiv")
 
     def op_check(self, op: Op):
+        b = self.b
+        safe = self.safe_checks.get(id(op))
+        if safe is not None:  # decided before the loop (loopchecks.py)
+            run, done = b.label("check"), b.label("checked")
+            b.cbr(safe, done, run)
+            b.start(run)
         ok, mask = self.env[op.operands[0].id], self.env[op.mask.id]
-        lz = arith.Lanes(self.b, isinstance(ok, Var) or isinstance(mask, Var))
+        lz = arith.Lanes(b, isinstance(ok, Var) or isinstance(mask, Var))
         failed = lz.apply("xor {0} {1}, {2}", _BOOL, ok, Uni("true"))
         bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, failed)
         self.fail_if(bad, op, op.attrs["kind"])
+        if safe is not None:
+            b.br(done)
+            b.start(done)
         return []
 
 

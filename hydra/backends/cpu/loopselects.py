@@ -25,7 +25,8 @@ from collections import Counter
 from ...ir.core import Op, Value
 
 
-def _uses(ops: list[Op], outputs: list[Value]) -> Counter:
+def value_uses(ops: list[Op], outputs: list[Value]) -> Counter:
+    """value id -> how many operands (and phase outputs) read it, regions included."""
     uses: Counter = Counter(v.id for v in outputs)
     stack = list(ops)
     while stack:
@@ -38,7 +39,7 @@ def _uses(ops: list[Op], outputs: list[Value]) -> Counter:
 
 def free_selects(ops: list[Op], outputs: list[Value]) -> set[int]:
     """ids (``id(op)``) of the select ops whose result may be their ``new`` operand."""
-    uses = _uses(ops, outputs)
+    uses = value_uses(ops, outputs)
     found: set[int] = set()
     stack = list(ops)
     while stack:

@@ -1,7 +1,8 @@
 """Memory ops of the cpu code generator: per-lane buffers, loads, stores, bounds checks.
 
 Per-lane buffers (varying inputs and outputs of a phase) are read and written gang by
-gang with ``llvm.masked.load/store`` (the lanes past ``n`` are off).  Array elements at
+gang: with plain vector loads and stores where the gang has all its lanes, with
+``llvm.masked.load/store`` in the last gang, whose lanes past ``n`` are off.  Array elements at
 computed indices use ``llvm.masked.gather/scatter`` with the op's mask, so inactive
 lanes never touch memory; a uniform access under a varying mask reads or writes a
 dummy slot when no lane is active.  Bounds checks (on unless ``boundscheck=False``)
@@ -11,7 +12,7 @@ access; negative indices wrap as in Python.
 
 from __future__ import annotations
 
-from ...ir.core import Op
+from ...ir.core import Op, Value
 from ...types import ScalarType
 from . import arith
 from .vectors import Arr, Uni, Unsupported, Var, lty
@@ -48,31 +49,105 @@ class MemoryOps:
             return [self.b.emit(f"zext <{w} x i1> {p} to <{w} x i8>") for p in parts]
         return parts
 
-    def load_lanes(self, ptr: str, t: ScalarType) -> Var:
-        b, w = self.b, self.geo.width(t)
-        mt, m = mem_type(t), _mangle(t, w)
-        masks = b.parts(self.tail, _BOOL, w)
-        b.declare(f"declare <{w} x {mt}> @llvm.masked.load.{m}.p0(ptr, i32, <{w} x i1>, "
-                  f"<{w} x {mt}>)")
+    def _tail_parts(self, w: int, fresh: bool) -> list[str]:
+        """The gang's lanes below ``n`` as ``<w x i1>`` parts: the tail mask, or with
+        ``fresh`` the same mask made again from the scalar count of lanes left, as an
+        i64 of low bits.  (After a loop, reusing the tail would keep it live across the
+        loop: 4-8 k registers of the 7 that the loop's own masks need.)"""
+        if not fresh:
+            return self.b.parts(self.tail, _BOOL, w)
+        b = self.b
+        left = b.emit(f"sub i64 %n, {self.base}")  # 0 < left < lanes <= 64 here
+        low = b.emit(f"sub i64 {b.emit(f'shl i64 1, {left}')}, 1")
         out = []
-        for k, mk in enumerate(masks):
-            at = b.emit(f"add i64 {self.base}, {k * w}")
-            p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
-            out.append(b.emit(f"call <{w} x {mt}> @llvm.masked.load.{m}.p0(ptr {p}, i32 1, "
-                              f"<{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)"))
-        return self._to_value(out, t, w)
+        for k in range(self.geo.lanes // w):
+            part = b.emit(f"lshr i64 {low}, {k * w}") if k else low
+            part = b.emit(f"trunc i64 {part} to i{w}") if w < 64 else part
+            out.append(b.emit(f"bitcast i{w} {part} to <{w} x i1>"))
+        return out
 
-    def store_lanes(self, ptr: str, t: ScalarType, rep) -> None:
+    def _two_ways(self, emit) -> list[tuple[list, str]]:
+        """``emit(masked)`` in a block for full gangs (plain loads and stores: masked
+        ones cost 12-20% of black-scholes on Zen 4) and one for the last, partial gang
+        (masked); returns ``[(result, block)]`` of both, the join block started."""
+        b = self.b
+        full, part, join = b.label("full"), b.label("part"), b.label("joined")
+        b.cbr(self.full, full, part)
+        out = []
+        for label, masked in ((full, False), (part, True)):
+            b.start(label)
+            out.append((emit(masked), b.block))
+            b.br(join)
+        b.start(join)
+        return out
+
+    def load_inputs(self, items: list[tuple[str, Value]]) -> None:
+        """Bind each varying input (``(ptr, value)``) to its gang's lanes, and
+        ``self.tail`` to the gang's lanes below ``n``: all on in a full gang, where LLVM
+        sees a constant (the mask then costs no k registers), from compares of the lane
+        indices with ``n`` in the partial one."""
+        b, mw = self.b, self.geo.mask_width
+
+        def emit(masked: bool) -> list[list[str]]:
+            if masked:
+                nv = b.splat("%n", "i64", mw)
+                self.tail = Var([b.emit(f"icmp slt <{mw} x i64> {p}, {nv}")
+                                 for p in b.lane_ids(self.base, mw)], mw)
+                tail = self.tail.parts
+            else:
+                tail = ["<" + ", ".join(["i1 true"] * mw) + ">"] * (self.geo.lanes // mw)
+            return [tail] + [self._load_parts(ptr, v.type, masked) for ptr, v in items]
+        (plain, blk_a), (masked, blk_b) = self._two_ways(emit)
+        types = [(_BOOL, "i1", mw)] + [(v.type, mem_type(v.type), self.geo.width(v.type))
+                                      for _, v in items]
+        joined = [[b.emit(f"phi <{w} x {mt}> [{x}, %{blk_a}], [{y}, %{blk_b}]")
+                   for x, y in zip(pa, pb)] for (_, mt, w), pa, pb in zip(types, plain, masked)]
+        self.tail = Var(joined[0], mw)
+        for (_, v), parts in zip(items, joined[1:]):
+            self.env[v.id] = self._to_value(parts, v.type, self.geo.width(v.type))
+
+    def _load_parts(self, ptr: str, t: ScalarType, masked: bool) -> list[str]:
         b, w = self.b, self.geo.width(t)
         mt, m = mem_type(t), _mangle(t, w)
-        masks = b.parts(self.tail, _BOOL, w)
-        vals = self._to_memory(b.parts(rep, t, w), t, w)
-        b.declare(f"declare void @llvm.masked.store.{m}.p0(<{w} x {mt}>, ptr, i32, <{w} x i1>)")
-        for k, (mk, v) in enumerate(zip(masks, vals)):
+        out = []
+        masks = self._tail_parts(w, False) if masked else []
+        for k in range(self.geo.lanes // w):
             at = b.emit(f"add i64 {self.base}, {k * w}")
             p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
-            b.do(f"call void @llvm.masked.store.{m}.p0(<{w} x {mt}> {v}, ptr {p}, i32 1, "
-                 f"<{w} x i1> {mk})")
+            if not masked:
+                out.append(b.emit(f"load <{w} x {mt}>, ptr {p}, align 1"))
+                continue
+            b.declare(f"declare <{w} x {mt}> @llvm.masked.load.{m}.p0(ptr, i32, <{w} x i1>, "
+                      f"<{w} x {mt}>)")
+            out.append(b.emit(f"call <{w} x {mt}> @llvm.masked.load.{m}.p0(ptr {p}, i32 1, "
+                              f"<{w} x i1> {masks[k]}, <{w} x {mt}> zeroinitializer)"))
+        return out
+
+    def store_outputs(self, items: list[tuple[str, ScalarType, object]]) -> None:
+        """Store each varying output (``(ptr, type, rep)``) for the gang's lanes."""
+        if not items:
+            return
+        b = self.b
+        vals = [self._to_memory(b.parts(rep, t, self.geo.width(t)), t, self.geo.width(t))
+                for _, t, rep in items]
+
+        def emit(masked: bool) -> None:
+            tails: dict[int, list[str]] = {}
+            for (ptr, t, _), parts in zip(items, vals):
+                w = self.geo.width(t)
+                mt, m = mem_type(t), _mangle(t, w)
+                for k, v in enumerate(parts):
+                    at = b.emit(f"add i64 {self.base}, {k * w}")
+                    p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
+                    if not masked:
+                        b.do(f"store <{w} x {mt}> {v}, ptr {p}, align 1")
+                        continue
+                    b.declare(f"declare void @llvm.masked.store.{m}.p0(<{w} x {mt}>, ptr, "
+                              f"i32, <{w} x i1>)")
+                    mk = tails.setdefault(w, self._tail_parts(w, True))[k]
+                    b.do(f"call void @llvm.masked.store.{m}.p0(<{w} x {mt}> {v}, ptr {p}, "
+                         f"i32 1, <{w} x i1> {mk})")
+        self._two_ways(emit)
 
     # --- addressing -------------------------------------------------------------------
 

@@ -36,7 +36,8 @@ from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .schedule import lane_cost_ns, threads_for
 from .stops import error_buffer
-from .vectors import Geometry, geometry
+from .chains import gang_vectors
+from .vectors import Geometry, geometry, vector_bits
 
 
 def varying_types(fn: Function) -> list[ScalarType]:
@@ -91,7 +92,7 @@ class Plan:
     def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
         self.options = options
-        self.geo: Geometry = geometry(varying_types(fn))
+        self.geo: Geometry = geometry(varying_types(fn), gang_vectors(fn, vector_bits()))
         ops = fn.body.ops[:-1]
         self.host: dict[int, str] = {}
         for op in ops:

@@ -55,6 +55,13 @@ def host_has_avx512() -> bool:
 
 
 @functools.cache
+def host_has_fma() -> bool:
+    """Fused multiply-add instructions (``fastmath`` contracts into them)."""
+    init_llvm()
+    return bool(llvm.get_host_cpu_features().get("fma"))
+
+
+@functools.cache
 def vector_bits() -> int:
     """Width of the vector registers we use: 512 with AVX-512 (F, BW, DQ, VL), 256 with
     AVX2, else 128; ``HYDRA_CPU_VECTOR_BITS`` (128, 256 or 512) overrides it.
@@ -89,21 +96,21 @@ class Geometry:
     def width(self, t: ScalarType) -> int:
         if t.name == "bool":
             return self.mask_width
-        return max(1, min(self.lanes, self.vbits // t.bits))
+        # a power of two that divides G: with 3 chains (G = 48) a byte type takes 3
+        # parts of 16, so parts of every width convert by halving and pairing
+        w = 1 << (max(1, min(self.lanes, self.vbits // t.bits)).bit_length() - 1)
+        while self.lanes % w:
+            w //= 2
+        return w
 
 
-def gang_vectors() -> int:
-    """K, the vectors of 32-bit lanes per gang (``HYDRA_CPU_GANG_VECTORS``, default 2):
-    more hides latency, fewer spills fewer registers."""
-    return int(os.environ.get("HYDRA_CPU_GANG_VECTORS", "2"))
-
-
-def geometry(types: list[ScalarType]) -> Geometry:
-    """The gang shape for a kernel whose varying values have ``types``: K vectors of
-    32-bit elements (G = 16 on AVX2, 32 on AVX-512); masks take the width of the widest
-    element so that compares of doubles need no reshuffling."""
+def geometry(types: list[ScalarType], vectors: int = 2) -> Geometry:
+    """The gang shape for a kernel whose varying values have ``types``: ``vectors`` (K)
+    vectors of 32-bit elements (K = 2: G = 16 on AVX2, 32 on AVX-512; ``chains`` picks K
+    per kernel); masks take the width of the widest element so that compares of doubles
+    need no reshuffling."""
     vbits = vector_bits()
-    lanes = gang_vectors() * vbits // 32
+    lanes = vectors * vbits // 32
     widest = max([t.bits for t in types if t.name != "bool"] or [32])
     return Geometry(vbits, lanes, max(1, min(lanes, vbits // max(widest, 32))))
 
