@@ -73,7 +73,7 @@ from ...types import ScalarType
 from ..cut import nested
 from . import arith
 from .codegen import KernelGen
-from .loopselects import free_selects
+from .loopselects import free_selects, value_uses
 from .memory import _mangle, mem_type
 from .stops import HELPERS
 from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
@@ -402,16 +402,22 @@ class PersistentGen(KernelGen):
         loop = shape.loop
         before, body = loop.regions
         params, late = [], []
+        self.lane_inputs: list[tuple[str, Value]] = []  # (``input_params`` fills it)
         for i, v in enumerate(shape.inputs):
             binders: list = []
             params += self.input_params(i, v, binders)
             late += [(v, bind) for bind in binders]
+        # varying inputs are gathered at the slots' lanes (``load_lanes``) on each refill
+        late += [(v, self._lane_binder(ptr, v)) for ptr, v in self.lane_inputs]
         params += [f"ptr %out{i}" for i in range(len(shape.outputs))]
         b.start("entry")
         self.scratch = b.emit(f"alloca [{geo.lanes} x i64], align 64", "scratch")
         self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
         self.start_clock([*shape.hoisted, *shape.pre, loop, *shape.post])
-        self.free_selects = free_selects([*shape.pre, loop, *shape.post], shape.outputs)
+        every = [*shape.hoisted, *shape.pre, loop, *shape.post]
+        self.free_selects = free_selects(every[len(shape.hoisted):], shape.outputs)
+        self.uses = value_uses(every, shape.outputs)
+        self.defs = {r.id: o for top in every for o in nested(top) for r in o.results}
         for v, bind in late:
             if not v.varying:
                 bind()  # a uniform bool input
@@ -419,7 +425,7 @@ class PersistentGen(KernelGen):
             self._top(op)
         for i, v in enumerate(shape.outputs):
             if not v.varying:
-                self.store_output(f"%out{i}", v)
+                self.store_output(f"%out{i}", v, [])
         ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
         # the state each slot carries: its lane, the pre values the loop or post read,
         # the loop's carried values
@@ -483,9 +489,12 @@ class PersistentGen(KernelGen):
             self.env[r.id] = v
         for op in shape.post:
             self._top(op)
+        lane_outputs: list = []
         for i, v in enumerate(shape.outputs):
             if v.varying:
-                self.store_output(f"%out{i}", v)
+                self.store_output(f"%out{i}", v, lane_outputs)
+        for ptr, t, rep in lane_outputs:
+            self.store_lanes(ptr, t, rep)  # scattered to the finished slots' lanes
         self.post_mask = None
         idx, okbits, nxt2, hi2, more2 = self._fill(ctr, free, more, nxt, hi)
         self.idx = idx
@@ -523,6 +532,9 @@ class PersistentGen(KernelGen):
         text = ["; hydra: persistent lanes", f"define void @{self.name}({sig}) {{",
                 *b.lines, "}", HELPERS, *sorted(b.decls)]
         return "\n".join(text) + "\n"
+
+    def _lane_binder(self, ptr: str, v: Value):
+        return lambda: self.env.__setitem__(v.id, self.load_lanes(ptr, v.type))
 
     def _top(self, op: Op) -> None:
         self.top = op
