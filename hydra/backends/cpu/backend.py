@@ -11,8 +11,6 @@ call per lane, NumPy's bits exactly, instead of the inline vector functions of
 from __future__ import annotations
 
 import llvmlite.binding as llvm
-from numba.core import compiler_lock
-from numba.core.registry import cpu_target
 
 from ...ir.core import Function
 from .. import PROTOCOLS
@@ -54,6 +52,8 @@ class CpuBackend:
 
 def asm(phase: Phase) -> str:
     """Optimized x86 assembly of a phase kernel, as numba's codegen makes it."""
+    from numba.core import compiler_lock
+    from numba.core.registry import cpu_target
     init_llvm()
     codegen = cpu_target.target_context.codegen()
     with compiler_lock.global_compiler_lock:

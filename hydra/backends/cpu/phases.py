@@ -23,7 +23,7 @@ All gangs finish a phase before the next step starts: that is where they meet.
 from __future__ import annotations
 
 import hashlib
-import numba
+
 import numpy as np
 
 from ...errors import RUNTIME_ERRORS
@@ -33,7 +33,7 @@ from ..host import Host, run_op
 from ..cut import Run, cut, nested, users_of
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .schedule import lane_cost_ns, threads_for
+from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
 from .vectors import Geometry, geometry
 
@@ -163,8 +163,7 @@ class Plan:
         ref = Host(fn, lanes)
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
-        threads = int(self.options.get("threads") or numba.config.NUMBA_NUM_THREADS)
-        threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+        threads = min(int(self.options.get("threads") or cores()), cores())
         with np.errstate(all="ignore"):
             for step in self.steps:
                 if isinstance(step, Phase):
