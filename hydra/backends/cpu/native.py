@@ -12,10 +12,11 @@ Guarantees:
   (reading ``arr.ctypes.data`` in Python costs 0.75 us per array).
 - The module is optimized by the pipeline numba's ``JITCPUCodegen`` runs (per-function
   O3, a cheap O0 module pass with loop rotation, instcombine and jump threading, then
-  O3 with the loop vectorizer, for the host CPU name and features), so the machine code
-  is the one numba made (a test compares the assembly); it is compiled to an object
-  file with the same target machine and loaded into one llvmlite MCJIT engine per
-  process, the path a cache hit takes too.
+  O3 with the loop vectorizer, for the host CPU name and features; its reference-count
+  pruning pass is left out: kernels hold no references), so the machine code is
+  byte for byte the one numba's JIT made (a test compares them); it is compiled to an
+  object file with the same target machine and loaded into one llvmlite MCJIT engine
+  per process, the path a cache hit takes too.
 - With ``cache=True`` the object file is stored under ``diskcache.cache_dir()``, named
   by the kernel and the target (triple, CPU name and features, llvmlite's version),
   checksummed (``diskcache.read_object``): a new process loads it without compiling and
@@ -103,22 +104,28 @@ def _pass_builder(tm, opt: int, loop_vectorize: bool):
     return llvm.create_pass_builder(tm, pto)
 
 
-def optimize(mod) -> None:
-    """numba's JIT pipeline (``CPUCodeLibrary.add_llvm_module`` and ``finalize``)."""
+def optimize(mod):
+    """``mod`` through numba's JIT pipeline (``CPUCodeLibrary.add_llvm_module`` and
+    ``finalize``): the optimized module."""
     tm, engine, _ = target()
-    mod.triple = llvm.get_process_triple()
-    mod.data_layout = str(engine.target_data)
+    layout = str(engine.target_data)
+    mod.data_layout = layout
     for fn in mod.functions:
         pb = _pass_builder(tm, 3, True)
         pb.getFunctionPassManager().run(fn, pb)
+    # numba links each module into an empty one that names the target
+    final = llvm.parse_assembly(f'target triple = "{llvm.get_process_triple()}"\n'
+                                f'target datalayout = "{layout}"\n')
+    final.link_in(mod)
     pb = _pass_builder(tm, 0, False)
     cheap = pb.getModulePassManager()
     cheap.add_loop_rotate_pass()
     cheap.add_instruction_combine_pass()
     cheap.add_jump_threading_pass()
-    cheap.run(mod, pb)
+    cheap.run(final, pb)
     pb = _pass_builder(tm, 3, True)
-    pb.getModulePassManager().run(mod, pb)
+    pb.getModulePassManager().run(final, pb)
+    return final
 
 
 def kernel_module(text: str, modules: list[str], symbol: str):
@@ -206,7 +213,7 @@ def compile_object(text: str, modules: list[str], symbol: str, kinds: list[str])
     mod.get_function(symbol).add_function_attribute("noinline")
     mod.link_in(llvm.parse_assembly(wrapper(text, symbol, kinds)[0]))
     mod.verify()
-    optimize(mod)
+    mod = optimize(mod)
     BUILT.append(symbol)
     return target()[0].emit_object(mod)
 
