@@ -2,8 +2,8 @@
 
 Its options and stages are declared in ``hydra.backends.PROTOCOLS["cpu"]``: ``threads``
 (default all cores), ``fastmath`` (contraction and reassociation; off so results
-match the reference bit for bit), ``boundscheck`` (default on), ``cache`` (numba's
-disk cache for the drivers; see ``driver``), ``exactmath`` (math functions as one libm
+match the reference bit for bit), ``boundscheck`` (default on), ``cache`` (the kernels'
+object files on disk; see ``native``), ``exactmath`` (math functions as one libm
 call per lane, NumPy's bits exactly, instead of the inline vector functions of
 ``vecmath``, which are within ``vecmath.ULP``).  It takes the predicated IR.
 """

@@ -142,13 +142,13 @@ class Plan:
         gen = KernelGen("hydra_kernel", self.geo, self.options, captured)
         text = gen.generate(phase.ops, phase.inputs, phase.outputs)
         # named by its content: the same kernel in another process gets the same name
-        # (numba's disk cache), different kernels in one process never clash
+        # (the disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
         phase.text = text.replace("@hydra_kernel(", f"@{gen.name}(", 1)
         phase.gen = gen
 
     def drivers(self) -> None:
-        """Build the numba drivers (lazily, at the first run)."""
+        """Make the drivers (their machine code is built at their first run)."""
         for step in self.steps:
             if isinstance(step, Phase) and step.driver is None:
                 kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
