@@ -4,7 +4,9 @@ asynchronous launches of ``bench/asyncbench.py``; ``python -m bench dask`` the D
 comparison of ``bench/dask.py``; ``python -m bench cpeers`` mandelbrot against
 hand-written C (``bench/cpeers.py``); ``python -m bench ml [--scale S]`` the per-lane
 array (ML) workloads of ``bench/ml.py``; ``python -m bench startup [--against DIR]`` a new
-process's time to its first result from a filled disk cache (``bench/startup.py``).
+process's time to its first result from a filled disk cache (``bench/startup.py``);
+``python -m bench firstcall [names...] [--against DIR]`` first calls, compile included,
+each in a fresh process, against Numba's (``bench/firstcall.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -142,10 +144,14 @@ def main(argv=None) -> None:
                     help="with --gpu: the workloads at this many times their CPU size; with "
                          "ml: the number of examples at this many times ML.md's")
     ap.add_argument("--against", metavar="DIR",
-                    help="with startup: also the hydra rows of the checkout in DIR")
+                    help="with startup, firstcall: also the hydra rows of the checkout in DIR")
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.names[:1] == ["firstcall"]:
+        from .firstcall import run as run_firstcall
+        run_firstcall(a.names[1:] or list(WORKLOADS), a.repeat, a.against)
+        return
     if a.names == ["startup"]:
         from .startup import main as run_startup
         run_startup(2 * a.repeat, a.against)

@@ -5,8 +5,9 @@
 Each row is a kernel whose machine code is already in its disk cache (one unmeasured
 run fills it), run in N fresh processes, the rows interleaved (A, B, A, B, ...):
 hydra's cpu backend with ``cache=True`` (the mandelbrot kernel of ``bench/mandelbrot``,
-1024x768 pixels, 256 iterations; one row per thread count), and a peer, Numba's ``@njit(cache=True)`` of the same scalar
-loop.  ``--against DIR`` adds the hydra rows of another checkout (its ``hydra`` package
+1024x768 pixels, 256 iterations; one row per thread count, and one without the cache: a
+new process that compiles), and a peer, Numba's ``@njit(cache=True)`` of the same
+scalar loop.  ``--against DIR`` adds the hydra rows of another checkout (its ``hydra`` package
 in DIR) for before/after comparisons.  Printed per row: the median and best of "to
 result" (from before ``import hydra`` / ``import numba`` to the first result, inside the
 process) and "process" (the whole process's wall time, interpreter start included),
@@ -50,7 +51,7 @@ def kernel(c_re: np.float32, c_im: np.float32, max_iter: np.int32) -> np.int32:
 
 xs = np.linspace(-2.0, 1.0, 1024, dtype=np.float32)
 ys = np.linspace(-1.0, 1.0, 768, dtype=np.float32)
-k = hydra.compile(kernel, varying=("c_re", "c_im"), backend="cpu", cache=True,
+k = hydra.compile(kernel, varying=("c_re", "c_im"), backend="cpu", cache={cache},
                   threads={threads})
 out = k(np.tile(xs, 768), np.repeat(ys, 1024), np.int32(256))
 t1 = time.perf_counter()
@@ -108,14 +109,14 @@ def main(repeat: int = 10, against: str | None = None) -> None:
     rows = []  # (label, script, env)
     trees = [("hydra", root)] + ([(f"hydra ({against})", os.path.abspath(against))]
                                  if against else [])
-    for threads in (1, None):
+    for cache, threads in ((True, 1), (True, None), (False, 1)):
         for label, tree in trees:
             script = os.path.join(tmp, f"hydra_{len(rows)}.py")
             with open(script, "w") as f:
-                f.write(_HYDRA.format(threads=threads))
+                f.write(_HYDRA.format(threads=threads, cache=cache))
             env = dict(base, PYTHONPATH=tree,
                        HYDRA_CACHE_DIR=os.path.join(tmp, f"cache{len(rows)}"), HYDRA_QUIET="1")
-            rows.append((f"{label} cache=True, threads={threads or 'all'}", script, env))
+            rows.append((f"{label} cache={cache}, threads={threads or 'all'}", script, env))
     script = os.path.join(tmp, "numba_peer.py")
     with open(script, "w") as f:
         f.write(_NUMBA)
