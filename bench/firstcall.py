@@ -10,8 +10,11 @@ call each process has imported numba and hydra and compiled and run one small ke
 with each, so the row times what a notebook user waits for on every edit: compiling a
 new kernel in a warm process (numba's one-time start, about 0.3 s of registries and
 SciPy, and hydra's imports are not in it).  ``--against DIR`` adds the hydra rows of
-another checkout (its ``hydra`` package in DIR).  ``bench/run.py``'s "1st call s"
-column is the same first call inside the main benchmark's one process.
+another checkout (its ``hydra`` package in DIR).  Printed: the wall time (median, best)
+and the calling thread's CPU time (median, best), which a loaded machine disturbs far
+less; the compile runs on the calling thread, so on one thread the CPU time is the whole
+first call.  ``bench/run.py``'s "1st call s" column is the same first call inside the
+main benchmark's one process.
 """
 
 from __future__ import annotations
@@ -45,14 +48,14 @@ warm_numba(np.ones(4))
 hydra.compile(warm_hydra, varying="x", backend="cpu")(np.ones(4))
 args = setup()
 if "{row}" == "numba":
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     numba_scalar(*args)
 else:
     k = hydra.compile(kernel, lanes=getattr(mod, "LANES", None), varying=VARYING,
                       backend="cpu", threads={threads}, fastmath={fastmath})
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     k(*args)
-print(time.perf_counter() - t)
+print(time.perf_counter() - t, time.thread_time() - c)
 '''
 
 
@@ -74,11 +77,12 @@ def run(names: list[str], repeat: int, against: str | None = None) -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     print(f"# first call (compile included) in a warm process; {repeat} fresh processes "
           f"per row, interleaved; load {os.getloadavg()[0]:.2f}")
-    print(f"{'workload':14} {'implementation':44} {'median s':>9} {'best s':>7}")
+    print(f"{'workload':14} {'implementation':44} {'median s':>9} {'best s':>7} "
+          f"{'cpu med s':>9} {'best':>7}")
     for name in names:
         module = _module(name).__name__.split(".")[-1]
         rows = list(_rows(module, against))
-        times: dict[str, list[float]] = {label: [] for label, _, _ in rows}
+        times: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in rows}
         for _ in range(repeat):
             for label, tree, fmt in rows:
                 env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, root]),
@@ -92,9 +96,11 @@ def run(names: list[str], repeat: int, against: str | None = None) -> None:
                     os.unlink(f.name)
                 if done.returncode:
                     raise SystemExit(f"bench firstcall: {label} failed:\n{done.stderr}")
-                times[label].append(float(done.stdout.split()[-1]))
+                wall, cpu = done.stdout.split()[-2:]
+                times[label].append((float(wall), float(cpu)))
         for label, _, _ in rows:
-            ts = times[label]
-            print(f"{_module(name).NAME:14} {label:44} {statistics.median(ts):9.3f} "
-                  f"{min(ts):7.3f}", flush=True)
+            walls, cpus = [t[0] for t in times[label]], [t[1] for t in times[label]]
+            print(f"{_module(name).NAME:14} {label:44} {statistics.median(walls):9.3f} "
+                  f"{min(walls):7.3f} {statistics.median(cpus):9.3f} {min(cpus):7.3f}",
+                  flush=True)
 

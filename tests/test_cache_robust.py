@@ -127,3 +127,22 @@ def test_a_cache_that_fails_to_save_warns_and_runs(tmp_path, monkeypatch):
         hydra.compile(g2, varying=("x",), backend="cpu", cache=True)(np.arange(5.0), out)
     np.testing.assert_array_equal(out, np.arange(5.0) * 7)
     assert len(caught) == 1 and "[Errno 13] Permission denied: 'index'" in str(caught[0].message)
+
+
+def test_processes_racing_on_one_entry_each_get_a_whole_file(tmp_path):
+    """Three processes compile the same kernel into an empty cache at once: each writes
+    its object file under a temporary name and renames it into place, so all three run
+    and the entry left behind is whole (the next process loads it)."""
+    cache = tmp_path / "cache"
+    script = tmp_path / "kernel_script.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, HYDRA_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, str(script)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(3)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert out.split()[0::2] == ["10000.0", "0"]  # right, and no warning
+    assert [f.name for f in cache.iterdir() if f.name.endswith(".tmp")] == []
+    assert run(str(cache)) == ["10000.0", "1", "0"]
