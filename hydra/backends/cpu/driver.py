@@ -34,7 +34,7 @@ from ...progress import progress
 from . import interrupt, native
 from .stops import INTERRUPTED
 
-#: keys whose LLVM this process compiled (a cache hit compiles none)
+#: the kernels this process compiled (a cache hit compiles none)
 BUILT = native.BUILT
 #: runs of fewer gangs than this stay on the calling thread
 PARALLEL_GANGS = 64

@@ -21,8 +21,10 @@ Guarantees:
   by the kernel and the target (triple, CPU name and features, llvmlite's version),
   checksummed (``diskcache.read_object``): a new process loads it without compiling and
   without importing numba; a damaged file is a miss and is rebuilt.
-- Compiles hold one lock (and numba's compiler lock when numba is imported: LLVM's
-  context is shared with numba's own compiles).
+- Compiles hold one lock, and numba's compiler lock when numba is imported (LLVM's
+  global context is shared with numba's own compiles; a numba compile that starts on
+  another thread while hydra compiles in a process that had not imported numba when
+  hydra's compile began is not excluded).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ FORMAT = 1
 _LOCK = threading.RLock()
 #: kernel key -> ctypes function, loaded in this process
 _LOADED: dict[str, object] = {}
-#: keys whose LLVM this process compiled (a cache hit compiles none)
+#: the symbols of the kernels this process compiled (a cache hit compiles none)
 BUILT: list[str] = []
 _CTYPES = {"double": ctypes.c_double, "float": ctypes.c_float, "i64": ctypes.c_int64,
            "i32": ctypes.c_int32, "i16": ctypes.c_int16, "i8": ctypes.c_int8}
