@@ -16,7 +16,9 @@ Guarantees:
   pruning pass is left out: kernels hold no references), so the machine code is
   byte for byte the one numba's JIT made (a test compares them); it is compiled to an
   object file with the same target machine and loaded into one llvmlite MCJIT engine
-  per process, the path a cache hit takes too.
+  per process, the path a cache hit takes too.  The objects need no numba runtime: their
+  only undefined symbols are libm's (``exactmath``: exp, log, sin, cos, sincos, erf),
+  which the loader finds in the process (Python links libm).
 - With ``cache=True`` the object file is stored under ``diskcache.cache_dir()``, named
   by the kernel and the target (triple, CPU name and features, llvmlite's version),
   checksummed (``diskcache.read_object``): a new process loads it without compiling and
