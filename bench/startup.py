@@ -1,9 +1,9 @@
 """Start-up with a disk cache: a new process's time to the first result of a cached kernel.
 
-    python -m bench startup [--repeat N] [--against DIR]
+    python -m bench startup [--repeat R] [--against DIR]
 
 Each row is a kernel whose machine code is already in its disk cache (one unmeasured
-run fills it), run in N fresh processes, the rows interleaved (A, B, A, B, ...):
+run fills it), run in 2R fresh processes (R = 5 by default), the rows interleaved (A, B, A, B, ...):
 hydra's cpu backend with ``cache=True`` (the mandelbrot kernel of ``bench/mandelbrot``,
 1024x768 pixels, 256 iterations; one row per thread count, and one without the cache: a
 new process that compiles), and a peer, Numba's ``@njit(cache=True)`` of the same
