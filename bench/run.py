@@ -3,7 +3,10 @@ S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench async`` t
 asynchronous launches of ``bench/asyncbench.py``; ``python -m bench dask`` the Dask
 comparison of ``bench/dask.py``; ``python -m bench cpeers`` mandelbrot against
 hand-written C (``bench/cpeers.py``); ``python -m bench ml [--scale S]`` the per-lane
-array (ML) workloads of ``bench/ml.py``.
+array (ML) workloads of ``bench/ml.py``; ``python -m bench startup [--against DIR]`` a new
+process's time to its first result from a filled disk cache (``bench/startup.py``);
+``python -m bench firstcall [names...] [--against DIR]`` first calls, compile included,
+each in a fresh process, against Numba's (``bench/firstcall.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -140,9 +143,19 @@ def main(argv=None) -> None:
     ap.add_argument("--scale", type=float, default=1,
                     help="with --gpu: the workloads at this many times their CPU size; with "
                          "ml: the number of examples at this many times ML.md's")
+    ap.add_argument("--against", metavar="DIR",
+                    help="with startup, firstcall: also the hydra rows of the checkout in DIR")
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
     a = ap.parse_args(argv)
+    if a.names[:1] == ["firstcall"]:
+        from .firstcall import run as run_firstcall
+        run_firstcall(a.names[1:] or list(WORKLOADS), a.repeat, a.against)
+        return
+    if a.names == ["startup"]:
+        from .startup import main as run_startup
+        run_startup(2 * a.repeat, a.against)
+        return
     if a.names == ["cpeers"]:
         from .cpeers import main as run_cpeers
         run_cpeers(2 * a.repeat)

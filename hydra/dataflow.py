@@ -418,8 +418,8 @@ def _dependency_error(launch: Launch, failed: Launch) -> DependencyError:
 
 
 def _total_cores() -> int:
-    import numba
-    return int(numba.config.NUMBA_NUM_THREADS)
+    from .backends.cpu.schedule import cores  # numba's count, without importing numba
+    return cores()
 
 
 def _cuda_simulator() -> bool:

@@ -3,7 +3,7 @@
 ``progress(what)`` is a context: when the work inside takes more than ``after`` seconds
 (2 by default) it prints ``hydra: <what>: <stage> ...`` and, at the end, ``hydra:
 <what>: done in X s``.  ``stage(text)`` names the step the innermost active notice is
-in (building the IR, the numba driver, LLVM's optimization and machine code); once the
+in (building the IR, LLVM's optimization and machine code); once the
 notice has been shown, each new stage is printed as it starts, so a compile that takes
 a minute says what it is doing.  ``HYDRA_QUIET=1`` silences them.
 """

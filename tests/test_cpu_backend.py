@@ -185,7 +185,8 @@ def test_prints_come_out_in_lockstep(capsys):
 
 def test_dump_numba_shows_the_driver():
     text = dump(MANDEL, "numba", *grid(8))
-    assert "@numba.njit(nogil=True" in text and "_call(chunk, ngangs, n, err" in text
+    assert "through ctypes (the GIL released)" in text
+    assert "(i64 %chunk, i64 %ngangs, i64 %n, ptr %err" in text
 
 
 def test_cache_lets_a_second_process_skip_compilation(tmp_path):
@@ -197,17 +198,16 @@ def test_cache_lets_a_second_process_skip_compilation(tmp_path):
         from hydra.backends.cpu import driver
         k = cpu(mandel, varying=("c_re", "c_im"), cache=True)
         out = k(*grid(100))
-        mod = next(m for n, m in sys.modules.items() if n.startswith("hydra_driver_"))
-        print(int(out.sum()), len(driver.BUILT), sum(mod.serial.stats.cache_hits.values()))
+        print(int(out.sum()), len(driver.BUILT), "numba" in sys.modules)
     """)
     env = dict(os.environ, HYDRA_CACHE_DIR=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                            text=True, check=True).stdout.split() for _ in range(2)]
-    (s1, built1, _), (s2, built2, hits2) = runs
+    (s1, built1, _), (s2, built2, numba2) = runs
     assert s1 == s2
-    assert built1 == "1"  # the first process built the LLVM library
-    assert built2 == "0"  # the second loaded machine code from numba's cache
-    assert hits2 == "1"
+    assert built1 == "1"  # the first process compiled the kernel
+    assert built2 == "0"  # the second loaded its object file
+    assert numba2 == "False"  # without importing numba
 
 
 def casts(x):

@@ -88,7 +88,8 @@ PROTOCOLS = {
         threads="how many cores run the gangs (default: all)",
         fastmath="FMA contraction and reassociation (results may differ in the last bits)",
         boundscheck="False skips the bounds checks of array indexing",
-        cache="numba's disk cache for the drivers: a second process skips compilation",
+        cache="kernels' object files on disk: a second process compiles nothing, "
+              "imports no numba",
         exactmath="math functions call libm per lane: the numpy backend's bits (slower)",
     ), ("numba", "llvm", "asm"), False, {
         **_HOST_ONLY,

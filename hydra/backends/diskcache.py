@@ -1,9 +1,14 @@
-"""The cpu drivers' disk cache, robust to bad entries and unwritable directories.
+"""hydra's disk cache, robust to bad entries, concurrent writers and unwritable directories.
 
-Takes: a driver's generated source and its file name under ``cache_dir()``.
-Guarantees: ``load_module(name, source)`` returns the driver module, whose numba
-functions use numba's disk cache (``.nbi`` index and ``.nbc`` data files in the
-directory's ``__pycache__``), and it never fails because of what is on disk:
+Takes: an object file (the cpu backend's kernels, ``cpu/native.py``) or a driver's
+generated source (the cuda backend), and its file name under ``cache_dir()``.
+Guarantees: ``read_object(name)`` returns the bytes ``write_object(name, data)`` stored,
+or None (a miss) when the file is missing or damaged in any way: each file holds a
+magic word and the SHA-256 of its payload, checked before LLVM sees a byte, and is
+written to a temporary name and ``os.replace``d, so processes racing on one entry each
+see a whole file or none.  ``load_module(name, source)`` returns the driver module,
+whose numba functions use numba's disk cache (``.nbi`` index and ``.nbc`` data files in
+the directory's ``__pycache__``), and it never fails because of what is on disk:
 
 - a driver source file whose text is not the expected one (truncated, garbage, empty)
   is rewritten; it is read and compiled directly, so no ``.pyc`` is involved;
@@ -12,17 +17,19 @@ directory's ``__pycache__``), and it never fails because of what is on disk:
   entry, and numba writes every cache file to a temporary name and ``os.replace``s it,
   so several processes may race on one entry and each sees a whole file or none;
 - a directory that cannot be written (or created) makes the kernel run uncached, with
-  one ``HydraCacheWarning`` per process.
+  one ``HydraCacheWarning`` per process (both kinds of entry).
+
+numba is imported only by ``load_module``: a cached cpu kernel runs without it.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import sys
 import uuid
 import warnings
-
-from numba.core.caching import IndexDataCacheFile
 
 
 class HydraCacheWarning(UserWarning):
@@ -47,15 +54,42 @@ def warn_uncached(reason: str) -> None:
                       HydraCacheWarning, stacklevel=4)
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str | bytes) -> None:
     tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with open(tmp, "w") as f:
+        with open(tmp, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+_MAGIC = b"hydra-object-1\n"
+
+
+def read_object(name: str) -> bytes | None:
+    """The payload of cache file ``name``, or None if it is missing or damaged."""
+    try:
+        with open(os.path.join(cache_dir(), name), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    head, digest, payload = data[:len(_MAGIC)], data[len(_MAGIC):len(_MAGIC) + 32], \
+        data[len(_MAGIC) + 32:]
+    if head != _MAGIC or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
+
+
+def write_object(name: str, payload: bytes) -> None:
+    """Store ``payload`` as cache file ``name``; warn once and go on if it cannot be."""
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        write_atomic(os.path.join(cache_dir(), name),
+                     _MAGIC + hashlib.sha256(payload).digest() + payload)
+    except OSError as e:
+        warn_uncached(str(e) or type(e).__name__)
 
 
 def _source_file(name: str, source: str) -> str:
@@ -85,7 +119,7 @@ def load_module(name: str, source: str, uncached_source: str):
         return load_module_uncached(name, uncached_source)
     for value in vars(mod).values():
         if hasattr(value, "_cache") and hasattr(value, "stats"):  # a numba dispatcher
-            _tolerate(value._cache)
+            _tolerate(value._cache, _tolerant_file())
     return mod
 
 
@@ -108,26 +142,31 @@ def _exec(name: str, source: str, filename: str):
     return mod
 
 
-class _TolerantFile(IndexDataCacheFile):
-    """Index and data files that read back as empty (a miss) when they are damaged."""
+@functools.cache
+def _tolerant_file():
+    from numba.core.caching import IndexDataCacheFile
 
-    def _load_index(self):
-        try:
-            return super()._load_index()
-        except Exception:  # noqa: BLE001  (any damage: numba then overwrites the index)
-            return {}
+    class _TolerantFile(IndexDataCacheFile):
+        """Index and data files that read back as empty (a miss) when they are damaged."""
 
-    def load(self, key):
-        try:
-            return super().load(key)
-        except Exception:  # noqa: BLE001
-            return None
+        def _load_index(self):
+            try:
+                return super()._load_index()
+            except Exception:  # noqa: BLE001  (any damage: numba then overwrites the index)
+                return {}
+
+        def load(self, key):
+            try:
+                return super().load(key)
+            except Exception:  # noqa: BLE001
+                return None
+    return _TolerantFile
 
 
-def _tolerate(cache) -> None:
+def _tolerate(cache, tolerant) -> None:
     """Make one numba function cache treat damage as a miss and write failures as
     "uncached" (see the module docstring)."""
-    cache._cache_file.__class__ = _TolerantFile
+    cache._cache_file.__class__ = tolerant
     load, save = cache.load_overload, cache.save_overload
 
     def load_overload(sig, target_context):

@@ -2,8 +2,8 @@
 
 Its options and stages are declared in ``hydra.backends.PROTOCOLS["cpu"]``: ``threads``
 (default all cores), ``fastmath`` (contraction and reassociation; off so results
-match the reference bit for bit), ``boundscheck`` (default on), ``cache`` (numba's
-disk cache for the drivers; see ``driver``), ``exactmath`` (math functions as one libm
+match the reference bit for bit), ``boundscheck`` (default on), ``cache`` (the kernels'
+object files on disk; see ``native``), ``exactmath`` (math functions as one libm
 call per lane, NumPy's bits exactly, instead of the inline vector functions of
 ``vecmath``, which are within ``vecmath.ULP``).  It takes the predicated IR.
 """
@@ -11,8 +11,6 @@ call per lane, NumPy's bits exactly, instead of the inline vector functions of
 from __future__ import annotations
 
 import llvmlite.binding as llvm
-from numba.core import compiler_lock
-from numba.core.registry import cpu_target
 
 from ...ir.core import Function
 from .. import PROTOCOLS
@@ -54,6 +52,8 @@ class CpuBackend:
 
 def asm(phase: Phase) -> str:
     """Optimized x86 assembly of a phase kernel, as numba's codegen makes it."""
+    from numba.core import compiler_lock
+    from numba.core.registry import cpu_target
     init_llvm()
     codegen = cpu_target.target_context.codegen()
     with compiler_lock.global_compiler_lock:

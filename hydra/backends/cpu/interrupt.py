@@ -49,12 +49,7 @@ def stop_address() -> int:
 def _native_handler() -> int:
     """The address of ``void handler(int)``: set the stop word, call Python's handler."""
     if not _handler:
-        import llvmlite.binding as llvm
-        from numba.core import compiler_lock
-        from numba.core.registry import cpu_target
-
-        from .vectors import init_llvm
-        init_llvm()
+        from .native import jit
         stop, prev = stop_address(), stop_address() + 8
         text = f"""
 define void @hydra_on_sigint(i32 %sig) {{
@@ -71,12 +66,7 @@ done:
   ret void
 }}
 """
-        with compiler_lock.global_compiler_lock:
-            lib = cpu_target.target_context.codegen().create_library("hydra_sigint")
-            lib.add_llvm_module(llvm.parse_assembly(text))
-            lib.finalize()
-            _handler.append(lib.get_pointer_to_function("hydra_on_sigint"))
-            _handler.append(lib)  # keep the machine code alive
+        _handler.append(jit(text, "hydra_on_sigint"))  # lives as long as the process
     return _handler[0]
 
 

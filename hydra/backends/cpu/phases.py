@@ -23,7 +23,7 @@ All gangs finish a phase before the next step starts: that is where they meet.
 from __future__ import annotations
 
 import hashlib
-import numba
+
 import numpy as np
 
 from ...errors import RUNTIME_ERRORS
@@ -34,7 +34,7 @@ from ..cut import Run, cut, nested, users_of
 from . import persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .schedule import lane_cost_ns, threads_for
+from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
 from .chains import gang_vectors
 from .vectors import Geometry, geometry, vector_bits
@@ -148,7 +148,7 @@ class Plan:
                                         phase.ops, phase.inputs, phase.outputs,
                                         phase.one_gang, persistent_ok=not lockstep)
         # named by its content: the same kernel in another process gets the same name
-        # (numba's disk cache), different kernels in one process never clash
+        # (the disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
         phase.text = text.replace("@hydra_kernel(", f"@{gen.name}(", 1)
         phase.gen = gen
@@ -156,7 +156,7 @@ class Plan:
             phase.twin = None
 
     def drivers(self) -> None:
-        """Build the numba drivers (lazily, at the first run)."""
+        """Make the drivers (their machine code is built at their first run)."""
         for step in self.steps:
             if isinstance(step, Phase) and step.driver is None:
                 self._driver(step)
@@ -185,8 +185,7 @@ class Plan:
         ref = Host(fn, lanes)
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
-        threads = int(self.options.get("threads") or numba.config.NUMBA_NUM_THREADS)
-        threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+        threads = min(int(self.options.get("threads") or cores()), cores())
         with np.errstate(all="ignore"):
             for step in self.steps:
                 if isinstance(step, Phase):
