@@ -73,6 +73,34 @@ def _st(typingctx, arr, off, value):
     return types.void(arr, types.intp, value), codegen
 
 
+@intrinsic
+def _sel(typingctx, c, a, b):
+    """``a if c else b`` as one LLVM select (a branch would stop vectorization)."""
+    def codegen(context, builder, sig, args):
+        return builder.select(args[0], args[1], args[2])
+    return a(types.boolean, a, a), codegen
+
+
+def _minmax(pred: str):
+    def typer(typingctx, a, b):
+        def codegen(context, builder, sig, args):
+            x, y = args
+            if isinstance(sig.args[0], types.Float):  # NumPy: a NaN in a, then in b
+                c = builder.or_(builder.fcmp_ordered(pred, x, y),
+                                builder.fcmp_unordered("uno", x, x))
+            elif sig.args[0].signed:
+                c = builder.icmp_signed(pred, x, y)
+            else:
+                c = builder.icmp_unsigned(pred, x, y)
+            return builder.select(c, x, y)  # of equal values (+0.0, -0.0): b, as NumPy
+        return a(a, a), codegen
+    return typer
+
+
+_max = intrinsic(_minmax(">"))
+_min = intrinsic(_minmax("<"))
+
+
 # --- which ops fuse ---------------------------------------------------------------------
 
 def _dtype(v: Value) -> np.dtype:
@@ -155,14 +183,14 @@ def _expr(op: Op, names: list[str]) -> str:
     if op.opcode == "select":
         c, a, b = names
         sa, sb = (_cast(x, _dtype(v), res) for x, v in zip((a, b), op.operands[1:]))
-        return f"({sa} if {c} else {sb})"
+        return f"_sel({c}, {sa}, {sb})"
     fn = op.attrs["fn"]
     ins, out = _loop_dtypes(op)
     xs = [_cast(x, _dtype(v), d) for x, v, d in zip(names, op.operands, ins)]
     a = xs[0]
     b = xs[1] if len(xs) > 1 else None
     t = f"np.{out.name}"
-    isbool, isfloat = out.kind == "b", out.kind == "f"
+    isbool = out.kind == "b"
     sym = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
            "bitxor": "^", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
            "ne": "!="}
@@ -177,12 +205,9 @@ def _expr(op: Op, names: list[str]) -> str:
     elif fn in sym:
         e = f"{t}({a} {sym[fn]} {b})"
     elif fn in ("maximum", "minimum"):
-        cmp = ">" if fn == "maximum" else "<"
-        # NumPy's: a NaN in a wins, then one in b; of equal values (+0.0, -0.0) b
-        nan = f" or {a} != {a}" if isfloat else ""
-        e = f"({a} if ({a} {cmp} {b}{nan}) else {b})"
+        e = f"_{fn[:3]}({a}, {b})"
     elif fn == "where":
-        e = f"({xs[1]} if {a} else {xs[2]})"
+        e = f"_sel({a}, {xs[1]}, {xs[2]})"
     elif fn in ("neg", "negative"):
         e = f"{t}(-{a})"
     elif fn in ("invert", "not", "logical_not") and (isbool or fn != "invert"):
@@ -254,7 +279,8 @@ class Fused:
     def kernel(self):
         k = _KERNELS.get(self.source)
         if k is None:
-            scope = {"np": np, "_ld": _ld, "_st": _st}
+            scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max,
+                     "_min": _min}
             exec(compile(self.source, "<hydra fused chain>", "exec"), scope)
             k = _KERNELS[self.source] = njit(nogil=True, error_model="numpy")(scope["fused"])
         return k
@@ -287,30 +313,62 @@ class Fused:
         return axes
 
     def _generate(self) -> str:
-        shape, r = self.shape, len(self.shape)
+        """The loop nest: the general one (every axis a loop, strides read from the
+        arrays) and, where the trailing axes are contiguous in every array that moves
+        along them (checked at run time), one with those axes as one unit-stride loop,
+        which LLVM vectorizes."""
+        r = len(self.shape)
         outs = [f"o{k}" for k in range(len(self.outputs))]
         ins = [f"a{k}" for k in range(len(self.inputs))]
-        head = [f"def fused(n, {', '.join(outs + ins)}):"]
-        # per level (-1: before the loops, 0: the lane loop, d: per-lane axis d - 1):
-        # offset updates, loads, member values, stores
-        body: dict[int, list[str]] = {lv: [] for lv in range(-1, r + 1)}
+        lines = [f"def fused(n, {', '.join(outs + ins)}):"]
+        axes = {k: self._axes(v, bool(v.varying)) for k, v in enumerate(self.inputs)
+                if v.varying or isinstance(v.type, ArrayType)}
+        for k, ax in axes.items():
+            size = _dtype(self.inputs[k]).itemsize
+            lines += [f"    a{k}s{lv} = a{k}.strides[{a}] // {size}"
+                      for lv, a in enumerate(ax) if a is not None]
+        maps = list(axes.values()) + [self._axes(v, True) for v in self.outputs]
+        c = next(c for c in range(r + 2)
+                 if all(len({m[d] is None for d in range(c, r + 1)}) <= 1 for m in maps))
+        if c > r:
+            return "\n".join(lines + self._nest(axes, None, 1)) + "\n"
+        block = [lv for lv in range(c, r + 1)]
+        conds = []
+        for k, ax in axes.items():
+            if ax[c] is None:
+                continue
+            want = "1"
+            for lv in reversed(block):
+                conds.append(f"a{k}s{lv} == {want}")
+                want = f"{want} * {'n' if lv == 0 else self.shape[lv - 1]}"
+        lines.append(f"    if {' and '.join(conds) or 'True'}:")
+        lines += self._nest(axes, c, 2)
+        lines.append("    else:")
+        lines += self._nest(axes, None, 2)
+        return "\n".join(lines) + "\n"
+
+    def _nest(self, axes: dict, c: int | None, indent: int) -> list[str]:
+        """The loops with their offset updates, loads, member values and stores at the
+        shallowest level each can go; axes from level ``c`` on as one loop."""
+        r = len(self.shape)
+        last = r if c is None else c
+        body: dict[int, list[str]] = {lv: [] for lv in range(-1, last + 1)}
         level: dict[int, int] = {}
         names: dict[int, str] = {}
         for k, v in enumerate(self.inputs):
-            a = ins[k]
-            if isinstance(v.type, ScalarType) and not v.varying:
+            a = f"a{k}"
+            if k not in axes:
                 level[v.id], names[v.id] = -1, a
                 continue
-            size = _dtype(v).itemsize
-            axes = self._axes(v, bool(v.varying))
             cur = "0"
-            for lv, ax in enumerate(axes):
+            for lv, ax in enumerate(axes[k][:last + 1]):
                 if ax is None:
                     continue
-                head.append(f"    {a}s{lv} = {a}.strides[{ax}] // {size}")
-                body[lv].append(f"{a}b{lv} = {cur} + i{lv} * {a}s{lv}")
+                step = f"i{lv}" if lv == c else f"i{lv} * {a}s{lv}"
+                body[lv].append(f"{a}b{lv} = {cur} + {step}")
                 cur = f"{a}b{lv}"
-            deepest = max([lv for lv, ax in enumerate(axes) if ax is not None], default=-1)
+            deepest = max([lv for lv, ax in enumerate(axes[k][:last + 1]) if ax is not None],
+                          default=-1)
             body[deepest].append(f"x{k} = _ld({a}, {cur})")
             level[v.id], names[v.id] = deepest, f"x{k}"
         written = {v.id: k for k, v in enumerate(self.outputs)}
@@ -319,27 +377,30 @@ class Fused:
             body[lv].append(f"t{j} = {_expr(op, [names[v.id] for v in op.operands])}")
             level[op.result.id], names[op.result.id] = lv, f"t{j}"
             if op.result.id in written:
-                self._store(body, written[op.result.id], op, lv)
-        lines = list(head)
-        for lv in range(-1, r + 1):
-            ind = "    " * (lv + 2)
+                self._store(body, written[op.result.id], op, j, lv, c)
+        lines = []
+        for lv in range(-1, last + 1):
             if lv >= 0:
-                size = "n" if lv == 0 else str(shape[lv - 1])
-                lines.append(f"{'    ' * (lv + 1)}for i{lv} in range({size}):")
-            lines += [ind + s for s in body[lv]]
-        return "\n".join(lines) + "\n"
+                size = "n" if lv == 0 else str(self.shape[lv - 1])
+                if lv == c:
+                    size = " * ".join([size] + [str(x) for x in self.shape[lv:]])
+                lines.append(f"{'    ' * (lv + indent)}for i{lv} in range({size}):")
+            lines += ["    " * (lv + indent + 1) + s for s in body[lv]]
+        return lines
 
-    def _store(self, body, k: int, op: Op, lv: int) -> None:
+    def _store(self, body, k: int, op: Op, j: int, lv: int, c: int | None) -> None:
         """The store of output ``k`` (a fresh C-ordered ``[N, *s]`` array) of member
-        ``op`` whose value is ready at level ``lv``."""
+        ``j`` whose value is ready at level ``lv``."""
         s = _shape(op.result)
         strides = [int(np.prod(s[i + 1:], dtype=np.int64)) for i in range(len(s))]
         axes = self._axes(op.result, True)
+        if c is not None:
+            axes = axes[:c + 1]
         full = [int(np.prod(s, dtype=np.int64))] + strides
-        terms = [f"i{d} * {full[ax]}" for d, ax in enumerate(axes) if ax is not None]
+        terms = [f"i{d}" if d == c else f"i{d} * {full[ax]}"
+                 for d, ax in enumerate(axes) if ax is not None]
         deepest = max([d for d, ax in enumerate(axes) if ax is not None] + [lv])
-        body[deepest].append(f"_st(o{k}, {' + '.join(terms) or '0'}, t_)".replace(
-            "t_", f"t{self.ops.index(op)}"))
+        body[deepest].append(f"_st(o{k}, {' + '.join(terms) or '0'}, t{j})")
 
 
 # --- where chains run -------------------------------------------------------------------
