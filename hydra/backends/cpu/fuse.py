@@ -36,6 +36,7 @@ from ...ir.core import Op, Value
 from ...types import ArrayType, ScalarType
 from ..cut import nested
 from ..host import Host, run_op
+from .hoststeps import Quick, precompute
 
 #: elementwise ``array`` fns that fuse (see the module docstring for the others)
 FUSABLE_FNS = frozenset({
@@ -454,15 +455,19 @@ def schedule(steps: list, users: dict, undef: set[int]) -> list:
 
 
 def region_plans(fn, users: dict, undef: set[int]) -> dict[int, list]:
-    """id(region) -> its fused steps, for the regions (loop and branch bodies run on
-    the host) in which a chain fuses."""
+    """id(region) -> its steps (fused chains, precomputed host steps), for the regions
+    (loop and branch bodies run on the host) that have any."""
     plans = {}
     for op in fn.walk():
         for region in op.regions:
-            steps = schedule(region.ops[:-1], users, undef)
-            if any(isinstance(s, Fused) for s in steps):
+            steps = precompute(schedule(region.ops[:-1], users, undef))
+            if any(isinstance(s, STEPS) for s in steps):
                 plans[id(region)] = steps
     return plans
+
+
+#: the step kinds with a ``run(env, lanes)`` of their own
+STEPS = (Fused, Quick)
 
 
 class FusingHost(Host):
@@ -478,7 +483,7 @@ class FusingHost(Host):
         if steps is None:
             return super().region(region, env)
         for step in steps:
-            if isinstance(step, Fused):
+            if isinstance(step, STEPS):
                 step.run(env, self.lanes)
             else:
                 run_op(self, step, env)

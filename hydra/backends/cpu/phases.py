@@ -33,7 +33,8 @@ from ..host import run_op
 from ..cut import Run, cut, nested, users_of
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .fuse import Fused, FusingHost, region_plans, schedule, undefined
+from .fuse import STEPS, FusingHost, region_plans, schedule, undefined
+from .hoststeps import precompute
 from .schedule import lane_cost_ns, threads_for
 from .stops import error_buffer
 from .vectors import Geometry, geometry
@@ -121,7 +122,7 @@ class Plan:
                                       if isinstance(item, Run) else item for item in items]
         # elementwise array chains -> one native loop each, here and in host regions
         undef = undefined(fn)
-        self.steps = schedule(self.steps, users, undef)
+        self.steps = precompute(schedule(self.steps, users, undef))
         self.regions = region_plans(fn, users, undef)
         for step in self.steps:
             if isinstance(step, Phase):
@@ -174,7 +175,7 @@ class Plan:
             for step in self.steps:
                 if isinstance(step, Phase):
                     self._run_phase(step, env, lanes, threads)
-                elif isinstance(step, Fused):
+                elif isinstance(step, STEPS):  # a fused chain, a precomputed host op
                     step.run(env, lanes)
                 else:
                     run_op(ref, step, env)
