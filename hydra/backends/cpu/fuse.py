@@ -239,6 +239,18 @@ def _expr(op: Op, names: list[str]) -> str:
 # --- one fused chain --------------------------------------------------------------------
 
 _KERNELS: dict[str, object] = {}
+#: per chain, at most this many layouts get a kernel of their own
+SPECIALIZE = 4
+
+
+def _compiled(source: str):
+    """The ``@njit`` function of a generated source (one per source per process)."""
+    k = _KERNELS.get(source)
+    if k is None:
+        scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max, "_min": _min}
+        exec(compile(source, "<hydra fused chain>", "exec"), scope)
+        k = _KERNELS[source] = njit(nogil=True, error_model="numpy")(scope["fused"])
+    return k
 
 
 class Fused:
@@ -267,6 +279,8 @@ class Fused:
         self._vscalars = [k for k, v in enumerate(self.inputs)
                           if v.varying and isinstance(v.type, ScalarType)]
         self._outs = [(_shape(v), _dtype(v)) for v in self.outputs]
+        self._arrays = sorted(self._array_axes())
+        self._special: dict[tuple, object] = {}
 
     def describe(self) -> str:
         fns = ", ".join(o.attrs["fn"] if o.opcode == "array" else o.opcode for o in self.ops)
@@ -278,13 +292,8 @@ class Fused:
 
     @property
     def kernel(self):
-        k = _KERNELS.get(self.source)
-        if k is None:
-            scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max,
-                     "_min": _min}
-            exec(compile(self.source, "<hydra fused chain>", "exec"), scope)
-            k = _KERNELS[self.source] = njit(nogil=True, error_model="numpy")(scope["fused"])
-        return k
+        """The general kernel (strides read from the arrays)."""
+        return _compiled(self.source)
 
     def run(self, env: dict, lanes: int) -> None:
         outs = [np.empty((lanes,) + s, d) for s, d in self._outs]
@@ -295,7 +304,7 @@ class Fused:
         for k in self._vscalars:
             if np.ndim(args[k]) == 0:
                 args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
-        self.kernel(lanes, *outs, *args)
+        self.kernel_for(args)(lanes, *outs, *args)
         for v, o in zip(self.outputs, outs):
             env[v.id] = o
 
@@ -313,24 +322,33 @@ class Fused:
             axes.append(off + e if e >= 0 and s[e] != 1 else None)
         return axes
 
-    def _generate(self) -> str:
-        """The loop nest: the general one (every axis a loop, strides read from the
-        arrays) and, where the trailing axes are contiguous in every array that moves
-        along them (checked at run time), one with those axes as one unit-stride loop,
-        which LLVM vectorizes."""
+    def _generate(self, strides: dict | None = None) -> str:
+        """The loop nest.  ``strides``: input -> its per-lane element strides, known
+        (a specialization on the layout the arrays have at run time: every offset is
+        then a constant LLVM folds, and the trailing axes that are contiguous in every
+        array run as one unit-stride loop, which LLVM vectorizes); None: read from the
+        arrays, with the one-loop version where a run-time check allows it."""
         r = len(self.shape)
         outs = [f"o{k}" for k in range(len(self.outputs))]
         ins = [f"a{k}" for k in range(len(self.inputs))]
         lines = [f"def fused(n, {', '.join(outs + ins)}):"]
-        axes = {k: self._axes(v, bool(v.varying)) for k, v in enumerate(self.inputs)
-                if v.varying or isinstance(v.type, ArrayType)}
+        axes = self._array_axes()
         for k, ax in axes.items():
             size = _dtype(self.inputs[k]).itemsize
-            lines += [f"    a{k}s{lv} = a{k}.strides[{a}] // {size}"
+            lane = int(bool(self.inputs[k].varying))
+            lines += [f"    a{k}s{lv} = " + (f"a{k}.strides[{a}] // {size}"
+                                             if strides is None or a < lane
+                                             else str(strides[k][a - lane]))
                       for lv, a in enumerate(ax) if a is not None]
         maps = list(axes.values()) + [self._axes(v, True) for v in self.outputs]
         c = next(c for c in range(r + 2)
                  if all(len({m[d] is None for d in range(c, r + 1)}) <= 1 for m in maps))
+        if strides is not None:
+            c = max(c, 1)
+            while c <= r and not all(self._contiguous(strides[k], ax, c)
+                                     for k, ax in axes.items() if ax[c] is not None):
+                c += 1
+            return "\n".join(lines + self._nest(axes, c if c <= r else None, 1)) + "\n"
         if c > r:
             return "\n".join(lines + self._nest(axes, None, 1)) + "\n"
         block = [lv for lv in range(c, r + 1)]
@@ -347,6 +365,42 @@ class Fused:
         lines.append("    else:")
         lines += self._nest(axes, None, 2)
         return "\n".join(lines) + "\n"
+
+    def _array_axes(self) -> dict:
+        return {k: self._axes(v, bool(v.varying)) for k, v in enumerate(self.inputs)
+                if v.varying or isinstance(v.type, ArrayType)}
+
+    def _contiguous(self, st: tuple, ax: list, c: int) -> bool:
+        """Are loop levels ``c`` on one unit-stride run of an input with per-lane
+        element strides ``st`` (levels from 1, its axes ``ax``)?"""
+        lane = 1 if ax[0] is not None else 0
+        want = 1
+        for lv in range(len(self.shape), c - 1, -1):
+            if st[ax[lv] - lane] != want:
+                return False
+            want *= self.shape[lv - 1]
+        return True
+
+    def kernel_for(self, args: list):
+        """The kernel specialized on the per-lane layout of ``args`` (at most
+        ``SPECIALIZE`` layouts per chain; then the general kernel)."""
+        key = []
+        for k in self._arrays:
+            a = args[k]
+            key.append(a.strides[1:] if self.inputs[k].varying else a.strides)
+        key = tuple(key)
+        kern = self._special.get(key)
+        if kern is None:
+            if len(self._special) >= SPECIALIZE:
+                return self.kernel
+            strides = {}
+            for k, st in zip(self._arrays, key):
+                size = args[k].itemsize
+                if any(x % size for x in st):
+                    return self.kernel
+                strides[k] = tuple(x // size for x in st)
+            kern = self._special[key] = _compiled(self._generate(strides))
+        return kern
 
     def _nest(self, axes: dict, c: int | None, indent: int) -> list[str]:
         """The loops with their offset updates, loads, member values and stores at the
