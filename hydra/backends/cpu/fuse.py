@@ -280,6 +280,8 @@ class Fused:
                           if v.varying and isinstance(v.type, ScalarType)]
         self._outs = [(_shape(v), _dtype(v)) for v in self.outputs]
         self._arrays = sorted(self._array_axes())
+        self._ndims = [(k, len(_shape(self.inputs[k])) + bool(self.inputs[k].varying))
+                       for k in self._arrays]
         self._special: dict[tuple, object] = {}
 
     def describe(self) -> str:
@@ -301,6 +303,14 @@ class Fused:
         for k, cls in self._scalars:
             if type(args[k]) is not cls:
                 args[k] = cls(args[k])
+        if any(args[k] is None or args[k].ndim != nd for k, nd in self._ndims):
+            # an undefined array (a loop carry no lane has set yet), or the uniform array
+            # a select passed through for it, reaches the chain: the host rules, op by
+            # op, as before
+            host = Host(None, lanes)
+            for op in self.ops:
+                run_op(host, op, env)
+            return
         for k in self._vscalars:
             if np.ndim(args[k]) == 0:
                 args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))

@@ -113,10 +113,19 @@ def _uniform(fn, params, ids, dtype, varying: bool):
     return make
 
 
+#: einsum sums only this many elements or more per row: below, NumPy's reduce adds in
+#: plain order, as the per-example function does, and costs little
+EINSUM_SUM_FROM = 32
+
+
 def _float_sum(op: Op) -> bool:
     a = op.operands[0].type
-    return isinstance(a, ArrayType) and a.dtype.name in ("float32", "float64") \
-        and op.result.type.dtype == a.dtype
+    if not (isinstance(a, ArrayType) and a.dtype.name in ("float32", "float64")
+            and op.result.type.dtype == a.dtype):
+        return False
+    axis = op.attrs["params"].get("axis")
+    axes = range(a.ndim) if axis is None else axis if isinstance(axis, tuple) else (axis,)
+    return int(np.prod([a.shape[k] for k in axes])) >= EINSUM_SUM_FROM
 
 
 def _einsum_sum(op: Op, aid: int, params: dict):
