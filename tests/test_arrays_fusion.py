@@ -191,6 +191,18 @@ def test_errors_unchanged():
     assert errs[0] == errs[1] and "lane 1" in errs[0]
 
 
+def stack_one(x):
+    p = x[0]
+    cols = np.stack((p[0:3, 0:3], p[1:4, 1:4], p[2:5, 0:3], p[0:3, 2:5]))
+    return cols, np.stack((p[0], p[1] * 2.0), axis=1), np.stack((p.T, p), axis=-1)
+
+
+def test_stack_of_strided_views(n):
+    """np.stack of per-lane views is one generated copy (hoststeps), same bits."""
+    r = np.random.default_rng(n + 5)
+    run_all(stack_one, ("x",), [specials(r, (n, 2, 5, 5))], n)
+
+
 def test_precomputed_views_keep_their_errors():
     """A uniform index out of bounds (hoststeps' precomputed view) raises the host
     rule's error; where no lane is active it reads index 0 instead, as before."""

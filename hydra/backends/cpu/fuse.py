@@ -468,6 +468,32 @@ class Fused:
         body[deepest].append(f"_st(o{k}, {' + '.join(terms) or '0'}, t{j})")
 
 
+# --- np.stack of per-lane arrays: one native copy ---------------------------------------
+
+def stack_source(shape: tuple, k: int, axis: int, strides: list[tuple]) -> str:
+    """The loops of ``np.stack`` of ``k`` per-lane arrays of shape ``shape`` at ``axis``
+    into a fresh C-ordered ``[N, *out]`` array; ``strides``: each input's per-lane
+    element strides (constants: the kernel is specialized on them)."""
+    out = shape[:axis] + (k,) + shape[axis:]
+    cs = [int(np.prod(out[d + 1:], dtype=np.int64)) for d in range(len(out))]
+    ostr = cs[:axis] + cs[axis + 1:]  # per input axis, its stride in the output
+    lane = int(np.prod(out, dtype=np.int64))
+    ins = [f"a{j}" for j in range(k)]
+    lines = [f"def fused(n, o0, {', '.join(ins)}):"]
+    lines += [f"    a{j}s = a{j}.strides[0] // a{j}.itemsize" for j in range(k)]
+    lines.append("    for i0 in range(n):")
+    for j in range(k):
+        cur, ocur = f"i0 * a{j}s", f"i0 * {lane} + {j * cs[axis]}"
+        ind = "        "
+        for d, size in enumerate(shape):
+            lines.append(f"{ind}for i{d + 1} in range({size}):")
+            ind += "    "
+            cur = f"{cur} + i{d + 1} * {strides[j][d]}"
+            ocur = f"{ocur} + i{d + 1} * {ostr[d]}"
+        lines.append(f"{ind}_st(o0, {ocur}, _ld(a{j}, {cur}))")
+    return "\n".join(lines) + "\n"
+
+
 # --- where chains run -------------------------------------------------------------------
 
 def undefined(fn) -> set[int]:

@@ -77,6 +77,9 @@ def quick(op: Op) -> Quick | None:
 
         def make(env, lanes):
             return env[ids[0]].transpose(axes)
+    elif fn == "stack" and all(vary) and len(vary) <= 32 and isinstance(rt, ArrayType) \
+            and all(v.type.dtype == rt.dtype for v in op.operands):
+        make = _stack(op, ids, dtype)
     elif fn == "copy" and vary == [True]:
         def make(env, lanes):
             return np.array(env[ids[0]], copy=True)
@@ -146,6 +149,35 @@ def _einsum_sum(op: Op, aid: int, params: dict):
     def make(env, lanes):
         out = np.einsum(spec, env[aid])
         return out.reshape((lanes,) + shape) if keep else out
+    return make
+
+
+def _stack(op: Op, ids: list, dtype):
+    """``np.stack`` of per-lane arrays as one generated copy loop (``fuse``), specialized
+    on the inputs' per-lane strides: NumPy copies the rows of strided views (the nine
+    shifted windows of an im2col) one short row at a time."""
+    from .fuse import _compiled, stack_source
+    shape = tuple(op.operands[0].type.shape)
+    k = len(ids)
+    axis = op.attrs["params"].get("axis", 0) % (len(shape) + 1)
+    out = tuple(op.result.type.shape)
+    kernels: dict = {}
+
+    def make(env, lanes):
+        arrays = [env[i] for i in ids]
+        if any(a is None or a.ndim != len(shape) + 1 for a in arrays):
+            run_op(Host(None, lanes), op, env)  # a uniform array a select passed through
+            return env[op.result.id]
+        key = tuple(a.strides[1:] for a in arrays)
+        kern = kernels.get(key)
+        if kern is None:
+            if len(kernels) >= 4 or any(x % dtype.itemsize for st in key for x in st):
+                return np.stack(arrays, axis=axis + 1)
+            per = [tuple(x // dtype.itemsize for x in st) for st in key]
+            kern = kernels[key] = _compiled(stack_source(shape, k, axis, per))
+        result = np.empty((lanes,) + out, dtype)
+        kern(lanes, result, *arrays)
+        return result
     return make
 
 
