@@ -9,6 +9,7 @@ import pytest
 from arrays_oracle import per_example
 
 import hydra
+from hydra import lanemax, lanemin, laneprod, lanesum
 from hydra.backends.cpu import fuse
 from hydra.errors import CompileError
 
@@ -201,6 +202,25 @@ def test_stack_of_strided_views(n):
     """np.stack of per-lane views is one generated copy (hoststeps), same bits."""
     r = np.random.default_rng(n + 5)
     run_all(stack_one, ("x",), [specials(r, (n, 2, 5, 5))], n)
+
+
+def lane_one(x, c):
+    g = x * 2.0 - 1.0
+    s = lanesum(g)
+    if c > 0:
+        s = s + lanemax(g) - laneprod(g * 0.5)
+    return s, lanemin(g)
+
+
+def test_lane_reductions_of_arrays_bit_exact(n):
+    """lanesum and kin of arrays on the precomputed path (every lane active) and the
+    host rule's (some lanes inactive): the numpy backend's bits."""
+    r = np.random.default_rng(n + 6)
+    x = r.standard_normal((n, 3, 4)).astype(f32)
+    for c in (np.ones(n, np.int64), r.integers(-1, 2, n)):
+        cpu = hydra.compile(lane_one, varying=("x", "c"), backend="cpu")(x, c)
+        ref = hydra.compile(lane_one, varying=("x", "c"), backend="numpy")(x, c)
+        assert all(bits(a) == bits(b) for a, b in zip(cpu, ref))
 
 
 def test_precomputed_views_keep_their_errors():

@@ -53,6 +53,10 @@ def quick(op: Op) -> Quick | None:
     if op.opcode != "array" or len(op.results) != 1:
         return None
     fn, params = op.attrs["fn"], op.attrs["params"]
+    if fn in _LANE_UFUNCS and len(op.operands) == 1 and op.operands[0].varying \
+            and isinstance(op.operands[0].type, ArrayType) \
+            and isinstance(op.result.type, ArrayType):
+        return _lane_reduce(op, op.result.type.dtype.dtype)
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
     r = op.result
@@ -102,6 +106,31 @@ def quick(op: Op) -> Quick | None:
 
     def step(env, lanes):
         env[rid] = make(env, lanes)
+    return Quick(op, step)
+
+
+#: the cross-lane reductions of arrays and their ufuncs (as ``intrinsics`` reduces)
+_LANE_UFUNCS = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
+                "lanemax": np.maximum}
+
+
+def _lane_reduce(op: Op, dtype):
+    """``lanesum(g)`` and kin of a per-lane array with every lane active: the reduction
+    over the lane axis of the array itself, where the host rule first copies the
+    active rows (``x[mask]``): the same values in the same order, so the same bits."""
+    ufunc = _LANE_UFUNCS[op.attrs["fn"]]
+    xid, rid = op.operands[0].id, op.result.id
+    mid = op.mask.id if op.mask is not None else None
+    nd = op.operands[0].type.ndim + 1
+    typed = _typed(dtype)
+
+    def step(env, lanes):
+        x = env[xid]
+        if (mid is None or env[mid].all()) and isinstance(x, np.ndarray) and x.ndim == nd \
+                and x.flags.c_contiguous:
+            env[rid] = typed(ufunc.reduce(x))
+        else:
+            run_op(Host(None, lanes), op, env)
     return Quick(op, step)
 
 
