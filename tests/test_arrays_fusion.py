@@ -209,11 +209,12 @@ def lane_one(x, c):
     s = lanesum(g)
     if c > 0:
         s = s + lanemax(g) - laneprod(g * 0.5)
-    return s, lanemin(g)
+    return s, lanemin(g), lanesum(np.outer(g[0] + 1.0, g[1] * 2.0)), lanesum(np.outer(g[0], g[2]))
 
 
 def test_lane_reductions_of_arrays_bit_exact(n):
-    """lanesum and kin of arrays on the precomputed path (every lane active) and the
+    """lanesum and kin of arrays (and lanesum of an outer product: one GEMM) on the
+    precomputed path (every lane active) and the
     host rule's (some lanes inactive): the numpy backend's bits."""
     r = np.random.default_rng(n + 6)
     x = r.standard_normal((n, 3, 4)).astype(f32)

@@ -57,6 +57,8 @@ def quick(op: Op) -> Quick | None:
             and isinstance(op.operands[0].type, ArrayType) \
             and isinstance(op.result.type, ArrayType):
         return _lane_reduce(op, op.result.type.dtype.dtype)
+    if fn == "lanesum_outer" and all(v.varying for v in op.operands):
+        return _lanesum_outer(op)
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
     r = op.result
@@ -129,6 +131,25 @@ def _lane_reduce(op: Op, dtype):
         if (mid is None or env[mid].all()) and isinstance(x, np.ndarray) and x.ndim == nd \
                 and x.flags.c_contiguous:
             env[rid] = typed(ufunc.reduce(x))
+        else:
+            run_op(Host(None, lanes), op, env)
+    return Quick(op, step)
+
+
+def _lanesum_outer(op: Op):
+    """``lanesum(np.outer(d, x))`` with every lane active: ``D.T @ X`` on the arrays
+    themselves (the host rule gathers the active rows first: the same contiguous
+    values, so the same GEMM and the same bits)."""
+    (did, xid), rid = (v.id for v in op.operands), op.result.id
+    mid = op.mask.id if op.mask is not None else None
+    dtype = op.result.type.dtype.dtype
+
+    def step(env, lanes):
+        d, x = env[did], env[xid]
+        if (mid is None or env[mid].all()) and all(
+                isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == lanes
+                and a.flags.c_contiguous for a in (d, x)):
+            env[rid] = (d.reshape(lanes, -1).T @ x.reshape(lanes, -1)).astype(dtype)
         else:
             run_op(Host(None, lanes), op, env)
     return Quick(op, step)
