@@ -33,6 +33,7 @@ from numba.extending import intrinsic
 
 from ...batching import _UFUNCS
 from ...ir.core import Op, Value
+from ...progress import progress, stage
 from ...types import ArrayType, ScalarType
 from ..cut import nested
 from ..host import Host, run_op
@@ -284,13 +285,18 @@ class Fused:
                        for k in self._arrays]
         self._special: dict[tuple, object] = {}
 
-    def describe(self) -> str:
+    def label(self) -> str:
+        """The chain's ops and lines: ``add, maximum (line 33)``."""
         fns = ", ".join(o.attrs["fn"] if o.opcode == "array" else o.opcode for o in self.ops)
         lines = sorted({o.loc.line for o in self.ops if o.loc and o.loc.line > 0})
         at = f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})" \
             if lines else ""
+        return fns + at
+
+    def describe(self) -> str:
+        """The line ``dump-ir`` prints for this step."""
         return (f"fused step (native loop over all lanes, {len(self.ops)} ops, "
-                f"{len(self.outputs)} written): {fns}{at}")
+                f"{len(self.outputs)} written): {self.label()}")
 
     @property
     def kernel(self):
@@ -314,7 +320,13 @@ class Fused:
         for k in self._vscalars:
             if np.ndim(args[k]) == 0:
                 args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
-        self.kernel_for(args)(lanes, *outs, *args)
+        kern = self.kernel_for(args)
+        if kern.signatures:
+            kern(lanes, *outs, *args)
+        else:
+            with progress(f"building the fused loop of {self.label()}"):
+                stage("numba: typing and compiling the loop")
+                kern(lanes, *outs, *args)
         for v, o in zip(self.outputs, outs):
             env[v.id] = o
 
