@@ -12,13 +12,15 @@ strides (views, transposes, broadcast uniform arrays and scalars cost no copy).
 
 Why numba over a generated loop rather than the phase code generator: that generator
 maps one lane to one SIMD slot and per-lane buffers to vectors; an elementwise chain
-over ``[N, *S]`` strided views is a plain nested loop, which numba types, and LLVM
-vectorizes along the innermost axis (speculating unit stride: ``dump`` / the tests
-check the asm).  The loop is compiled once per chain and argument layout.
+over ``[N, *S]`` strided views is a plain nested loop, which numba types and LLVM
+vectorizes.  The loop is compiled once per chain and per-lane layout of its arguments
+(``kernel_for``: the strides become constants, contiguous trailing axes one unit-stride
+loop); tests/test_arrays_fusion.py checks the asm for packed instructions.
 
 Exactness: each op computes in the dtypes NumPy's own type resolution picks
 (``ufunc.resolve_dtypes`` on the operands' dtypes) and casts its result to the IR's
-dtype, as ``batching.batched`` does, so results are bit-exact with the numpy backend.
+dtype, as ``batching.batched`` does, so results are bit-exact with the numpy backend
+(up to the sign and payload of NaNs, which IEEE leaves open).
 Ops whose bits libm and NumPy's SIMD code do not share (exp, log, tanh and every other
 transcendental function, power), integer division, shifts, float16 and complex values
 and float -> int casts stay out of chains: they run as host steps, as before.
