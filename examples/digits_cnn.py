@@ -8,7 +8,7 @@ the batch is the baseline: both train from the same start with the same batches,
 the example prints both test accuracies, both times and their ratio.
 
     python examples/digits_cnn.py [--epochs 40] [--batch 256] [--backend cpu|numpy]
-                                  [--python] [--limit N]
+                                  [--python] [--limit N] [--repeat 20]
 """
 
 import argparse
@@ -126,6 +126,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.5)
     parser.add_argument("--limit", type=int, default=None, help="use only this many digits")
     parser.add_argument("--backend", default="cpu", choices=("cpu", "numpy"))
+    parser.add_argument("--repeat", type=int, default=20,
+                        help="interleaved timings of one step (hydra, loop) at the end")
     parser.add_argument("--python", action="store_true",
                         help="train only with the per-example Python loop (no hydra)")
     args = parser.parse_args()
@@ -147,6 +149,23 @@ def main() -> None:
     print(f"hydra ({args.backend}, {args.batch} lanes): test accuracy {acc:.4f}, "
           f"{t_hydra:.2f} s (+ {compile_s:.1f} s compiling)")
     print(f"speed-up over the Python loop: {t_loop / t_hydra:.1f}x")
+    h, loop = interleaved(kernel, x[:args.batch], y[:args.batch], params, args.repeat)
+    print(f"one step of {args.batch} examples, timed interleaved {args.repeat}x (best / "
+          f"median ms): hydra {h[0]:.3f} / {h[1]:.3f}, loop {loop[0]:.3f} / {loop[1]:.3f}; "
+          f"{loop[0] / h[0]:.1f}x (best), {loop[1] / h[1]:.1f}x (median)")
+
+
+def interleaved(kernel, x, y, params, repeat):
+    """(best, median) ms of one training step through ``kernel`` and through the loop,
+    timed alternately (A, B, A, B, ...) so that both see the same machine load."""
+    times = ([], [])
+    kernel(x, y, *params)
+    for _ in range(repeat):
+        for k, step in enumerate((kernel, loop_grads)):
+            t = time.perf_counter()
+            step(x, y, *params)
+            times[k].append((time.perf_counter() - t) * 1e3)
+    return [(min(ts), float(np.median(ts))) for ts in times]
 
 
 if __name__ == "__main__":

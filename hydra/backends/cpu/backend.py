@@ -15,6 +15,7 @@ import llvmlite.binding as llvm
 from ...ir.core import Function
 from .. import PROTOCOLS
 from .codegen import lowerable
+from .fuse import Fused
 from .phases import Phase, Plan
 from .vectors import init_llvm
 
@@ -33,6 +34,10 @@ class CpuBackend:
         plan = Plan(fn, dict(options))
         out = []
         for step in plan.steps:
+            if isinstance(step, Fused):
+                out.append(f"; {step.describe()}\n")
+                continue
+            step = getattr(step, "op", step)  # a precomputed host op (hoststeps)
             if not isinstance(step, Phase):
                 line = f" (line {step.loc.line})" if step.loc and step.loc.line > 0 else ""
                 out.append(f"; host step (all lanes at once): {step.opcode}{line}: "

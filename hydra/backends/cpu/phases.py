@@ -29,11 +29,13 @@ import numpy as np
 from ...errors import RUNTIME_ERRORS
 from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
-from ..host import Host, run_op
+from ..host import run_op
 from ..cut import Run, cut, nested, users_of
 from . import persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
+from .fuse import STEPS, FusingHost, region_plans, schedule, undefined
+from .hoststeps import precompute
 from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
 from .chains import gang_vectors
@@ -123,6 +125,10 @@ class Plan:
             self.host.setdefault(id(op), "a constant that a host step or the result reads")
         self.steps: list = on_host + [Phase(self._remat(item, consts))
                                       if isinstance(item, Run) else item for item in items]
+        # elementwise array chains -> one native loop each, here and in host regions
+        undef = undefined(fn)
+        self.steps = precompute(schedule(self.steps, users, undef))
+        self.regions = region_plans(fn, users, undef)
         for step in self.steps:
             if isinstance(step, Phase):
                 self._generate(step)
@@ -182,7 +188,7 @@ class Plan:
 
     def run(self, args: list, lanes: int) -> list:
         fn = self.fn
-        ref = Host(fn, lanes)
+        ref = FusingHost(fn, lanes, self.regions)
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
         threads = min(int(self.options.get("threads") or cores()), cores())
@@ -190,6 +196,8 @@ class Plan:
             for step in self.steps:
                 if isinstance(step, Phase):
                     self._run_phase(step, env, lanes, threads)
+                elif isinstance(step, STEPS):  # a fused chain, a precomputed host op
+                    step.run(env, lanes)
                 else:
                     run_op(ref, step, env)
         return [env[v.id] for v in fn.body.terminator.operands]

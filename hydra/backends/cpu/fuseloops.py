@@ -1,0 +1,74 @@
+"""The numba half of ``fuse``: the loads, stores and selects its generated loops call,
+and their compilation (imported on the first fused chain, so that ``import hydra`` and
+cached kernels without chains never import numba).
+
+Takes: the source of a generated ``fused`` function (``fuse.Fused``).  Guarantees:
+``compiled(source)`` is its ``@njit(nogil=True)`` dispatcher, with ``_ld``/``_st``
+(element access by byte offset), ``_sel`` (a branch-free select) and ``_max``/``_min``
+(NumPy's NaN rules) in scope.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.core import types
+from numba.extending import intrinsic
+
+
+# --- the loads and stores of the generated loops ---------------------------------------
+
+@intrinsic
+def _ld(typingctx, arr, off):
+    """``arr``'s element at ``off`` elements from its data pointer (any sign, no
+    wraparound, no bounds check: the generated loop computes offsets from strides)."""
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        return context.unpack_value(builder, sig.return_type, builder.gep(a.data, [args[1]]))
+    return arr.dtype(arr, types.intp), codegen
+
+
+@intrinsic
+def _st(typingctx, arr, off, value):
+    """Store ``value`` at ``off`` elements from ``arr``'s data pointer."""
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        v = context.cast(builder, args[2], sig.args[2], sig.args[0].dtype)
+        context.pack_value(builder, sig.args[0].dtype, v, builder.gep(a.data, [args[1]]))
+        return context.get_dummy_value()
+    return types.void(arr, types.intp, value), codegen
+
+
+@intrinsic
+def _sel(typingctx, c, a, b):
+    """``a if c else b`` as one LLVM select (a branch would stop vectorization)."""
+    def codegen(context, builder, sig, args):
+        return builder.select(args[0], args[1], args[2])
+    return a(types.boolean, a, a), codegen
+
+
+def _minmax(pred: str):
+    def typer(typingctx, a, b):
+        def codegen(context, builder, sig, args):
+            x, y = args
+            if isinstance(sig.args[0], types.Float):  # NumPy: a NaN in a, then in b
+                c = builder.or_(builder.fcmp_ordered(pred, x, y),
+                                builder.fcmp_unordered("uno", x, x))
+            elif sig.args[0].signed:
+                c = builder.icmp_signed(pred, x, y)
+            else:
+                c = builder.icmp_unsigned(pred, x, y)
+            return builder.select(c, x, y)  # of equal values (+0.0, -0.0): b, as NumPy
+        return a(a, a), codegen
+    return typer
+
+
+_max = intrinsic(_minmax(">"))
+_min = intrinsic(_minmax("<"))
+
+
+def compiled(source: str):
+    """The ``@njit`` function named ``fused`` that ``source`` defines."""
+    scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max, "_min": _min}
+    exec(compile(source, "<hydra fused chain>", "exec"), scope)
+    return njit(nogil=True, error_model="numpy")(scope["fused"])
