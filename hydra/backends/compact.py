@@ -50,6 +50,13 @@ from ..types import ArrayType
 from . import hostarrays
 from .host import Host, run_op
 
+#: compact a loop once fewer than this fraction of its lanes are active.  For one
+#: product the crossover is about 0.9 (``hostarrays.COMPACT_BELOW``: a gather and a
+#: scatter around every product); a loop's carried rows are gathered once for all its
+#: later steps, and every masked step costs a select per carried value besides the
+#: idle rows, so a loop compacts at its first inactive lane (measured in bench/RESULTS.md)
+COMPACT_BELOW = 1.0
+
 #: once compacted, gather the carried rows again (where the active lanes are not a
 #: prefix) when fewer than this fraction of the compacted lanes are active: a gather of
 #: the carried rows costs about 1% of a step around a 256-wide product, a masked row
@@ -72,7 +79,9 @@ class Plan:
 
     #: varying values defined outside the loop that its regions read -> their types
     live_ins: dict
-    #: (type, varying) of the forwarded values (the ``condition``'s operands after ``go``)
+    #: (type, how) of the forwarded values (the ``condition``'s operands after ``go``):
+    #: how is "lanes" (varying: rows stored back), "final" (uniform: the value at the
+    #: exit) or "unread" (a varying result nothing reads: never stored back)
     forwarded: list
     #: the varying loop-invariant bound that orders the lanes by trip count, or None
     key: Value | None
@@ -88,11 +97,13 @@ def plan(h: Host, op: Op) -> Plan | None:
         return None
     cache = h.__dict__.setdefault("_compact_plans", {})
     if id(op) not in cache:
-        cache[id(op)] = (op, _analyse(op))
+        if "read" not in cache:
+            cache["read"] = {v.id for o in h.fn.walk() for v in o.inputs()}
+        cache[id(op)] = (op, _analyse(op, cache["read"]))
     return cache[id(op)][1]
 
 
-def _analyse(op: Op) -> Plan | None:
+def _analyse(op: Op, read: set) -> Plan | None:
     ops = [o for r in op.regions for o in r.walk()]
     if not any(o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS for o in ops):
         return None
@@ -109,7 +120,8 @@ def _analyse(op: Op) -> Plan | None:
             return None
     live_ins = {v.id: v.type for o in ops for v in o.inputs()
                 if v.varying and v.id not in defined}
-    forwarded = [(v.type, bool(v.varying)) for v in op.regions[0].terminator.operands[1:]]
+    forwarded = [(v.type, "final" if not v.varying else "lanes" if r.id in read else "unread")
+                 for v, r in zip(op.regions[0].terminator.operands[1:], op.results)]
     order_free = all(_order_free(o) for o in ops)
     key = _trip_key(op.regions[0], defined) if order_free else None
     no_stores = not any(o.written_array is not None for o in ops)
@@ -155,7 +167,10 @@ def _has_lanes(value, t) -> bool:
 
 
 def _take(value, sel, t):
-    return value[sel] if _has_lanes(value, t) else value
+    if not _has_lanes(value, t):
+        return value
+    # np.take gathers whole rows about twice as fast as fancy indexing
+    return np.take(value, sel, axis=0) if isinstance(sel, np.ndarray) else value[sel]
 
 
 class CompactHost(Host):
@@ -260,7 +275,7 @@ def _shrink(mask, k: int, compacted: bool):
     if active == k:
         return None
     if not compacted:
-        return np.flatnonzero(mask) if active < hostarrays.COMPACT_BELOW * k else None
+        return np.flatnonzero(mask) if active < COMPACT_BELOW * k else None
     if mask[:active].all():
         COUNTS["prefix"] += 1
         return slice(0, active)
@@ -301,15 +316,16 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
         if keep is not None:
             if rows is None:
                 COUNTS["loops"] += 1
-                out = [np.array(v) if _has_lanes(v, t) else v for v, (t, _) in zip(fwd, p.forwarded)]
+                out = [np.array(v) if how == "lanes" and _has_lanes(v, t) else None
+                       for v, (t, how) in zip(fwd, p.forwarded)]
                 if p.key is not None and SORT:
                     keep = _by_trip_count(keep, env[p.key.id])
                 rows, cenv = keep, LoopEnv(env, keep, p.live_ins)
             else:
                 gone = np.arange(keep.stop, host.lanes) if isinstance(keep, slice) else \
                     np.flatnonzero(~np.broadcast_to(fwd[0], (host.lanes,)))
-                for i, (v, (t, varying)) in enumerate(zip(fwd, p.forwarded)):
-                    if varying:
+                for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):
+                    if how == "lanes":
                         _put(out, i, t, rows[gone], _take(v, gone, t), h.lanes)
                 rows = rows[keep]
                 cenv = cenv.shrink(keep, rows)
@@ -320,10 +336,10 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
         values = host.region(body, cenv)
     if out is None:
         return fwd
-    for i, (v, (t, varying)) in enumerate(zip(fwd, p.forwarded)):
-        if varying:
+    for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):
+        if how == "lanes":
             _put(out, i, t, rows, v, h.lanes)
-        else:
+        elif how == "final":
             out[i] = v  # uniform: its final value, as the masked loop leaves it
     return out
 
