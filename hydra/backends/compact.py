@@ -79,6 +79,8 @@ class Plan:
 
     #: varying values defined outside the loop that its regions read -> their types
     live_ins: dict
+    #: every value defined outside the loop that its regions read (uniform ones too)
+    outside: frozenset
     #: (type, how) of the forwarded values (the ``condition``'s operands after ``go``):
     #: how is "lanes" (varying: rows stored back), "final" (uniform: the value at the
     #: exit) or "unread" (a varying result nothing reads: never stored back)
@@ -118,6 +120,7 @@ def _analyse(op: Op, read: set) -> Plan | None:
         written = o.written_array
         if written is not None and written.varying and written.id not in defined:
             return None
+    outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
     live_ins = {v.id: v.type for o in ops for v in o.inputs()
                 if v.varying and v.id not in defined}
     forwarded = [(v.type, "final" if not v.varying else "lanes" if r.id in read else "unread")
@@ -125,7 +128,7 @@ def _analyse(op: Op, read: set) -> Plan | None:
     order_free = all(_order_free(o) for o in ops)
     key = _trip_key(op.regions[0], defined) if order_free else None
     no_stores = not any(o.written_array is not None for o in ops)
-    return Plan(live_ins, forwarded, key, no_stores)
+    return Plan(live_ins, outside, forwarded, key, no_stores)
 
 
 def _order_free(o: Op) -> bool:
@@ -198,17 +201,60 @@ class CompactHost(Host):
         self.root.fail(kind, message, None if lane is None else int(self.ids[lane]), loc)
 
     def region(self, region: Region, env: dict) -> list:
-        for op in region.ops[:-1]:
-            if op.opcode == "intrinsic" and op.attrs["name"] in ("lane", "nlanes"):
-                # they observe lane identity: the original lanes, not the rows
-                out = self.ids if op.attrs["name"] == "lane" else self.root.lanes
-                out = np.asarray(out).astype(op.result.type.dtype)
-                env[op.result.id] = out if op.result.varying else out[()]
-            elif self._passes(op, env):
-                env[op.result.id] = env[op.operands[1].id]  # every row takes the first
-            elif not (op.opcode == "array" and env.gather_rows(self, op)):
-                run_op(self, op, env)
-        return [env[v.id] for v in region.terminator.operands]
+        return _freeing(self, region, env, CompactHost._run)
+
+    def _run(self, op: Op, env: dict) -> None:
+        if op.opcode == "intrinsic" and op.attrs["name"] in ("lane", "nlanes"):
+            # they observe lane identity: the original lanes, not the rows
+            out = self.ids if op.attrs["name"] == "lane" else self.root.lanes
+            out = np.asarray(out).astype(op.result.type.dtype)
+            env[op.result.id] = out if op.result.varying else out[()]
+        elif self._passes(op, env):
+            env[op.result.id] = env[op.operands[1].id]  # every row takes the first
+        elif not (op.opcode == "array" and env.gather_rows(self, op)):
+            run_op(self, op, env)
+
+
+def _freeing(host: Host, region: Region, env: dict, run_one) -> list:
+    """``host.region`` with each value of the region dropped after its last use."""
+    cache = host.__dict__.setdefault("_compact_plans", {})
+    key = ("deaths", id(region))
+    if key not in cache:
+        cache[key] = (region, _deaths(region))
+    for op, dead in zip(region.ops[:-1], cache[key][1]):
+        run_one(host, op, env)
+        for v in dead:  # freed now, as a NumPy expression frees its temporaries
+            env.pop(v, None)
+    return [env[v.id] for v in region.terminator.operands]
+
+
+def _region(host: Host, region: Region, env: dict) -> list:
+    """Run a loop region: on a plain host (the masked steps before compaction) with the
+    loop's values dropped after their last use too."""
+    if type(host).region is Host.region:
+        return _freeing(host, region, env, run_op)
+    return host.region(region, env)
+
+
+def _deaths(region: Region) -> list[list[int]]:
+    """For each op of the region, the region's own values (its arguments and its ops'
+    results) that nothing reads after it: the loop's temporaries, dropped at once so
+    that their memory is reused (held to the end of the step, every step's arrays
+    would come from fresh pages)."""
+    own = {a.id for a in region.args} | {r.id for o in region.ops for r in o.results}
+    last: dict[int, int] = {}
+    for i, op in enumerate(region.ops):
+        for r in op.results:
+            if r.id in own:
+                last.setdefault(r.id, i)
+        nested = [o for r in op.regions for o in r.walk()]
+        for v in op.inputs() + [v for o in nested for v in o.inputs()]:
+            if v.id in own:
+                last[v.id] = i
+    out: list[list[int]] = [[] for _ in region.ops]
+    for v, i in last.items():
+        out[i].append(v)
+    return out[:-1]  # what the terminator reads is the region's result
 
 
 class LoopEnv(dict):
@@ -216,13 +262,16 @@ class LoopEnv(dict):
     indexes a per-lane live-in at uniform indices before gathering, so that ``xs[t]``
     of a padded input gathers ``k`` rows of one step, not ``xs`` whole."""
 
-    def __init__(self, outer: dict, rows: np.ndarray, live_ins: dict) -> None:
+    def __init__(self, outer: dict, rows: np.ndarray, plan: Plan) -> None:
         super().__init__()
         self.outer = outer
         self.rows = rows
-        self.live_ins = live_ins
+        self.plan = plan
+        self.live_ins = plan.live_ins
 
     def __missing__(self, key):
+        if key not in self.plan.outside:  # a loop value read after its last use: a bug
+            raise KeyError(key)
         value = self.outer[key]
         if key in self.live_ins:
             value = _take(value, self.rows, self.live_ins[key])
@@ -247,7 +296,7 @@ class LoopEnv(dict):
     def shrink(self, keep, rows: np.ndarray) -> "LoopEnv":
         """The env of the lanes ``keep`` (positions in this one's rows): the live-ins
         gathered so far come along, the loop's own values are made again."""
-        out = LoopEnv(self.outer, rows, self.live_ins)
+        out = LoopEnv(self.outer, rows, self.plan)
         for key, t in self.live_ins.items():
             if key in self:
                 out[key] = _take(self[key], keep, t)
@@ -309,7 +358,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
     out = None   # the results over h's lanes, once compacted
     while True:
         _bind(before, values, cenv)
-        go, *fwd = host.region(before, cenv)
+        go, *fwd = _region(host, before, cenv)
         if not go:
             break
         keep = _shrink(fwd[0], host.lanes, rows is not None)
@@ -320,7 +369,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
                        for v, (t, how) in zip(fwd, p.forwarded)]
                 if p.key is not None and SORT:
                     keep = _by_trip_count(keep, env[p.key.id])
-                rows, cenv = keep, LoopEnv(env, keep, p.live_ins)
+                rows, cenv = keep, LoopEnv(env, keep, p)
             else:
                 gone = np.arange(keep.stop, host.lanes) if isinstance(keep, slice) else \
                     np.flatnonzero(~np.broadcast_to(fwd[0], (host.lanes,)))
@@ -333,7 +382,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
             host = CompactHost(h, rows)
             host.pass_selects = p.no_stores
         _bind(body, fwd, cenv)
-        values = host.region(body, cenv)
+        values = _region(host, body, cenv)
     if out is None:
         return fwd
     for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):
