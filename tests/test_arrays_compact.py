@@ -276,7 +276,7 @@ def write_own(x, n, W):
 
 def read_neighbour(x, n, W):
     h = x
-    for t in range(n):
+    for _t in range(n):
         h = np.tanh(W @ h) + broadcast(h.sum(), 0)  # lane 0 runs longest
     return h
 
