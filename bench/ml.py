@@ -14,11 +14,12 @@ numpy and cpu backends, against the peers a user would otherwise write:
 - PyTorch where torch is importable (masked and compacted).
 
 Sizes are ML.md's (16,384 / 4,096 x 200 steps / 16,384 examples) times ``--scale``.
-Every implementation runs once to warm up, then ``repeat`` times; the table shows the
-median and best time, the best time's ratio to the per-example loop and to the best
-hand-batched NumPy row, and whether the output agrees with the loop's (floats within
-summation-order tolerance; early-exit depths may differ only on a handful of examples
-whose confidence lies within rounding of the threshold).  The BLAS that NumPy runs is
+Every implementation runs once to warm up, then ``repeat`` rounds time each of them once
+in turn (interleaved); the table shows the median and best time, the best time's ratio
+to the per-example loop and to the best hand-batched NumPy row, and whether the output
+agrees with the loop's (floats within summation-order tolerance; early-exit depths may
+differ only on a handful of examples whose confidence lies within rounding of the
+threshold).  The BLAS that NumPy runs is
 reported with threadpoolctl, with ``OPENBLAS_CORETYPE``.
 """
 
@@ -291,16 +292,10 @@ def agrees(name, out, ref) -> str:
     return "yes" if max_rel_diff(out, ref) < TOLERANCE else f"NO ({max_rel_diff(out, ref):.1e})"
 
 
-def _time(fn, args, repeat):
+def _first(fn, args):
     t = time.perf_counter()
     out = fn(*args)
-    first = time.perf_counter() - t
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn(*args)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), min(times), first, out
+    return time.perf_counter() - t, out
 
 
 def implementations(name, fn, varying, peers):
@@ -318,23 +313,34 @@ def implementations(name, fn, varying, peers):
 
 
 def run(name, scale, repeat):
+    """Every implementation's first call (compilation included) and output, then
+    ``repeat`` rounds that time each implementation once in turn (interleaved, so
+    that a change of load on a shared machine hits every row alike)."""
     fn, varying, args, peers = workload(name, scale)
-    rows, ref = [], None
+    rows, ref, timed = [], None, []
     for label, impl in implementations(name, fn, varying, peers):
         if impl is None:
             impl = reference(fn, varying, args)
         if isinstance(impl, str):
-            rows.append((label, None, None, None, f"unsupported: {impl}"))
+            rows.append([label, None, None, None, f"unsupported: {impl}"])
             continue
         try:
-            med, best, first, out = _time(impl, args, repeat)
+            first, out = _first(impl, args)
         except Exception as e:  # noqa: BLE001  (a failing peer is a row, not the end)
-            rows.append((label, None, None, None, f"failed: {type(e).__name__}: {e}"[:90]))
+            rows.append([label, None, None, None, f"failed: {type(e).__name__}: {e}"[:90]])
             continue
         if ref is None:
             ref = out
-        rows.append((label, med, best, first, agrees(name, out, ref)))
-    return len(args[0]), rows
+        rows.append([label, [], None, first, agrees(name, out, ref)])
+        timed.append((rows[-1], impl))
+    for _ in range(repeat):
+        for row, impl in timed:
+            t = time.perf_counter()
+            impl(*args)
+            row[1].append(time.perf_counter() - t)
+    for row, _ in timed:
+        row[1], row[2] = statistics.median(row[1]), min(row[1])
+    return len(args[0]), [tuple(r) for r in rows]
 
 
 def blas_report() -> str:
