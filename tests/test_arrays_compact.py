@@ -274,6 +274,13 @@ def write_own(x, n, W):
     return out
 
 
+def write_view(xs, n, W):
+    for t in range(n):
+        v = xs[t]  # a view of the caller's array: the write below lands there
+        v[0] = (W @ v)[0]
+    return n
+
+
 def read_neighbour(x, n, W):
     h = x
     for _t in range(n):
@@ -288,6 +295,13 @@ def test_loops_that_write_outer_arrays_or_read_other_lanes_stay_masked(be, count
             r.standard_normal((4, 4)).astype(f32)]
     check(write_own, ("x", "n"), args, n, be)
     assert counts["loops"] == 0  # out is created before the loop: a copy would not alias
+    xs = r.standard_normal((n, 9, 4)).astype(f32)
+    want = xs.copy()
+    for i in range(n):
+        write_view(want[i], args[1][i], args[2])
+    hydra.compile(write_view, varying=("xs", "n"), backend=be)(xs, args[1], args[2])
+    assert counts["loops"] == 0
+    np.testing.assert_allclose(xs, want, rtol=RTOL, atol=ATOL)
     got = hydra.compile(read_neighbour, varying=("x", "n"), backend=be)(*args)
     assert counts["loops"] == 0  # broadcast reads a lane by its index
     want = args[0].copy()

@@ -6,8 +6,8 @@ values with selects; per-operation compaction (``hostarrays._compacted``) gather
 active rows around each product and scatters its result, every step.  Here the whole
 loop moves to a compacted lane set instead, the way a hand-written shrinking batch does:
 
-- The loop runs masked over all lanes while enough of them are active.  At the first
-  loop test where fewer than ``hostarrays.COMPACT_BELOW`` of them are, the carried
+- The loop runs masked over all lanes while every lane is active (``COMPACT_BELOW``).
+  At the first loop test that finds a lane inactive, the carried
   values of the active lanes are gathered once and the loop goes on with a
   ``CompactHost`` of k lanes; every lane's loop results start as its values at that
   test (a lane that is inactive there keeps them to the end: that is what the masked
@@ -33,8 +33,9 @@ index, ``nlanes()`` N, an error names the original lane (with stable order the f
 failing lane is still the lowest), cross-lane reductions see the active lanes in lane
 order.  **Not compacted** (the precise rule, ``plan``): loops that read another lane
 by its index (``broadcast``, ``shuffle``, ``rotate``), and loops that write into a
-per-lane array they did not create themselves (a gathered copy would not alias the
-caller's array or the names outside the loop).  ``COUNTS`` counts what happened, for
+per-lane array (it may be a view of the caller's array or of a value from outside the
+loop, as ``v = xs[t]`` is, and a gathered copy would not alias it).  Stores into shared
+arrays (``out[lane(), t] = ...``) compact.  ``COUNTS`` counts what happened, for
 tests and benchmarks.
 """
 
@@ -118,7 +119,7 @@ def _analyse(op: Op, read: set) -> Plan | None:
         if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
             return None
         written = o.written_array
-        if written is not None and written.varying and written.id not in defined:
+        if written is not None and written.varying:
             return None
     outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
     live_ins = {v.id: v.type for o in ops for v in o.inputs()
