@@ -321,3 +321,26 @@ def test_ml_examples_take_the_compacted_path(counts):
     counts.clear()
     check(early_exit_one, ("x", "thr"), ee_args(64), 64, "cpu")
     assert counts["loops"] == 1 and counts["gathers"] > 0 and counts["sorted"] == 0
+
+
+def printing(xs, n, W):
+    h = np.zeros(W.shape[0], dtype=np.float32)
+    for t in range(n):
+        h = np.tanh(W @ xs[t] + h)
+        if t % 4 == 3:
+            print("lane", lane(), "step", t)
+    return h
+
+
+def test_print_inside_a_compacted_loop_keeps_lane_order(be, counts, capsys, monkeypatch):
+    n = 17
+    r = np.random.default_rng(10)
+    args = [r.standard_normal((n, 9, 4)).astype(f32), lengths(n),
+            (r.standard_normal((4, 4)) / 2).astype(f32)]
+    run(printing, ("xs", "n"), args, be)
+    assert counts["loops"] == 1 and counts["sorted"] == 0, counts  # print: lane order
+    got = capsys.readouterr().out
+    want = "".join(f"lane {i} step {t}\n" for t in (3, 7) for i in range(n) if args[1][i] > t)
+    assert got == want
+    run(printing, ("xs", "n"), args, be, region=False, monkeypatch=monkeypatch)
+    assert capsys.readouterr().out == want
