@@ -366,7 +366,8 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
         if keep is not None:
             if rows is None:
                 COUNTS["loops"] += 1
-                out = [np.array(v) if how == "lanes" and _has_lanes(v, t) else None
+                # a value without a lane axis stands for every lane: _put spreads it
+                out = [(np.array(v) if _has_lanes(v, t) else v) if how == "lanes" else None
                        for v, (t, how) in zip(fwd, p.forwarded)]
                 if p.key is not None and SORT:
                     keep = _by_trip_count(keep, env[p.key.id])
