@@ -5,6 +5,9 @@ numpy and cpu backends, against the peers a user would otherwise write:
 
 - the per-example NumPy loop (the function itself, example by example: the reference
   every other output is checked against);
+- for the control-flow workloads, hydra cpu with compaction per loop region switched
+  off (compaction per heavy operation only) and, for the RNN, without the trip-count
+  sort (``hydra/backends/compact.py``);
 - hand-batched NumPy: one GEMM per layer; for the control-flow workloads a masked
   variant (compute every row, keep the finished ones with ``where``) and a compacted one
   (gather the active rows, compute, scatter back), and for the RNN the length-sorted
@@ -14,12 +17,14 @@ numpy and cpu backends, against the peers a user would otherwise write:
 - PyTorch where torch is importable (masked and compacted).
 
 Sizes are ML.md's (16,384 / 4,096 x 200 steps / 16,384 examples) times ``--scale``.
-Every implementation runs once to warm up, then ``repeat`` times; the table shows the
-median and best time, the best time's ratio to the per-example loop and to the best
-hand-batched NumPy row, and whether the output agrees with the loop's (floats within
-summation-order tolerance; early-exit depths may differ only on a handful of examples
-whose confidence lies within rounding of the threshold).  The BLAS that NumPy runs is
-reported with threadpoolctl, with ``OPENBLAS_CORETYPE``.
+The NumPy and hydra implementations run once to warm up, then ``repeat`` rounds time
+each of them once in turn (interleaved); then each JAX and PyTorch one warms up and runs
+``repeat`` times.  The table shows the median and best time, the best time's ratio to
+the per-example loop and to the best hand-batched NumPy row, and whether the output
+agrees with the loop's (floats within summation-order tolerance; early-exit depths may
+differ only on a handful of examples whose confidence lies within rounding of the
+threshold).  The BLAS that NumPy runs is reported with threadpoolctl, with
+``OPENBLAS_CORETYPE``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 import hydra
+from hydra.backends import compact
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import early_exit  # noqa: E402  (the examples directory is not a package)
@@ -291,16 +297,22 @@ def agrees(name, out, ref) -> str:
     return "yes" if max_rel_diff(out, ref) < TOLERANCE else f"NO ({max_rel_diff(out, ref):.1e})"
 
 
-def _time(fn, args, repeat):
+def _first(fn, args):
     t = time.perf_counter()
     out = fn(*args)
-    first = time.perf_counter() - t
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn(*args)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), min(times), first, out
+    return time.perf_counter() - t, out
+
+
+def _with(kernel, setting: str, value):
+    """The kernel run with one setting of ``hydra.backends.compact`` changed."""
+    def call(*args):
+        saved = getattr(compact, setting)
+        setattr(compact, setting, value)
+        try:
+            return kernel(*args)
+        finally:
+            setattr(compact, setting, saved)
+    return call
 
 
 def implementations(name, fn, varying, peers):
@@ -312,29 +324,51 @@ def implementations(name, fn, varying, peers):
             yield f"hydra {backend}", str(e).splitlines()[0]
             continue
         yield f"hydra {backend}", k
+    if name != "mlp":  # what compaction per loop region and the trip-count sort buy
+        k = hydra.compile(fn, varying=varying, backend="cpu")
+        yield "hydra cpu, per-op compaction only", _with(k, "COMPACT_BELOW", 0.0)
+        if name == "rnn":
+            yield "hydra cpu, lanes not sorted", _with(k, "SORT", False)
     yield from peers
     yield from jax_impls(name)
     yield from torch_impls(name)
 
 
 def run(name, scale, repeat):
+    """Each implementation's first call (compilation included) and output, and its
+    times: the NumPy and hydra ones in ``repeat`` interleaved rounds (each once in turn,
+    so that a change of load on a shared machine hits every row alike), then JAX and
+    PyTorch, each run ``repeat`` times in a row (their thread pools keep spinning for a
+    while after a call, which would slow whatever ran next on two cores)."""
     fn, varying, args, peers = workload(name, scale)
     rows, ref = [], None
-    for label, impl in implementations(name, fn, varying, peers):
-        if impl is None:
-            impl = reference(fn, varying, args)
-        if isinstance(impl, str):
-            rows.append((label, None, None, None, f"unsupported: {impl}"))
-            continue
-        try:
-            med, best, first, out = _time(impl, args, repeat)
-        except Exception as e:  # noqa: BLE001  (a failing peer is a row, not the end)
-            rows.append((label, None, None, None, f"failed: {type(e).__name__}: {e}"[:90]))
-            continue
-        if ref is None:
-            ref = out
-        rows.append((label, med, best, first, agrees(name, out, ref)))
-    return len(args[0]), rows
+    impls = list(implementations(name, fn, varying, peers))
+    foreign = [i for i in impls if i[0].startswith(("jax", "torch"))]
+    for group in ([i for i in impls if i not in foreign], *[[i] for i in foreign]):
+        timed = []
+        for label, impl in group:
+            if impl is None:
+                impl = reference(fn, varying, args)
+            if isinstance(impl, str):
+                rows.append([label, None, None, None, f"unsupported: {impl}"])
+                continue
+            try:
+                first, out = _first(impl, args)
+            except Exception as e:  # noqa: BLE001  (a failing peer is a row, not the end)
+                rows.append([label, None, None, None, f"failed: {type(e).__name__}: {e}"[:90]])
+                continue
+            if ref is None:
+                ref = out
+            rows.append([label, [], None, first, agrees(name, out, ref)])
+            timed.append((rows[-1], impl))
+        for _ in range(repeat):
+            for row, impl in timed:
+                t = time.perf_counter()
+                impl(*args)
+                row[1].append(time.perf_counter() - t)
+        for row, _ in timed:
+            row[1], row[2] = statistics.median(row[1]), min(row[1])
+    return len(args[0]), [tuple(r) for r in rows]
 
 
 def blas_report() -> str:

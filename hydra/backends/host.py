@@ -342,6 +342,9 @@ def _if(h: Host, op: Op, env) -> list:
 
 
 def _while(h: Host, op: Op, env) -> list:
+    plan = compact.plan(h, op)
+    if plan is not None:  # heavy per-lane array work: run it on the active lanes' rows
+        return compact.run(h, op, env, plan)
     before, body = op.regions
     values = [env[v.id] for v in op.operands]
     while True:
@@ -371,3 +374,7 @@ def run_op(host: Host, op: Op, env) -> None:
     """Run one op over all lanes by its host rule; its results go into ``env``."""
     for r, value in zip(op.results, HOST_RULES[op.opcode](host, op, env)):
         env[r.id] = value
+
+
+# compaction per loop region runs the rules above on fewer rows, so it comes after them
+from . import compact  # noqa: E402

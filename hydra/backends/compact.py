@@ -1,0 +1,406 @@
+"""Compaction per loop region: a varying loop with heavy per-lane array operations runs
+on the rows of its active lanes only (SPEC section 8, ML.md "Masking or compaction").
+
+Masking runs every step of a varying loop over all N rows and keeps the finished lanes'
+values with selects; per-operation compaction (``hostarrays._compacted``) gathers the
+active rows around each product and scatters its result, every step.  Here the whole
+loop moves to a compacted lane set instead, the way a hand-written shrinking batch does:
+
+- The loop runs masked over all lanes while every lane is active (``COMPACT_BELOW``).
+  At the first loop test that finds a lane inactive, the carried
+  values of the active lanes are gathered once and the loop goes on with a
+  ``CompactHost`` of k lanes; every lane's loop results start as its values at that
+  test (a lane that is inactive there keeps them to the end: that is what the masked
+  loop gives it).
+- Values from outside the loop (live-ins) are gathered on first use, and a per-lane
+  array indexed with uniform indices (``xs[t]``) gathers just the indexed rows, so a
+  padded input is never copied whole.
+- At each later loop test the lanes that have left store their forwarded values back
+  into the full results and are dropped: for free when the active lanes are a prefix of
+  the compacted set (a slice of views), else by one gather of the carried rows once
+  fewer than ``REGATHER_BELOW`` of the compacted lanes are active.  At the exit the
+  remaining rows are scattered back.
+- **Trip-count sort**: when the loop test is ``counter < bound`` with a uniform
+  counter and a varying bound from outside the loop (``for t in range(n)``), the lanes
+  are ordered by decreasing bound at the first compaction, so the active lanes stay a
+  prefix and every later shrink is a slice (the length-sorted shrinking batch).  The
+  order only matters for speed; it is taken only for loops whose ops cannot observe
+  the order of the lanes (no effect, cross-lane op, or an op that can name a lane in an
+  error); the others keep the lanes in increasing order (stable compaction).
+
+What observes lane identity keeps the original lanes: ``lane()`` gives the original
+index, ``nlanes()`` N, an error names the original lane (with stable order the first
+failing lane is still the lowest), cross-lane reductions see the active lanes in lane
+order.  **Not compacted** (the precise rule, ``plan``): loops that read another lane
+by its index (``broadcast``, ``shuffle``, ``rotate``), and loops that write into a
+per-lane array (it may be a view of the caller's array or of a value from outside the
+loop, as ``v = xs[t]`` is, and a gathered copy would not alias it).  Stores into shared
+arrays (``out[lane(), t] = ...``) compact.  ``COUNTS`` counts what happened, for
+tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.core import HEAVY_ARRAY_FNS, Op, Region, Value
+from ..types import ArrayType
+from . import hostarrays
+from .host import Host, run_op
+
+#: compact a loop once fewer than this fraction of its lanes are active.  For one
+#: product the crossover is about 0.9 (``hostarrays.COMPACT_BELOW``: a gather and a
+#: scatter around every product); a loop's carried rows are gathered once for all its
+#: later steps, and every masked step costs a select per carried value besides the
+#: idle rows, so a loop compacts at its first inactive lane (measured in bench/RESULTS.md)
+COMPACT_BELOW = 1.0
+
+#: once compacted, gather the carried rows again (where the active lanes are not a
+#: prefix) when fewer than this fraction of the compacted lanes are active: a gather of
+#: the carried rows costs about 1% of a step around a 256-wide product, a masked row
+#: its full share of the step
+REGATHER_BELOW = 0.95
+
+#: order the lanes by trip count where the loop test allows it (see the docstring)
+SORT = True
+
+#: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
+#: slice), "gathers" (shrinks by a gather)
+COUNTS: Counter = Counter()
+
+_READS_OTHER_LANES = frozenset({"broadcast", "shuffle", "rotate"})
+
+
+@dataclass(slots=True)
+class Plan:
+    """What compacting one ``while`` op needs, found once per host."""
+
+    #: varying values defined outside the loop that its regions read -> their types
+    live_ins: dict
+    #: every value defined outside the loop that its regions read (uniform ones too)
+    outside: frozenset
+    #: (type, how) of the forwarded values (the ``condition``'s operands after ``go``):
+    #: how is "lanes" (varying: rows stored back), "final" (uniform: the value at the
+    #: exit) or "unread" (a varying result nothing reads: never stored back)
+    forwarded: list
+    #: the varying loop-invariant bound that orders the lanes by trip count, or None
+    key: Value | None
+    #: no store of any kind: a select whose mask is all true may pass its value on
+    no_stores: bool
+
+
+def plan(h: Host, op: Op) -> Plan | None:
+    """The plan of a varying ``while`` op worth compacting on host ``h``, or None (not
+    varying, no heavy operation inside, or excluded by the rule of the docstring)."""
+    if not op.attrs.get("varying") or not (type(h).region is Host.region
+                                           or isinstance(h, CompactHost)):
+        return None
+    cache = h.__dict__.setdefault("_compact_plans", {})
+    if id(op) not in cache:
+        if "read" not in cache:
+            cache["read"] = {v.id for o in h.fn.walk() for v in o.inputs()}
+        cache[id(op)] = (op, _analyse(op, cache["read"]))
+    return cache[id(op)][1]
+
+
+def _analyse(op: Op, read: set) -> Plan | None:
+    ops = [o for r in op.regions for o in r.walk()]
+    if not any(o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS for o in ops):
+        return None
+    defined = {a.id for r in op.regions for a in r.args}
+    for o in ops:
+        defined.update(r.id for r in o.results)
+        defined.update(a.id for r in o.regions for a in r.args)
+    for o in ops:
+        name = o.attrs.get("name") if o.opcode == "intrinsic" else o.attrs.get("fn")
+        if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
+            return None
+        written = o.written_array
+        if written is not None and written.varying:
+            return None
+    outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
+    live_ins = {v.id: v.type for o in ops for v in o.inputs()
+                if v.varying and v.id not in defined}
+    forwarded = [(v.type, "final" if not v.varying else "lanes" if r.id in read else "unread")
+                 for v, r in zip(op.regions[0].terminator.operands[1:], op.results)]
+    order_free = all(_order_free(o) for o in ops)
+    key = _trip_key(op.regions[0], defined) if order_free else None
+    no_stores = not any(o.written_array is not None for o in ops)
+    return Plan(live_ins, outside, forwarded, key, no_stores)
+
+
+def _order_free(o: Op) -> bool:
+    """Gives every lane the same result whatever order the lanes run in: no effect,
+    nothing across lanes, no error that names a lane (a gather at uniform indices
+    names none)."""
+    if o.effect or o.cross_lane:
+        return False
+    if o.opcode == "array" and o.attrs["fn"] == "getitem":
+        return not any(v.varying for v in o.operands[1:])
+    return not o.traps
+
+
+def _trip_key(before: Region, defined: set) -> Value | None:
+    """The varying bound ``n`` of a loop test ``counter < n`` (or ``<=``, ``n >``,
+    ``n >=``) with a uniform counter, where ``n`` comes from outside the loop: lanes
+    with a larger ``n`` stay longer."""
+    m_next = before.terminator.operands[1]
+    by_id = {r.id: o for o in before.ops for r in o.results}
+    mask_op = by_id.get(m_next.id)
+    if mask_op is None or mask_op.opcode != "bitand":
+        return None
+    for c in mask_op.operands:
+        test = by_id.get(c.id)
+        if test is None or test.opcode not in ("lt", "le", "gt", "ge"):
+            continue
+        counter, bound = test.operands if test.opcode in ("lt", "le") else test.operands[::-1]
+        if not counter.varying and bound.varying and bound.id not in defined:
+            return bound
+    return None
+
+
+# --- running ---------------------------------------------------------------------------
+
+def _has_lanes(value, t) -> bool:
+    """Whether a varying value holds a lane axis (a uniform value standing for every
+    lane may not)."""
+    return value is not None and np.ndim(value) > (t.ndim if isinstance(t, ArrayType) else 0)
+
+
+def _take(value, sel, t):
+    if not _has_lanes(value, t):
+        return value
+    # np.take gathers whole rows about twice as fast as fancy indexing
+    return np.take(value, sel, axis=0) if isinstance(sel, np.ndarray) else value[sel]
+
+
+class CompactHost(Host):
+    """The host rules over a compacted lane set: ``ids`` are the original lanes (of
+    ``root``, the host of all N lanes) in the order of the rows."""
+
+    def __init__(self, outer: Host, rows: np.ndarray) -> None:
+        super().__init__(outer.fn, len(rows))
+        self.root = outer.root if isinstance(outer, CompactHost) else outer
+        self.ids = outer.ids[rows] if isinstance(outer, CompactHost) else rows
+        self._compact_plans = outer.__dict__.setdefault("_compact_plans", {})
+        self.outer = outer
+        self.rows = rows
+        self.pass_selects = False
+
+    def _passes(self, op: Op, env: dict) -> bool:
+        """A select whose (varying) mask is true on every row, between per-lane values:
+        its first value as it is, without a copy of every row (only in loops without
+        stores, where no write could tell the two names apart)."""
+        return (op.opcode == "select" and self.pass_selects and op.operands[0].varying
+                and op.operands[1].varying and env[op.operands[1].id] is not None
+                and bool(np.all(env[op.operands[0].id])))
+
+    def fail(self, kind: str, message: str, lane, loc):
+        self.root.fail(kind, message, None if lane is None else int(self.ids[lane]), loc)
+
+    def region(self, region: Region, env: dict) -> list:
+        return _freeing(self, region, env, CompactHost._run)
+
+    def _run(self, op: Op, env: dict) -> None:
+        if op.opcode == "intrinsic" and op.attrs["name"] in ("lane", "nlanes"):
+            # they observe lane identity: the original lanes, not the rows
+            out = self.ids if op.attrs["name"] == "lane" else self.root.lanes
+            out = np.asarray(out).astype(op.result.type.dtype)
+            env[op.result.id] = out if op.result.varying else out[()]
+        elif self._passes(op, env):
+            env[op.result.id] = env[op.operands[1].id]  # every row takes the first
+        elif not (op.opcode == "array" and env.gather_rows(self, op)):
+            run_op(self, op, env)
+
+
+def _freeing(host: Host, region: Region, env: dict, run_one) -> list:
+    """``host.region`` with each value of the region dropped after its last use."""
+    cache = host.__dict__.setdefault("_compact_plans", {})
+    key = ("deaths", id(region))
+    if key not in cache:
+        cache[key] = (region, _deaths(region))
+    for op, dead in zip(region.ops[:-1], cache[key][1]):
+        run_one(host, op, env)
+        for v in dead:  # freed now, as a NumPy expression frees its temporaries
+            env.pop(v, None)
+    return [env[v.id] for v in region.terminator.operands]
+
+
+def _region(host: Host, region: Region, env: dict) -> list:
+    """Run a loop region: on a plain host (the masked steps before compaction) with the
+    loop's values dropped after their last use too."""
+    if type(host).region is Host.region:
+        return _freeing(host, region, env, run_op)
+    return host.region(region, env)
+
+
+def _deaths(region: Region) -> list[list[int]]:
+    """For each op of the region, the region's own values (its arguments and its ops'
+    results) that nothing reads after it: the loop's temporaries, dropped at once so
+    that their memory is reused (held to the end of the step, every step's arrays
+    would come from fresh pages)."""
+    own = {a.id for a in region.args} | {r.id for o in region.ops for r in o.results}
+    last: dict[int, int] = {}
+    for i, op in enumerate(region.ops):
+        for r in op.results:
+            if r.id in own:
+                last.setdefault(r.id, i)
+        nested = [o for r in op.regions for o in r.walk()]
+        for v in op.inputs() + [v for o in nested for v in o.inputs()]:
+            if v.id in own:
+                last[v.id] = i
+    out: list[list[int]] = [[] for _ in region.ops]
+    for v, i in last.items():
+        out[i].append(v)
+    return out[:-1]  # what the terminator reads is the region's result
+
+
+class LoopEnv(dict):
+    """A compacted loop's values.  A live-in is gathered on first use; ``gather_rows``
+    indexes a per-lane live-in at uniform indices before gathering, so that ``xs[t]``
+    of a padded input gathers ``k`` rows of one step, not ``xs`` whole."""
+
+    def __init__(self, outer: dict, rows: np.ndarray, plan: Plan) -> None:
+        super().__init__()
+        self.outer = outer
+        self.rows = rows
+        self.plan = plan
+        self.live_ins = plan.live_ins
+
+    def __missing__(self, key):
+        if key not in self.plan.outside:  # a loop value read after its last use: a bug
+            raise KeyError(key)
+        value = self.outer[key]
+        if key in self.live_ins:
+            value = _take(value, self.rows, self.live_ins[key])
+        self[key] = value
+        return value
+
+    def gather_rows(self, host: CompactHost, op: Op) -> bool:
+        array = op.operands[0]
+        if (op.attrs["fn"] != "getitem" or array.id not in self.live_ins or array.id in self
+                or any(v.varying for v in op.operands[1:]) or not op.result.varying):
+            return False
+        view = _Overlay(self)  # the indices are the loop's own values
+        view[array.id] = self.outer[array.id]
+        if op.mask is not None:  # the op's mask on the outer lanes (bounds errors)
+            mask = np.zeros(host.outer.lanes, dtype=bool)
+            mask[self.rows] = self[op.mask.id]
+            view[op.mask.id] = mask
+        whole = hostarrays.array_rule(host.outer, op, view)[0]  # a view of every lane
+        self[op.result.id] = _take(whole, self.rows, op.result.type)
+        return True
+
+    def shrink(self, keep, rows: np.ndarray) -> "LoopEnv":
+        """The env of the lanes ``keep`` (positions in this one's rows): the live-ins
+        gathered so far come along, the loop's own values are made again."""
+        out = LoopEnv(self.outer, rows, self.plan)
+        for key, t in self.live_ins.items():
+            if key in self:
+                out[key] = _take(self[key], keep, t)
+        return out
+
+
+class _Overlay(dict):
+    def __init__(self, base: dict) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, key):
+        return self.base[key]
+
+
+def _bind(region: Region, values: list, env: dict) -> None:
+    for a, v in zip(region.args, values):
+        env[a.id] = v
+
+
+def _shrink(mask, k: int, compacted: bool):
+    """The positions to keep (a slice for a prefix) or None to go on as it is."""
+    mask = np.broadcast_to(mask, (k,))
+    active = int(np.count_nonzero(mask))
+    if active == k:
+        return None
+    if not compacted:
+        return np.flatnonzero(mask) if active < COMPACT_BELOW * k else None
+    if mask[:active].all():
+        COUNTS["prefix"] += 1
+        return slice(0, active)
+    if active < REGATHER_BELOW * k:
+        COUNTS["gathers"] += 1
+        return np.flatnonzero(mask)
+    return None
+
+
+def _put(out: list, i: int, t, rows, value, lanes: int) -> None:
+    """Write the rows ``rows`` of forwarded value ``i`` into the full results."""
+    full = out[i]
+    if value is None:
+        return
+    if not _has_lanes(full, t):
+        sub = np.shape(value)[1:] if _has_lanes(value, t) else np.shape(value)
+        dtype = np.asarray(value).dtype
+        full = np.zeros((lanes, *sub), dtype) if full is None else \
+            np.broadcast_to(full, (lanes, *sub)).astype(dtype)
+        out[i] = full
+    full[rows] = value
+
+
+def run(h: Host, op: Op, env: dict, p: Plan) -> list:
+    """Run the varying loop ``op`` as ``host._while`` does, compacted (see the module
+    docstring); returns its results over all of ``h``'s lanes."""
+    before, body = op.regions
+    values = [env[v.id] for v in op.operands]
+    host, cenv = h, env
+    rows = None  # the positions in h's lanes of host's lanes, once compacted
+    out = None   # the results over h's lanes, once compacted
+    while True:
+        _bind(before, values, cenv)
+        go, *fwd = _region(host, before, cenv)
+        if not go:
+            break
+        keep = _shrink(fwd[0], host.lanes, rows is not None)
+        if keep is not None:
+            if rows is None:
+                COUNTS["loops"] += 1
+                # a value without a lane axis stands for every lane: _put spreads it
+                out = [(np.array(v) if _has_lanes(v, t) else v) if how == "lanes" else None
+                       for v, (t, how) in zip(fwd, p.forwarded)]
+                if p.key is not None and SORT:
+                    keep = _by_trip_count(keep, env[p.key.id])
+                rows, cenv = keep, LoopEnv(env, keep, p)
+            else:
+                gone = np.arange(keep.stop, host.lanes) if isinstance(keep, slice) else \
+                    np.flatnonzero(~np.broadcast_to(fwd[0], (host.lanes,)))
+                for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):
+                    if how == "lanes":
+                        _put(out, i, t, rows[gone], _take(v, gone, t), h.lanes)
+                rows = rows[keep]
+                cenv = cenv.shrink(keep, rows)
+            fwd = [_take(v, keep, t) for v, (t, _) in zip(fwd, p.forwarded)]
+            host = CompactHost(h, rows)
+            host.pass_selects = p.no_stores
+        _bind(body, fwd, cenv)
+        values = _region(host, body, cenv)
+    if out is None:
+        return fwd
+    for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):
+        if how == "lanes":
+            _put(out, i, t, rows, v, h.lanes)
+        elif how == "final":
+            out[i] = v  # uniform: its final value, as the masked loop leaves it
+    return out
+
+
+def _by_trip_count(keep: np.ndarray, bound) -> np.ndarray:
+    """The active lanes ordered by decreasing loop bound (ties in lane order)."""
+    bound = np.asarray(bound)
+    if bound.ndim != 1:  # one bound standing for every lane: nothing to order by
+        return keep
+    key = bound[keep]
+    key = key.astype(np.float64) if key.dtype.kind == "f" else key.astype(np.int64)
+    COUNTS["sorted"] += 1
+    return keep[np.argsort(-key, kind="stable")]
