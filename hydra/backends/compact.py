@@ -95,7 +95,7 @@ class Plan:
 def plan(h: Host, op: Op) -> Plan | None:
     """The plan of a varying ``while`` op worth compacting on host ``h``, or None (not
     varying, no heavy operation inside, or excluded by the rule of the docstring)."""
-    if not op.attrs.get("varying") or not (type(h).region is Host.region
+    if not op.attrs.get("varying") or not (type(h).region is Host.region or h.compacts
                                            or isinstance(h, CompactHost)):
         return None
     cache = h.__dict__.setdefault("_compact_plans", {})
@@ -202,7 +202,20 @@ class CompactHost(Host):
         self.root.fail(kind, message, None if lane is None else int(self.ids[lane]), loc)
 
     def region(self, region: Region, env: dict) -> list:
-        return _freeing(self, region, env, CompactHost._run)
+        steps = getattr(self.root, "plans", {}).get(id(region))
+        if steps is None:
+            return _freeing(self, region, env, CompactHost._run)
+        # the root host's steps for this region (cpu: fused elementwise chains, which
+        # read their inputs from ``env`` and so gather live-ins as any op does); a
+        # precomputed step of one op runs as that op here, so that lane ids, row
+        # gathers and selects follow the rules of this class
+        for step in steps:
+            op = getattr(step, "op", step)
+            if isinstance(op, Op):
+                self._run(op, env)
+            else:
+                step.run(env, self.lanes)
+        return [env[v.id] for v in region.terminator.operands]
 
     def _run(self, op: Op, env: dict) -> None:
         if op.opcode == "intrinsic" and op.attrs["name"] in ("lane", "nlanes"):

@@ -124,6 +124,10 @@ class Host:
     """Runs one predicated function for ``lanes`` lanes by the host rules; backends
     that run parts natively subclass it (``region``) or call ``run_op`` per op."""
 
+    #: a subclass whose ``region`` runs other steps than the host rules sets this when
+    #: its loops may still run on a compacted lane set (``compact``)
+    compacts = False
+
     def __init__(self, fn: Function, lanes: int) -> None:
         self.fn = fn
         self.lanes = lanes

@@ -523,7 +523,10 @@ STEPS = (Fused, Quick)
 
 class FusingHost(Host):
     """The host rules with the fused steps of ``region_plans`` in the regions that
-    have them (loop and branch bodies that run on the host)."""
+    have them (loop and branch bodies that run on the host).  Its varying loops may
+    still be compacted (``compact.CompactHost`` runs these steps on the rows)."""
+
+    compacts = True
 
     def __init__(self, fn, lanes: int, plans: dict[int, list]) -> None:
         super().__init__(fn, lanes)
