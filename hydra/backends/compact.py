@@ -189,6 +189,9 @@ class CompactHost(Host):
         self.outer = outer
         self.rows = rows
         self.pass_selects = False
+        #: the id of the loop mask that is true on every row in the body now running
+        #: (``run`` sets it), None where that is not known
+        self.full = None
 
     def _passes(self, op: Op, env: dict) -> bool:
         """A select whose (varying) mask is true on every row, between per-lane values:
@@ -206,15 +209,14 @@ class CompactHost(Host):
         if steps is None:
             return _freeing(self, region, env, CompactHost._run)
         # the root host's steps for this region (cpu: fused elementwise chains, which
-        # read their inputs from ``env`` and so gather live-ins as any op does); a
-        # precomputed step of one op runs as that op here, so that lane ids, row
-        # gathers and selects follow the rules of this class
-        for step in steps:
-            op = getattr(step, "op", step)
-            if isinstance(op, Op):
-                self._run(op, env)
-            else:
-                step.run(env, self.lanes)
+        # read their inputs from ``env`` and so gather live-ins as any op does),
+        # planned for compacted rows: lane ids, row gathers and selects follow the
+        # rules of this class
+        from .cpu.compactsteps import steps as planned
+        for step, dead in planned(self, region, steps):
+            step(self, env)
+            for v in dead:
+                env.pop(v, None)
         return [env[v.id] for v in region.terminator.operands]
 
     def _run(self, op: Op, env: dict) -> None:
@@ -250,22 +252,26 @@ def _region(host: Host, region: Region, env: dict) -> list:
     return host.region(region, env)
 
 
-def _deaths(region: Region) -> list[list[int]]:
-    """For each op of the region, the region's own values (its arguments and its ops'
+def _deaths(region: Region, groups: list | None = None) -> list[list[int]]:
+    """For each op of the region (or each group of its ops run as one step, in order,
+    without the terminator), the region's own values (its arguments and its ops'
     results) that nothing reads after it: the loop's temporaries, dropped at once so
     that their memory is reused (held to the end of the step, every step's arrays
     would come from fresh pages)."""
     own = {a.id for a in region.args} | {r.id for o in region.ops for r in o.results}
+    if groups is None:
+        groups = [[op] for op in region.ops[:-1]]
     last: dict[int, int] = {}
-    for i, op in enumerate(region.ops):
-        for r in op.results:
-            if r.id in own:
-                last.setdefault(r.id, i)
-        nested = [o for r in op.regions for o in r.walk()]
-        for v in op.inputs() + [v for o in nested for v in o.inputs()]:
-            if v.id in own:
-                last[v.id] = i
-    out: list[list[int]] = [[] for _ in region.ops]
+    for i, ops in enumerate([*groups, [region.terminator]]):
+        for op in ops:
+            for r in op.results:
+                if r.id in own:
+                    last.setdefault(r.id, i)
+            nested = [o for r in op.regions for o in r.walk()]
+            for v in op.inputs() + [v for o in nested for v in o.inputs()]:
+                if v.id in own:
+                    last[v.id] = i
+    out: list[list[int]] = [[] for _ in range(len(groups) + 1)]
     for v, i in last.items():
         out[i].append(v)
     return out[:-1]  # what the terminator reads is the region's result
@@ -332,20 +338,22 @@ def _bind(region: Region, values: list, env: dict) -> None:
 
 
 def _shrink(mask, k: int, compacted: bool):
-    """The positions to keep (a slice for a prefix) or None to go on as it is."""
-    mask = np.broadcast_to(mask, (k,))
+    """(the positions to keep (a slice for a prefix) or None to go on as it is,
+    whether every lane it goes on with is active)."""
+    if not (isinstance(mask, np.ndarray) and mask.shape == (k,)):
+        mask = np.broadcast_to(mask, (k,))
     active = int(np.count_nonzero(mask))
     if active == k:
-        return None
+        return None, True
     if not compacted:
-        return np.flatnonzero(mask) if active < COMPACT_BELOW * k else None
+        return (np.flatnonzero(mask), True) if active < COMPACT_BELOW * k else (None, False)
     if mask[:active].all():
         COUNTS["prefix"] += 1
-        return slice(0, active)
+        return slice(0, active), True
     if active < REGATHER_BELOW * k:
         COUNTS["gathers"] += 1
-        return np.flatnonzero(mask)
-    return None
+        return np.flatnonzero(mask), True
+    return None, False
 
 
 def _put(out: list, i: int, t, rows, value, lanes: int) -> None:
@@ -375,7 +383,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
         go, *fwd = _region(host, before, cenv)
         if not go:
             break
-        keep = _shrink(fwd[0], host.lanes, rows is not None)
+        keep, full = _shrink(fwd[0], host.lanes, rows is not None)
         if keep is not None:
             if rows is None:
                 COUNTS["loops"] += 1
@@ -386,7 +394,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
                     keep = _by_trip_count(keep, env[p.key.id])
                 rows, cenv = keep, LoopEnv(env, keep, p)
             else:
-                gone = np.arange(keep.stop, host.lanes) if isinstance(keep, slice) else \
+                gone = slice(keep.stop, None) if isinstance(keep, slice) else \
                     np.flatnonzero(~np.broadcast_to(fwd[0], (host.lanes,)))
                 for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):
                     if how == "lanes":
@@ -396,6 +404,8 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
             fwd = [_take(v, keep, t) for v, (t, _) in zip(fwd, p.forwarded)]
             host = CompactHost(h, rows)
             host.pass_selects = p.no_stores
+        if rows is not None:
+            host.full = body.args[0].id if full else None
         _bind(body, fwd, cenv)
         values = _region(host, body, cenv)
     if out is None:

@@ -251,15 +251,8 @@ def _elementwise(op: Op, fn, params, ids, dtype):
     return make
 
 
-def _getitem(op: Op):
-    """A view by static slices and uniform integer indices (bounds checked here; an
-    index out of bounds goes to the host rule, which raises or reads index 0)."""
-    array, *ints = op.operands
-    if any(v.varying for v in ints) or not isinstance(array.type, ArrayType) \
-            or array.type.shape is None or (op.result.varying and not array.varying):
-        return None
-    spec = op.attrs["params"]["index"]
-    dims = tuple(array.type.shape)
+def int_sizes(spec, dims: tuple) -> list[int]:
+    """The size of the axis each ``("int",)`` item of an index spec indexes."""
     sizes, axis = [], 0
     for item in spec:
         if item[0] == "int":
@@ -268,6 +261,18 @@ def _getitem(op: Op):
             axis += 1
         elif item[0] == "ellipsis":
             axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
+    return sizes
+
+
+def _getitem(op: Op):
+    """A view by static slices and uniform integer indices (bounds checked here; an
+    index out of bounds goes to the host rule, which raises or reads index 0)."""
+    array, *ints = op.operands
+    if any(v.varying for v in ints) or not isinstance(array.type, ArrayType) \
+            or array.type.shape is None or (op.result.varying and not array.varying):
+        return None
+    spec = op.attrs["params"]["index"]
+    sizes = int_sizes(spec, tuple(array.type.shape))
     lead = (slice(None),) if array.varying else ()
     aid, iids = array.id, [v.id for v in ints]
     if not iids:
