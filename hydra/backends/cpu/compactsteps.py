@@ -35,6 +35,7 @@ import numpy as np
 from ...batching import batched, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
 from ...types import ArrayType
+from .. import hostarrays
 from ..compact import _deaths
 from .hoststeps import int_sizes
 
@@ -122,8 +123,8 @@ def _unmasked(op: Op, mask: int):
     rid = op.result.id
 
     def unmasked(host, env):
-        if host.full != mask:
-            host._run(op, env)
+        if host.full != mask or hostarrays.COMPACT_BELOW > 1.0:
+            host._run(op, env)  # (a setting above 1 compacts even a full mask)
             return
         env[rid] = batched(fn, [env[i] for i in ids], vary, host.lanes, t, params)
     return unmasked
