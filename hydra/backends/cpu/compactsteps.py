@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...batching import batched, index_tuple
+from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
 from ...types import ArrayType
 from .. import hostarrays
@@ -51,9 +51,57 @@ def steps(host, region, root_steps: list) -> list:
     if got is None:
         mask = region.args[0].id if region.args else None
         groups = [list(getattr(s, "ops", None) or [getattr(s, "op", s)]) for s in root_steps]
-        planned = [_step(s, mask) for s in root_steps]
+        mem = _Memory(region, root_steps, groups)
+        planned = [_step(s, mask, mem) for s in root_steps]
         got = cache[key] = (region, list(zip(planned, _deaths(region, groups))))
     return got[1]
+
+
+#: array ops that read their operands and make a fresh result (never a view of one)
+_CONSUMERS = frozenset({"matmul", "dot", *ELEMENTWISE})
+
+
+class _Memory:
+    """Where a step may write without a fresh array (a ragged RNN step otherwise makes
+    five arrays of up to 2 MB, and freed at once, the heap's top goes back to the
+    system and comes back as fresh pages: ~4,500 page faults a call):
+
+    - ``scratch``: results that no other step keeps (not the region's result, every
+      reader an op that makes a fresh array of its own): they may live in one buffer
+      that every step of the loop reuses;
+    - ``fresh``: results that are a new array no one else holds (a fused chain without
+      a select) and that their one reader may overwrite (``np.tanh(x, out=x)``)."""
+
+    def __init__(self, region, root_steps: list, groups: list) -> None:
+        term = {v.id for v in region.terminator.operands}
+        readers: dict[int, list] = {}
+        for ops in [*groups, [region.terminator]]:
+            for op in ops:
+                consumes = op.opcode == "array" and op.attrs["fn"] in _CONSUMERS
+                for v in op.inputs():
+                    readers.setdefault(v.id, []).append(op if consumes else None)
+                for o in (o for r in op.regions for o in r.walk()):
+                    for v in o.inputs():
+                        readers.setdefault(v.id, []).append(None)
+        self.readers = readers
+        made = {r.id for ops in groups for op in ops for r in op.results}
+        self.scratch = {v for v in made if v not in term and readers.get(v)
+                        and all(u is not None for u in readers[v])}
+        self.fresh = {o.result.id for s in root_steps if getattr(s, "ops", None)
+                      and not any(op.opcode == "select" for op in s.ops)
+                      for o in s.ops} - term
+
+    def overwritable(self, op: Op, v) -> bool:
+        """Whether ``op`` may write its result over operand ``v``."""
+        return v.id in self.fresh and self.readers.get(v.id) == [op]
+
+
+def _rows(box: list, k: int, shape: tuple, dtype):
+    """The first ``k`` rows of the buffer in ``box`` (made, or made larger, here)."""
+    buf = box[0]
+    if buf is None or len(buf) < k:
+        buf = box[0] = np.empty((k,) + shape, dtype)
+    return buf[:k]
 
 
 #: precomputed steps that must not run as they are on compacted rows: indexing
@@ -62,11 +110,11 @@ def steps(host, region, root_steps: list) -> list:
 _AS_OPS = frozenset({"getitem", "stack", *LANE_ARRAY_FNS})
 
 
-def _step(item, mask: int | None):
+def _step(item, mask: int | None, mem: _Memory):
     ops = getattr(item, "ops", None)  # a fused chain
     if ops is not None:
         if len(ops) == 1 and ops[0].opcode == "select":
-            return _op_step(ops[0], mask)
+            return _op_step(ops[0], mask, mem)
 
         def fused(host, env):
             item.run(env, host.lanes)
@@ -74,11 +122,36 @@ def _step(item, mask: int | None):
     op = getattr(item, "op", None)  # a precomputed host step
     if op is not None:
         if op.opcode == "const" or op.opcode == "array" and op.attrs["fn"] not in _AS_OPS:
-            def quick(host, env):
-                item.run(env, host.lanes)
-            return quick
-        return _op_step(op, mask)
-    return _op_step(item, mask)
+            return _in_place(op, item, mem) or _quick(item)
+        return _op_step(op, mask, mem)
+    return _op_step(item, mask, mem)
+
+
+def _quick(item):
+    def quick(host, env):
+        item.run(env, host.lanes)
+    return quick
+
+
+def _in_place(op: Op, item, mem: _Memory):
+    """A unary ufunc (``np.tanh``) over a fresh array that dies here: into that array
+    (the same loop over the same values: the same bits)."""
+    f = PER_LANE.get(op.attrs.get("fn"))
+    t = op.result.type
+    if not (op.opcode == "array" and isinstance(f, np.ufunc) and f.nin == 1 and len(op.operands) == 1
+            and not op.attrs["params"] and op.mask is None and isinstance(t, ArrayType)
+            and op.operands[0].type == t and mem.overwritable(op, op.operands[0])):
+        return None
+    xid, rid, shape, dtype = op.operands[0].id, op.result.id, tuple(t.shape), t.dtype.dtype
+
+    def in_place(host, env):
+        x = env[xid]
+        if type(x) is np.ndarray and x.dtype == dtype and x.shape[1:] == shape \
+                and len(x) == host.lanes and x.flags.c_contiguous and x.flags.writeable:
+            env[rid] = f(x, out=x)
+        else:
+            item.run(env, host.lanes)
+    return in_place
 
 
 def _general(op: Op):
@@ -87,16 +160,16 @@ def _general(op: Op):
     return general
 
 
-def _op_step(op: Op, mask: int | None):
+def _op_step(op: Op, mask: int | None, mem: _Memory):
     made = None
     if mask is not None and op.opcode == "select":
         made = _select(op, mask)
     elif op.opcode == "array" and op.attrs["fn"] == "getitem":
-        made = _gather(op)
+        made = _gather(op, op.result.id in mem.scratch)
     elif mask is not None and op.opcode == "array" and op.mask is not None \
             and op.mask.id == mask and op.attrs["fn"] not in LANE_ARRAY_FNS \
             and op.result.varying and any(v.varying for v in op.operands):
-        made = _unmasked(op, mask)
+        made = _unmasked(op, mask, op.result.id in mem.scratch)
     return made or _general(op)
 
 
@@ -115,23 +188,51 @@ def _select(op: Op, mask: int):
     return select
 
 
-def _unmasked(op: Op, mask: int):
-    """An array op under the loop's mask with every row active: the batching rule."""
+def _unmasked(op: Op, mask: int, scratch: bool):
+    """An array op under the loop's mask with every row active: the batching rule
+    (``U @ x`` into a reused buffer where its result is scratch)."""
     fn, params, t = op.attrs["fn"], op.attrs["params"], op.result.type
     ids = [v.id for v in op.operands]
     vary = [bool(v.varying) for v in op.operands]
     rid = op.result.id
+    gemm = scratch and _u_at_x(op)
+    box = [None]
 
     def unmasked(host, env):
         if host.full != mask or hostarrays.COMPACT_BELOW > 1.0:
             host._run(op, env)  # (a setting above 1 compacts even a full mask)
             return
+        if gemm:
+            u, x = env[ids[0]], env[ids[1]]
+            if type(x) is np.ndarray and x.ndim == 2 and len(x) == host.lanes:
+                # matmul_rule's one GEMM X @ U.T, written into the buffer: NumPy
+                # calls the same BLAS routine on the same operands
+                env[rid] = np.matmul(x, u.T, out=_rows(box, host.lanes, gemm, x.dtype))
+                return
         env[rid] = batched(fn, [env[i] for i in ids], vary, host.lanes, t, params)
     return unmasked
 
 
-def _gather(op: Op):
-    """``xs[t]``: the compacted rows of one view of a per-lane live-in."""
+def _u_at_x(op: Op):
+    """The per-lane shape of ``U @ x`` (uniform matrix, per-lane vector, one float
+    dtype), or None."""
+    if op.attrs["fn"] not in ("matmul", "dot") or len(op.operands) != 2:
+        return None
+    u, x = op.operands
+    t = op.result.type
+    if u.varying or not x.varying or not all(isinstance(v.type, ArrayType) and v.type.shape
+                                             is not None for v in (u, x, op.result)):
+        return None
+    if u.type.ndim != 2 or x.type.ndim != 1 or \
+            not u.type.dtype == x.type.dtype == t.dtype or t.dtype.name not in ("float32",
+                                                                                  "float64"):
+        return None
+    return tuple(t.shape)
+
+
+def _gather(op: Op, scratch: bool):
+    """``xs[t]``: the compacted rows of one view of a per-lane live-in (into a reused
+    buffer where the result is scratch)."""
     array, *ints = op.operands
     if any(v.varying for v in ints) or not array.varying or not op.result.varying \
             or not isinstance(array.type, ArrayType) or array.type.shape is None:
@@ -140,6 +241,7 @@ def _gather(op: Op):
     sizes = int_sizes(spec, tuple(array.type.shape))
     nd = array.type.ndim + 1
     aid, iids, rid = array.id, [v.id for v in ints], op.result.id
+    shape, box = tuple(op.result.type.shape), [None]
 
     def gather(host, env):
         whole = env.outer[aid] if aid in env.live_ins and aid not in env else None
@@ -155,5 +257,12 @@ def _gather(op: Op):
             got.append(k + n if k < 0 else k)
         view = whole[(slice(None),) + index_tuple(spec, got)]
         rows = env.rows
-        env[rid] = np.take(view, rows, axis=0) if isinstance(rows, np.ndarray) else view[rows]
+        if not isinstance(rows, np.ndarray):
+            env[rid] = view[rows]
+        elif scratch and view.shape[1:] == shape:
+            # rows are valid positions: "clip" takes them as they are, unbuffered
+            out = _rows(box, len(rows), shape, view.dtype)
+            env[rid] = np.take(view, rows, axis=0, out=out, mode="clip")
+        else:
+            env[rid] = np.take(view, rows, axis=0)
     return gather
