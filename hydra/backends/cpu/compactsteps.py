@@ -30,6 +30,8 @@ or computes the same values; nothing here changes a bit of any result.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
@@ -96,11 +98,24 @@ class _Memory:
         return v.id in self.fresh and self.readers.get(v.id) == [op]
 
 
-def _rows(box: list, k: int, shape: tuple, dtype):
-    """The first ``k`` rows of the buffer in ``box`` (made, or made larger, here)."""
-    buf = box[0]
-    if buf is None or len(buf) < k:
-        buf = box[0] = np.empty((k,) + shape, dtype)
+#: the scratch buffers of each thread, by (region, value): kept between calls, so that
+#: a call does not fault in fresh pages for them (~3.5 us a 4 KiB page on a VM: 5 MB of
+#: buffers cost a ragged RNN call ~4 ms); at most ``KEEP`` of them (the buffers of
+#: kernels no longer alive go at the next clear), each as large as the most rows seen
+_SCRATCH = threading.local()
+KEEP = 32
+
+
+def _rows(key: tuple, k: int, shape: tuple, dtype):
+    """The first ``k`` rows of this thread's buffer ``key`` (made, or made larger, here)."""
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    buf = bufs.get(key)
+    if buf is None or len(buf) < k or buf.shape[1:] != shape or buf.dtype != dtype:
+        if len(bufs) >= KEEP:
+            bufs.clear()
+        buf = bufs[key] = np.empty((k,) + shape, dtype)
     return buf[:k]
 
 
@@ -138,8 +153,9 @@ def _in_place(op: Op, item, mem: _Memory):
     (the same loop over the same values: the same bits)."""
     f = PER_LANE.get(op.attrs.get("fn"))
     t = op.result.type
-    if not (op.opcode == "array" and isinstance(f, np.ufunc) and f.nin == 1 and len(op.operands) == 1
-            and not op.attrs["params"] and op.mask is None and isinstance(t, ArrayType)
+    if not (op.opcode == "array" and isinstance(f, np.ufunc) and f.nin == 1
+            and len(op.operands) == 1 and not op.attrs["params"] and op.mask is None
+            and isinstance(t, ArrayType)
             and op.operands[0].type == t and mem.overwritable(op, op.operands[0])):
         return None
     xid, rid, shape, dtype = op.operands[0].id, op.result.id, tuple(t.shape), t.dtype.dtype
@@ -196,7 +212,7 @@ def _unmasked(op: Op, mask: int, scratch: bool):
     vary = [bool(v.varying) for v in op.operands]
     rid = op.result.id
     gemm = scratch and _u_at_x(op)
-    box = [None]
+    box = (id(op), rid)
 
     def unmasked(host, env):
         if host.full != mask or hostarrays.COMPACT_BELOW > 1.0:
@@ -241,7 +257,7 @@ def _gather(op: Op, scratch: bool):
     sizes = int_sizes(spec, tuple(array.type.shape))
     nd = array.type.ndim + 1
     aid, iids, rid = array.id, [v.id for v in ints], op.result.id
-    shape, box = tuple(op.result.type.shape), [None]
+    shape, box = tuple(op.result.type.shape), (id(op), rid)
 
     def gather(host, env):
         whole = env.outer[aid] if aid in env.live_ins and aid not in env else None
