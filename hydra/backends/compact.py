@@ -67,6 +67,10 @@ REGATHER_BELOW = 0.95
 #: order the lanes by trip count where the loop test allows it (see the docstring)
 SORT = True
 
+#: run a compacted region's steps as planned for its rows (``cpu/compactsteps.py``:
+#: the cpu backend's regions with fused chains); off, step by step as the host rules
+PLAN_STEPS = True
+
 #: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
 #: slice), "gathers" (shrinks by a gather)
 COUNTS: Counter = Counter()
@@ -212,11 +216,19 @@ class CompactHost(Host):
         # read their inputs from ``env`` and so gather live-ins as any op does),
         # planned for compacted rows: lane ids, row gathers and selects follow the
         # rules of this class
-        from .cpu.compactsteps import steps as planned
-        for step, dead in planned(self, region, steps):
-            step(self, env)
-            for v in dead:
-                env.pop(v, None)
+        if PLAN_STEPS:
+            from .cpu.compactsteps import steps as planned
+            for step, dead in planned(self, region, steps):
+                step(self, env)
+                for v in dead:
+                    env.pop(v, None)
+        else:  # a precomputed step of one op runs as that op
+            for step in steps:
+                op = getattr(step, "op", step)
+                if isinstance(op, Op):
+                    self._run(op, env)
+                else:
+                    step.run(env, self.lanes)
         return [env[v.id] for v in region.terminator.operands]
 
     def _run(self, op: Op, env: dict) -> None:

@@ -23,9 +23,16 @@ general path worked out once per call of the kernel (a ragged RNN runs ~200 step
   identity run as they are; every other op goes to ``CompactHost._run`` (lane ids,
   row gathers at varying indices, errors naming the original lane).
 
+- memory (``_Memory``): ``xs[t]`` rows and ``U @ x`` products that only feed ops
+  making fresh arrays go into buffers reused every step (and kept per thread between
+  calls), and a unary ufunc (``np.tanh``) over a fused chain's fresh result that dies
+  there writes over it: the same loops over the same values, without a fresh array.
+
 An index out of bounds, a live-in already gathered whole, or a mask that is not all
 true take the general path, which raises the same error (file, line, original lane)
-or computes the same values; nothing here changes a bit of any result.
+or computes the same values; nothing here changes a bit of any result
+(``compact.PLAN_STEPS = False`` runs the steps one by one, for comparison).  Counted
+in ``compact.COUNTS``: "passed", "unmasked", "taken", "in place".
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
 from ...types import ArrayType
 from .. import hostarrays
-from ..compact import _deaths
+from ..compact import COUNTS, _deaths
 from .hoststeps import int_sizes
 
 
@@ -164,6 +171,7 @@ def _in_place(op: Op, item, mem: _Memory):
         x = env[xid]
         if type(x) is np.ndarray and x.dtype == dtype and x.shape[1:] == shape \
                 and len(x) == host.lanes and x.flags.c_contiguous and x.flags.writeable:
+            COUNTS["in place"] += 1
             env[rid] = f(x, out=x)
         else:
             item.run(env, host.lanes)
@@ -198,6 +206,7 @@ def _select(op: Op, mask: int):
     def select(host, env):
         value = env[aid]
         if host.full == mask and host.pass_selects and value is not None:
+            COUNTS["passed"] += 1
             env[rid] = value  # every row takes the first
         else:
             host._run(op, env)
@@ -218,6 +227,7 @@ def _unmasked(op: Op, mask: int, scratch: bool):
         if host.full != mask or hostarrays.COMPACT_BELOW > 1.0:
             host._run(op, env)  # (a setting above 1 compacts even a full mask)
             return
+        COUNTS["unmasked"] += 1
         if gemm:
             u, x = env[ids[0]], env[ids[1]]
             if type(x) is np.ndarray and x.ndim == 2 and len(x) == host.lanes:
@@ -273,6 +283,7 @@ def _gather(op: Op, scratch: bool):
             got.append(k + n if k < 0 else k)
         view = whole[(slice(None),) + index_tuple(spec, got)]
         rows = env.rows
+        COUNTS["taken"] += 1
         if not isinstance(rows, np.ndarray):
             env[rid] = view[rows]
         elif scratch and view.shape[1:] == shape:
