@@ -1,13 +1,14 @@
-"""``python -m bench ml [--scale S] [--repeat N]``: the three per-lane array workloads of
-ML.md (MLP forward, ragged RNN, early exit) from their per-example source
+"""``python -m bench ml [--scale S] [--repeat N] [--only rnn]``: the three per-lane array
+workloads of ML.md (MLP forward, ragged RNN, early exit) from their per-example source
 (``examples/mlp.py``, ``examples/rnn.py``, ``examples/early_exit.py``) through hydra's
 numpy and cpu backends, against the peers a user would otherwise write:
 
 - the per-example NumPy loop (the function itself, example by example: the reference
   every other output is checked against);
 - for the control-flow workloads, hydra cpu with compaction per loop region switched
-  off (compaction per heavy operation only) and, for the RNN, without the trip-count
-  sort (``hydra/backends/compact.py``);
+  off (compaction per heavy operation only), with the compacted loop's steps run one by
+  one instead of as planned (``hydra/backends/cpu/compactsteps.py``) and, for the RNN,
+  without the trip-count sort (``hydra/backends/compact.py``);
 - hand-batched NumPy: one GEMM per layer; for the control-flow workloads a masked
   variant (compute every row, keep the finished ones with ``where``) and a compacted one
   (gather the active rows, compute, scatter back), and for the RNN the length-sorted
@@ -327,6 +328,7 @@ def implementations(name, fn, varying, peers):
     if name != "mlp":  # what compaction per loop region and the trip-count sort buy
         k = hydra.compile(fn, varying=varying, backend="cpu")
         yield "hydra cpu, per-op compaction only", _with(k, "COMPACT_BELOW", 0.0)
+        yield "hydra cpu, compacted steps unplanned", _with(k, "PLAN_STEPS", False)
         if name == "rnn":
             yield "hydra cpu, lanes not sorted", _with(k, "SORT", False)
     yield from peers
@@ -415,6 +417,10 @@ def _jax_verdicts(name, timed) -> list[str]:
 
 def main(scale: float = 1.0, repeat: int = 5, names=("mlp", "rnn", "early exit")) -> None:
     import numba
+    unknown = [n for n in names if n not in SIZES]
+    if unknown:
+        raise SystemExit(f"bench ml: no workload {unknown[0]!r} (the workloads: "
+                         f"{', '.join(SIZES)})")
     print(f"# per-lane arrays (ML.md workloads) at scale {scale}, {numba.config.NUMBA_NUM_THREADS}"
           f" threads, numpy {np.__version__}, float32; {blas_report()}", flush=True)
     print(f"{'workload':11} {'implementation':36} {'median ms':>10} {'best ms':>8} "

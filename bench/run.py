@@ -2,7 +2,7 @@
 S]`` the GPU comparison of ``bench/gpu.py`` instead; ``python -m bench async`` the
 asynchronous launches of ``bench/asyncbench.py``; ``python -m bench dask`` the Dask
 comparison of ``bench/dask.py``; ``python -m bench cpeers`` mandelbrot against
-hand-written C (``bench/cpeers.py``); ``python -m bench ml [--scale S]`` the per-lane
+hand-written C (``bench/cpeers.py``); ``python -m bench ml [--scale S] [--only rnn]`` the per-lane
 array (ML) workloads of ``bench/ml.py``; ``python -m bench startup [--against DIR]`` a new
 process's time to its first result from a filled disk cache (``bench/startup.py``);
 ``python -m bench firstcall [names...] [--against DIR]`` first calls, compile included,
@@ -143,6 +143,8 @@ def main(argv=None) -> None:
     ap.add_argument("--scale", type=float, default=1,
                     help="with --gpu: the workloads at this many times their CPU size; with "
                          "ml: the number of examples at this many times ML.md's")
+    ap.add_argument("--only", action="append", metavar="WORKLOAD",
+                    help="with ml: just this workload (mlp, rnn, early exit); may repeat")
     ap.add_argument("--against", metavar="DIR",
                     help="with startup, firstcall: also the hydra rows of the checkout in DIR")
     ap.add_argument("--boundscheck-cost", action="store_true",
@@ -162,7 +164,7 @@ def main(argv=None) -> None:
         return
     if a.names == ["ml"]:
         from .ml import main as run_ml
-        run_ml(a.scale, a.repeat)
+        run_ml(a.scale, a.repeat, *([a.only] if a.only else []))
         return
     if a.names == ["async"]:
         from .asyncbench import main as run_async

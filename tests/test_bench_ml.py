@@ -31,3 +31,17 @@ def test_bench_ml_prints_every_workload_and_the_targets(capsys):
         assert any(r.startswith(name) and "numpy" in r and r.endswith("yes") for r in rows)
     for r in rows:
         assert not r.rstrip().split("  ")[-1].startswith("NO"), r
+
+
+def test_bench_ml_only_runs_the_named_workload(capsys):
+    ml.main(scale=0.0005, repeat=1, names=("rnn",))
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("mlp ", "rnn ", "early"))]
+    assert rows and all(r.startswith("rnn ") for r in rows)
+    assert any("compacted steps unplanned" in r and r.endswith("yes") for r in rows)
+    try:
+        ml.main(scale=0.0005, repeat=1, names=("rnm",))
+    except SystemExit as e:
+        assert "no workload 'rnm'" in str(e)
+    else:
+        raise AssertionError("an unknown workload ran")
