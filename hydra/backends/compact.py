@@ -71,6 +71,8 @@ SORT = True
 #: the cpu backend's regions with fused chains); off, step by step as the host rules
 PLAN_STEPS = True
 
+_PLANNED: list = [None]
+
 #: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
 #: slice), "gathers" (shrinks by a gather)
 COUNTS: Counter = Counter()
@@ -209,16 +211,20 @@ class CompactHost(Host):
         self.root.fail(kind, message, None if lane is None else int(self.ids[lane]), loc)
 
     def region(self, region: Region, env: dict) -> list:
-        steps = getattr(self.root, "plans", {}).get(id(region))
-        if steps is None:
+        plans = getattr(self.root, "plans", None)
+        steps = None if plans is None else plans.get(id(region))
+        if steps is None and (plans is None or not PLAN_STEPS):
             return _freeing(self, region, env, CompactHost._run)
         # the root host's steps for this region (cpu: fused elementwise chains, which
         # read their inputs from ``env`` and so gather live-ins as any op does),
         # planned for compacted rows: lane ids, row gathers and selects follow the
         # rules of this class
         if PLAN_STEPS:
-            from .cpu.compactsteps import steps as planned
-            for step, dead in planned(self, region, steps):
+            planned = _PLANNED[0]
+            if planned is None:  # the cpu backend's module: imported by its first region
+                from .cpu.compactsteps import steps as planned
+                _PLANNED[0] = planned
+            for step, dead in planned(self, region, region.ops[:-1] if steps is None else steps):
                 step(self, env)
                 for v in dead:
                     env.pop(v, None)

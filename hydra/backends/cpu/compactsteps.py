@@ -43,9 +43,10 @@ import numpy as np
 
 from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
-from ...types import ArrayType
+from ...types import ArrayType, ScalarType
 from .. import hostarrays
 from ..compact import COUNTS, _deaths
+from ..host import _BINARY, _COMPARE
 from .hoststeps import int_sizes
 
 
@@ -186,7 +187,9 @@ def _general(op: Op):
 
 def _op_step(op: Op, mask: int | None, mem: _Memory):
     made = None
-    if mask is not None and op.opcode == "select":
+    if op.opcode in _BINARY or op.opcode in _COMPARE or op.opcode == "any":
+        made = _scalar(op)
+    elif mask is not None and op.opcode == "select":
         made = _select(op, mask)
     elif op.opcode == "array" and op.attrs["fn"] == "getitem":
         made = _gather(op, op.result.id in mem.scratch)
@@ -195,6 +198,29 @@ def _op_step(op: Op, mask: int | None, mem: _Memory):
             and op.result.varying and any(v.varying for v in op.operands):
         made = _unmasked(op, mask, op.result.id in mem.scratch)
     return made or _general(op)
+
+
+def _scalar(op: Op):
+    """A number op of the loop test or counter (``t < n``, ``m & c``, ``t + 1``,
+    ``any``): its host rule's NumPy call, without the rule's dispatch."""
+    t = op.result.type
+    if not (isinstance(t, ScalarType) and all(isinstance(v.type, ScalarType)
+                                              for v in op.operands)):
+        return None
+    ids, rid = [v.id for v in op.operands], op.result.id
+    if op.opcode == "any":
+        def any_(host, env):
+            x = env[ids[0]]
+            env[rid] = np.bool_(x.any() if type(x) is np.ndarray else np.any(x))
+        return any_
+    f = _BINARY.get(op.opcode)
+    kw = {"dtype": t.dtype} if f is not None else {}
+    f = f or _COMPARE[op.opcode]
+    a, b = ids
+
+    def number(host, env):
+        env[rid] = host.shape(op, f(env[a], env[b], **kw))
+    return number
 
 
 def _select(op: Op, mask: int):
