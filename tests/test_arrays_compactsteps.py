@@ -203,3 +203,8 @@ def test_scratch_buffers_are_kept_per_thread_and_bounded(monkeypatch):
     monkeypatch.setattr(compactsteps, "_SCRATCH", threading.local())
     same(k(*args), first)  # each buffer pushes out the other: made again every step
     assert len(compactsteps._SCRATCH.bufs) <= 1
+    monkeypatch.setattr(compactsteps, "KEEP", 32)
+    monkeypatch.setattr(compactsteps, "KEEP_BYTES", 64 * 6 * 4)  # one 64 x 6 buffer
+    monkeypatch.setattr(compactsteps, "_SCRATCH", threading.local())
+    same(k(*args), first)
+    assert sum(b.nbytes for b in compactsteps._SCRATCH.bufs.values()) <= 64 * 6 * 4

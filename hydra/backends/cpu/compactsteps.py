@@ -106,12 +106,14 @@ class _Memory:
         return v.id in self.fresh and self.readers.get(v.id) == [op]
 
 
-#: the scratch buffers of each thread, by (region, value): kept between calls, so that
-#: a call does not fault in fresh pages for them (~3.5 us a 4 KiB page on a VM: 5 MB of
-#: buffers cost a ragged RNN call ~4 ms); at most ``KEEP`` of them (the buffers of
-#: kernels no longer alive go at the next clear), each as large as the most rows seen
+#: the scratch buffers of each thread, by (op, value): kept between calls, so that a
+#: call does not fault in fresh pages for them (~3.5 us a 4 KiB page on a VM: 5 MB of
+#: buffers cost a ragged RNN call ~4 ms), each as large as the most rows seen; at most
+#: ``KEEP`` of them and ``KEEP_BYTES`` in all (a new one past either limit drops the
+#: others, with those of kernels no longer alive)
 _SCRATCH = threading.local()
 KEEP = 32
+KEEP_BYTES = 128 << 20
 
 
 def _rows(key: tuple, k: int, shape: tuple, dtype):
@@ -121,7 +123,8 @@ def _rows(key: tuple, k: int, shape: tuple, dtype):
         bufs = _SCRATCH.bufs = {}
     buf = bufs.get(key)
     if buf is None or len(buf) < k or buf.shape[1:] != shape or buf.dtype != dtype:
-        if len(bufs) >= KEEP:
+        size = k * int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if len(bufs) >= KEEP or size + sum(b.nbytes for b in bufs.values()) > KEEP_BYTES:
             bufs.clear()
         buf = bufs[key] = np.empty((k,) + shape, dtype)
     return buf[:k]
