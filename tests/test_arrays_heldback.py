@@ -1,0 +1,992 @@
+"""A held-back suite for per-lane arrays, written from SPEC section 8 alone.
+
+Each case is a per-example function as an outside user would write it.  It is compiled
+with ``hydra.compile`` on the numpy and cpu backends, run at several lane counts, and
+compared with the undecorated function run example by example in plain Python (varying
+arguments indexed along their leading axis, uniform ones passed whole; every argument
+copied for each side, so writes through views are compared too).  Elementwise results,
+integers, bools, shapes and dtypes must be exact; products and reductions of floats
+agree within summation-order tolerance (1e-5 in float32).  Cases that use cross-lane
+intrinsics (which plain Python cannot run) carry their own NumPy oracle.
+"""
+
+import copy
+import re
+
+import numpy as np
+import pytest
+
+import hydra
+from hydra import lane, lanemax, lanemin, lanesum, nlanes
+from hydra import nn
+
+BACKENDS = ("numpy", "cpu")
+LANES = (1, 2, 5, 17)
+
+SCALE64 = np.float64(0.5)      # a strong NumPy scalar captured from the module
+TABLE = np.arange(12, dtype=np.float32).reshape(4, 3) * 0.25   # a captured array
+
+
+# ---------------------------------------------------------------------------
+# machinery
+
+
+class Case:
+    """One program: the function, how to make its arguments for n lanes, and how to judge."""
+
+    def __init__(self, name, fn, make, varying=(), tol=False, uniform=False, ref=None):
+        self.name, self.fn, self.make, self.varying = name, fn, make, tuple(varying)
+        self.tol, self.uniform, self.ref = tol, uniform, ref
+
+    def __repr__(self):
+        return self.name
+
+
+CASES = []
+_KERNELS = {}
+
+
+def case(make, varying=(), tol=False, uniform=False, ref=None, name=None):
+    def deco(fn):
+        CASES.append(Case(name or fn.__name__, fn, make, varying, tol, uniform, ref))
+        return fn
+    return deco
+
+
+class R:
+    """Argument makers for n lanes, seeded by the case and the lane count."""
+
+    def __init__(self, seed):
+        self.g = np.random.default_rng(seed)
+
+    def f32(self, *shape):
+        return self.g.standard_normal(shape).astype(np.float32)
+
+    def f64(self, *shape):
+        return self.g.standard_normal(shape)
+
+    def ints(self, lo, hi, *shape, dtype=np.int64):
+        return self.g.integers(lo, hi, size=shape).astype(dtype)
+
+    def small(self, *shape, dtype=np.float32):
+        """Small integer-valued floats: products and sums are exact in any order."""
+        return self.g.integers(-3, 4, size=shape).astype(dtype)
+
+    def bools(self, *shape):
+        return self.g.random(shape) < 0.5
+
+
+def kernel(c, backend, n):
+    if c.varying:
+        key = (c.name, backend)
+        if key not in _KERNELS:
+            _KERNELS[key] = hydra.compile(c.fn, varying=c.varying, backend=backend)
+        return _KERNELS[key]
+    key = (c.name, backend, n)
+    if key not in _KERNELS:
+        _KERNELS[key] = hydra.compile(c.fn, lanes=n, backend=backend)
+    return _KERNELS[key]
+
+
+def param_names(fn):
+    return fn.__code__.co_varnames[: fn.__code__.co_argcount]
+
+
+def oracle(c, args, n):
+    """The per-example function run lane by lane on (copies of) the arguments."""
+    names = param_names(c.fn)
+    outs = []
+    for i in range(n):
+        lane_args = [a[i] if nm in c.varying else a for nm, a in zip(names, args)]
+        outs.append(c.fn(*lane_args))
+    return join(outs, c.uniform)
+
+
+def join(outs, uniform):
+    first = outs[0]
+    if isinstance(first, tuple):
+        flags = uniform if isinstance(uniform, tuple) else (uniform,) * len(first)
+        return tuple(join([o[k] for o in outs], flags[k]) for k in range(len(first)))
+    if first is None:
+        return None
+    if uniform:
+        return first
+    return np.stack([np.asarray(o) for o in outs])
+
+
+def close(got, want, tol, what="result"):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple), f"{what}: expected a tuple, got {type(got)}"
+        assert len(got) == len(want), what
+        for k, (g, w) in enumerate(zip(got, want)):
+            close(g, w, tol, f"{what}[{k}]")
+        return
+    if want is None:
+        assert got is None, what
+        return
+    ga, wa = np.asarray(got), np.asarray(want)
+    assert ga.shape == wa.shape, f"{what}: shape {ga.shape} != {wa.shape}"
+    if isinstance(want, (np.ndarray, np.generic)):
+        assert ga.dtype == wa.dtype, f"{what}: dtype {ga.dtype} != {wa.dtype}"
+    else:   # a Python scalar: the same kind of number
+        assert ga.dtype.kind == wa.dtype.kind, f"{what}: {type(got)} != {type(want)}"
+    if tol and wa.dtype.kind in "fc":
+        eps = 1e-5 if wa.dtype == np.float32 else 1e-11
+        np.testing.assert_allclose(ga, wa, rtol=eps, atol=eps, err_msg=what)
+    else:
+        np.testing.assert_array_equal(ga, wa, err_msg=what, strict=False)
+        if wa.dtype.kind == "f":   # signed zeros too
+            assert np.array_equal(np.signbit(ga), np.signbit(wa)), what
+
+
+def run_case(c, backend, n):
+    seed = (sum(map(ord, c.name)) * 7919 + n) % 2**32
+    args = c.make(R(seed), n)
+    mine, theirs = copy.deepcopy(args), copy.deepcopy(args)
+    want = c.ref(theirs, n) if c.ref else oracle(c, theirs, n)
+    got = kernel(c, backend, n)(*mine)
+    close(got, want, c.tol)
+    for nm, a, b in zip(param_names(c.fn), mine, theirs):
+        if isinstance(a, np.ndarray):
+            close(a, b, c.tol, f"argument {nm!r} after the call")
+
+
+# ---------------------------------------------------------------------------
+# elementwise arithmetic and NumPy 2 promotion
+
+
+@case(lambda r, n: (r.f32(n, 4),), varying=("x",))
+def weak_float_literal(x):
+    return x * 2.0 + 1 - x / 3
+
+
+@case(lambda r, n: (r.ints(-50, 50, n, 5, dtype=np.int32),), varying=("a",))
+def int32_with_python_scalars(a):
+    return a + 3, a * 2.5, a / 4, a // 3, a % 3, -a, a ** 2
+
+
+@case(lambda r, n: (r.ints(-100, 100, n, 4, dtype=np.int8), 100), varying=("a",))
+def int8_weak_int_argument_wraps(a, c):
+    return a + c, a * 3
+
+
+@case(lambda r, n: (r.ints(-9, 9, n, 3, dtype=np.int32), np.float32(1.5), np.int64(7)),
+      varying=("a",))
+def numpy_scalar_arguments_are_strong(a, f, i):
+    return a * f, a + i, f * a.astype(np.float32)
+
+
+@case(lambda r, n: (r.f32(n, 3),), varying=("x",))
+def module_float64_scalar_is_strong(x):
+    return x * SCALE64, x + 1.0
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f64(n), r.ints(-5, 5, n, 3, dtype=np.int64)),
+      varying=("x", "s", "k"))
+def per_lane_numpy_scalars_strong(x, s, k):
+    # s is an np.float64 on each lane, k[0] an np.int64: both strong
+    return x * s, x + k[0], k * 2, k + x
+
+
+@case(lambda r, n: (r.bools(n, 4), r.ints(-5, 5, n, 4, dtype=np.int64),
+                    r.ints(0, 9, n, 4, dtype=np.uint32), r.ints(-9, 9, n, 4, dtype=np.int32)),
+      varying=("m", "k", "u", "i"))
+def mixed_array_dtypes(m, k, u, i):
+    return m + 1, m * 1.5, k + m, u + i, i.astype(np.float32) + k, m & (k > 0), ~m, m ^ (i < 0)
+
+
+@case(lambda r, n: (r.f32(n, 4), r.f64(n, 4), r.ints(1, 9, n, 4, dtype=np.int32)),
+      varying=("x", "y", "i"))
+def float_int_mixes(x, y, i):
+    return x + y, x / i, y * i, i / i, x - i
+
+
+@case(lambda r, n: (r.f32(n, 5),), varying=("x",))
+def comparisons_and_where(x):
+    c = (x > 0) | (x < -1.0)
+    return c, x >= 0.5, x == x, np.where(c, x, 0.0), np.where(x > 0, 1, -1)
+
+
+@case(lambda r, n: (r.f32(n, 6) * 3,), varying=("x",))
+def numpy_math_unary(x):
+    return (np.abs(x), abs(x), np.sqrt(np.abs(x)), np.tanh(x), np.exp(x),
+            np.log(np.abs(x) + 1.0), np.floor(x), np.sin(x))
+
+
+@case(lambda r, n: (r.f32(n, 6), r.f32(6), 0.5), varying=("x",))
+def numpy_math_binary(x, y, lo):
+    return (np.maximum(x, y), np.minimum(x, 0.0), np.clip(x, -lo, lo),
+            np.maximum(x, 0), np.clip(x, y - 1.0, y + 1.0))
+
+
+@case(lambda r, n: (r.f64(n, 3, 4), r.f64(4)), varying=("x",))
+def float64_chain(x, b):
+    return np.tanh(x * b + 1.5) - x ** 2
+
+
+@case(lambda r, n: (r.f32(n, 4) * 100,), varying=("x",))
+def astype_kinds(x):
+    return (x.astype(np.int32), x.astype(np.float64), (x > 0).astype(np.float32),
+            x.astype(np.int32).astype(np.float32) / 2, x.astype("float64"))
+
+
+@case(lambda r, n: (r.ints(0, 255, n, 4, dtype=np.int64),), varying=("k",))
+def uint8_wraps(k):
+    u = k.astype(np.uint8)
+    return u + 250, u * 3, u - 1
+
+
+# ---------------------------------------------------------------------------
+# broadcasting between per-lane and uniform arrays
+
+
+@case(lambda r, n: (r.f32(n, 3, 4), r.f32(4), r.f32(3, 1)), varying=("x",))
+def broadcast_lower_rank_uniform(x, b, c):
+    return x + b, x * c, b - x
+
+
+@case(lambda r, n: (r.f32(n, 4), r.f32(2, 3, 4)), varying=("v",))
+def broadcast_higher_rank_uniform(v, M):
+    return M * v, v + M[0]
+
+
+@case(lambda r, n: (r.f32(n, 3, 1), r.f32(1, 4), r.f32(n, 2, 1, 4)), varying=("col", "y"),
+      uniform=(False, False, True))
+def broadcast_both_sides(col, row, y):
+    return col + row, col * y, (y - col).shape
+
+
+@case(lambda r, n: (r.f32(n), r.f32(5), r.f32(n, 5)), varying=("s", "x"))
+def per_lane_scalar_times_uniform_array(s, u, x):
+    return s * u, u + s * x, x - s
+
+
+@case(lambda r, n: (r.f32(3, 4), np.float32(2.0)), uniform=True, tol=True)
+def uniform_only_stays_uniform(W, f):
+    return W * f + 1.0, W.sum(axis=0), W.T @ W[:, 0]
+
+
+# ---------------------------------------------------------------------------
+# indexing and slicing
+
+
+@case(lambda r, n: (r.f32(n, 7),), varying=("x",))
+def slices_steps_negative(x):
+    return (x[-1], x[1:-1], x[::2], x[::-1], x[5:1:-1], x[-2::-2], x[:100],
+            x[-100:2], x[3:3], x[1::3])
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("m",))
+def slices_2d(m):
+    return m[1:, ::-1], m[:, 0], m[-1], m[1], m[::2, 1:3], m[-1, -1], m[:, -2:]
+
+
+@case(lambda r, n: (r.f32(n, 2, 3, 4),), varying=("a",), uniform=(False, False, False, True))
+def ellipsis_and_newaxis(a):
+    return a[..., 1], a[:, None, 1], a[0, ..., ::-1], a[None].shape
+
+
+@case(lambda r, n: (r.f32(n, 6), r.ints(-6, 6, n)), varying=("x", "i"))
+def varying_index_of_per_lane_array(x, i):
+    return x[i], x[-i - 1] * 2.0
+
+
+@case(lambda r, n: (r.f32(n, 4, 3), r.ints(-4, 4, n)), varying=("m", "i"))
+def varying_row_of_per_lane_matrix(m, i):
+    return m[i], m[i, 1:], m[:, i % 3]
+
+
+@case(lambda r, n: (r.f32(n, 6), 4), varying=("x",))
+def uniform_int_argument_bounds(x, k):
+    return x[:k], x[k], x[k - 6], x[k:], x[::k]
+
+
+@case(lambda r, n: (r.f32(10, 3), r.ints(0, 10, n), r.ints(-10, 0, n)), varying=("t", "u"))
+def embedding_gather(E, t, u):
+    return E[t], E[t] + E[u], E[t, 1], E[t][::-1], E[t, 1:]
+
+
+@case(lambda r, n: (r.ints(0, 4, n),), varying=("t",))
+def gather_from_captured_array(t):
+    return TABLE[t], TABLE[-t - 1, 2], TABLE[1] + TABLE[t]
+
+
+@case(lambda r, n: (r.f32(3, 4, 5), r.f32(n, 5)), varying=("x",), tol=True,
+      uniform=(False, False, False, True))
+def uniform_index_views(Ws, x):
+    return Ws[1] @ x, Ws[-1, 2] * x, Ws[:, 0, :].sum(axis=0) + x, Ws[2][1:3, ::2].shape
+
+
+# ---------------------------------------------------------------------------
+# assignment and views
+
+
+@case(lambda r, n: (r.f32(n, 6),), varying=("x",))
+def element_and_slice_assignment(x):
+    y = x.copy()
+    y[0] = 5.0
+    y[-1] = y[1] * 2
+    y[1:3] = 0.0
+    y[::2] += 1.0
+    y[4:] = x[:2]
+    y[::-3] = -7
+    return y
+
+
+@case(lambda r, n: (r.f32(n, 3, 4), r.f32(4)), varying=("x",))
+def assignment_2d(x, b):
+    m = x.copy()
+    m[1, :] = b
+    m[:, 2] = 7
+    m[0] += m[2]
+    m[2, 1:3] *= 0.5
+    m[-1, -1] = -1.0
+    return m
+
+
+@case(lambda r, n: (r.f32(n, 6), r.ints(-6, 6, n), r.f32(n)), varying=("x", "i", "v"))
+def varying_index_assignment(x, i, v):
+    y = x.copy()
+    y[i] = v
+    y[(i + 2) % 6] += 1.0
+    return y
+
+
+@case(lambda r, n: (r.ints(-9, 9, n, 4, dtype=np.int32), r.f64(n) * 3), varying=("k", "f"))
+def assign_floats_into_int_array(k, f):
+    a = k.copy()
+    a[0] = 2.7
+    a[1] = -1.5
+    a[2] = f
+    m = np.zeros(3, dtype=np.bool_)
+    m[1] = 5
+    return a, m
+
+
+@case(lambda r, n: (r.f32(n, 6),), varying=("x",))
+def writes_through_views(x):
+    y = x.copy()
+    v = y[1:4]
+    v[:] = 9.0
+    w = y[::-2]
+    w[0] = -3.0
+    z = y.reshape(2, 3)
+    z[1, 0] = 42.0
+    return y, v, z
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",))
+def writes_through_row_and_transpose(x):
+    m = x.copy()
+    r = m[1]
+    r[0] = 3.0
+    t = m.T
+    t[0, 2] = 5.0
+    t[3] += 1.0
+    return m
+
+
+@case(lambda r, n: (r.f32(n, 5), r.f32(n, 3, 2)), varying=("x", "y"), tol=True)
+def writes_land_in_varying_argument(x, y):
+    x[0] = 1.0
+    x[1:] *= 2.0
+    y[:, 1] = y[:, 0]
+    return x.sum()
+
+
+@case(lambda r, n: (r.f32(n, 5),), varying=("x",))
+def augmented_assignment_is_in_place(x):
+    y = x
+    y += 1.0
+    x = x * 2.0      # rebinds: the caller's row is not touched by this one
+    return x
+
+
+@case(lambda r, n: (r.f32(n, 6),), varying=("x",))
+def overlapping_self_assignment(x):
+    y = x.copy()
+    y[1:] = y[:-1]
+    z = x.copy()
+    z[:] = z[::-1]
+    return y, z
+
+
+@case(lambda r, n: (r.f32(n, 4),), varying=("x",))
+def astype_and_copy_are_copies(x):
+    a = x.astype(np.float32)
+    a[0] = 100.0
+    c = x.copy()
+    c[1] = -100.0
+    return x + 0.0, a, c
+
+
+# ---------------------------------------------------------------------------
+# constructors
+
+
+@case(lambda r, n: (r.f32(n, 3),), varying=("x",))
+def constructors_with_dtypes(x):
+    a = np.zeros(5)
+    b = np.zeros((2, 3), dtype=np.int32)
+    c = np.ones(3, dtype=np.float32)
+    d = np.full(3, 2.5)
+    e = np.full((2, 2), 7, dtype=np.int64)
+    f = np.zeros_like(x)
+    g = np.ones_like(x)
+    h = np.arange(4)
+    i = np.empty(3, dtype=np.float32)
+    i[:] = x
+    j = np.zeros(4, "float32")
+    return (a, b, c + x, d, e, f, g, h, i, j, np.ones((2, 1), np.int8),
+            np.zeros_like(x, dtype=np.int32), np.ones_like(x, dtype=np.float64),
+            np.full_like(x, 3), np.arange(3, dtype=np.float32))
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(4, 2)), varying=("x",))
+def constructors_from_shapes(x, W):
+    a = np.zeros(W.shape[0])
+    b = np.ones((len(x), W.shape[1]), dtype=np.float32)
+    c = np.full(x.shape, x[0])        # a per-lane fill value
+    d = np.arange(W.shape[0]) * x[1]
+    return a, b, c, d
+
+
+@case(lambda r, n: (r.f32(n, 3), 4), varying=("x",))
+def constructors_uniform_int_size(x, k):
+    a = np.zeros(k)
+    a[: len(x)] = x
+    return a, np.arange(k) + k, np.full(k, 1.5, dtype=np.float32)
+
+
+def _per_lane_constructors_ref(args, n):
+    (b,) = args
+    z = np.zeros((n, 3))
+    z[:, 0] = np.arange(n)
+    c = np.tile(b, (n, 1))
+    c[:, 1] = np.arange(n) * 2.0
+    return z, c, np.arange(3)[None, :] + np.arange(n)[:, None]
+
+
+@case(lambda r, n: (r.f32(3),), ref=_per_lane_constructors_ref)
+def constructors_are_per_lane(b):
+    z = np.zeros(3)
+    z[0] = lane()
+    c = b.copy()
+    c[1] = lane() * 2.0
+    return z, c, np.arange(3) + lane()
+
+
+# ---------------------------------------------------------------------------
+# reductions
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",), tol=True)
+def float_reductions(x):
+    return (x.sum(), np.sum(x), x.sum(axis=0), np.sum(x, axis=-1), x.sum(axis=(0, 1)),
+            x.sum(axis=1, keepdims=True), x.mean(), np.mean(x, axis=0),
+            x.mean(axis=-1, keepdims=True),
+            x.prod(axis=1), np.prod(x), x.sum(keepdims=True))
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",))
+def order_reductions_exact(x):
+    return (x.max(), np.max(x, axis=0), x.min(axis=-1), np.min(x, axis=(0, 1)),
+            x.max(axis=1, keepdims=True), x.argmax(), np.argmax(x, axis=0), x.argmin(axis=-1),
+            np.argmin(x), x.argmax(axis=1, keepdims=True))
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",))
+def bool_reductions(x):
+    b = x > 0
+    return (b.any(), np.any(b, axis=0), b.all(axis=-1), np.all(b), x.any(), (x > 2).any(axis=1),
+            b.any(axis=(0, 1)), np.all(x > -5, axis=0, keepdims=True))
+
+
+@case(lambda r, n: (r.ints(-9, 9, n, 3, 4, dtype=np.int32), r.bools(n, 5)), varying=("k", "m"))
+def integer_reductions_exact(k, m):
+    return (k.sum(), k.sum(axis=0), np.prod(k, axis=1), k.max(axis=-1), k.mean(),
+            m.sum(), np.sum(m), k.min(), k.argmin(axis=0), k.astype(np.int8).sum())
+
+
+@case(lambda r, n: (r.f32(4, 3), r.f32(n, 3)), varying=("x",), tol=True,
+      uniform=(False, False, True))
+def reductions_of_uniform_inside_kernel(W, x):
+    return W.sum(axis=0) * x, W.max() + x.sum(), W.argmax(axis=1)
+
+
+# ---------------------------------------------------------------------------
+# products, all rank combinations, uniform and varying on each side
+
+
+def _products_make(r, n):
+    return (r.f32(3), r.f32(n, 3), r.f32(2, 3), r.f32(n, 2, 3), r.f32(3, 4), r.f32(n, 3, 4))
+
+
+_F, _T = False, True
+
+
+@case(_products_make, varying=("v", "V", "Q"), tol=True,
+      uniform=(_F, _F, _F, _T, _F, _F, _F, _T, _F, _F, _F, _T, _F, _F, _F, _T))
+def matmul_1d_and_2d(u, v, U, V, P, Q):
+    return (u @ v, v @ u, v @ v, u @ u,                 # 1-D @ 1-D
+            U @ v, V @ u, V @ v, U @ u,                 # 2-D @ 1-D
+            v @ P, u @ Q, v @ Q, u @ P,                 # 1-D @ 2-D
+            U @ Q, V @ P, V @ Q, U @ P)                 # 2-D @ 2-D
+
+
+@case(_products_make, varying=("v", "V", "Q"), tol=True)
+def dot_and_matmul_functions(u, v, U, V, P, Q):
+    return (np.dot(u, v), np.dot(V, v), np.dot(v, P), np.dot(V, Q), np.dot(U, Q),
+            np.matmul(U, v), np.matmul(v, Q), np.matmul(V, P), np.matmul(u, v))
+
+
+@case(lambda r, n: (r.f32(3), r.f32(n, 4), r.f64(n, 2)), varying=("x", "y"), tol=True)
+def outer_products(u, x, y):
+    return np.outer(x, u), np.outer(u, x), np.outer(x, x), np.outer(y, x)
+
+
+@case(lambda r, n: (r.ints(-5, 5, 3, 4, dtype=np.int32), r.ints(-5, 5, n, 4, dtype=np.int32),
+                    r.ints(-5, 5, n, 4, 2, dtype=np.int64)), varying=("v", "B"))
+def integer_products_exact(A, v, B):
+    return A @ v, v @ B, A @ B, np.dot(v, v), np.outer(v, v)
+
+
+@case(lambda r, n: (r.f32(n, 3, 4), r.f64(4), r.f32(n, 4)), varying=("x", "y"), tol=True)
+def products_mixed_dtypes_and_transposes(x, w, y):
+    return x @ w, x.T @ x, x @ y, y @ x.T, (x @ x.T).T
+
+
+# ---------------------------------------------------------------------------
+# shapes, reshapes, concatenate, stack, iteration
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",), uniform=True)
+def shape_queries(x):
+    return x.shape, x.ndim, x.size, len(x), x.T.shape, x[0].shape, len(x[0])
+
+
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",))
+def reshapes(x):
+    return (x.T, x.reshape(2, -1), x.reshape(-1), x.reshape((4, 3)), x.T.reshape(-1),
+            x.reshape(3, 2, 2)[1], x[0].T, x.reshape(-1, 6).T, x.reshape(12, 1)[::5])
+
+
+@case(lambda r, n: (r.f32(n, 2, 3), r.f32(n, 2, 2), r.f32(2, 3)), varying=("a", "b"))
+def concatenate_axes(a, b, u):
+    return (np.concatenate((a, b), axis=1), np.concatenate((a, u)), np.concatenate([u, a], axis=0),
+            np.concatenate((a[0], b[1], u[0])), np.concatenate((a, b), axis=-1))
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(n, 3), r.f32(3)), varying=("a", "b"))
+def stack_axes(a, b, u):
+    return (np.stack((a, b)), np.stack([a, u, b], axis=1), np.stack((u, a), axis=-1),
+            np.stack((a.astype(np.float64), b)))
+
+
+@case(lambda r, n: (r.f32(n, 4, 3),), varying=("a",))
+def for_row_in_per_lane_array(a):
+    acc = np.zeros(a.shape[1], dtype=np.float32)
+    best = -1.0
+    for row in a:
+        acc += row * row
+        best = max(best, float(row[0]))
+    return acc, best
+
+
+@case(lambda r, n: (r.small(n, 5, 3),), varying=("a",))
+def for_row_with_varying_break(a):
+    acc = np.zeros(3, dtype=np.float32)
+    count = 0
+    for row in a:
+        if row.sum() > 2:
+            break
+        acc = acc + row
+        count += 1
+    return acc, count
+
+
+@case(lambda r, n: (r.f32(4, 3), r.f32(n, 3)), varying=("x",), tol=True)
+def for_row_in_uniform_array(W, x):
+    s = np.zeros(3, dtype=np.float32)
+    for w in W:
+        s = s + w * x.sum()
+    return s
+
+
+# ---------------------------------------------------------------------------
+# uniform views in loops, gathers, shared stores
+
+
+def _early_exit_make(r, n):
+    return (r.small(n, 4), r.small(5, 4, 4), r.small(5, 4), 6.0)
+
+
+@case(_early_exit_make, varying=("x",), tol=True)
+def early_exit_uniform_layer_views(x, Ws, bs, thr):
+    h = x
+    depth = 0
+    for layer in range(Ws.shape[0]):
+        h = np.maximum(Ws[layer] @ h + bs[layer], 0.0)
+        depth = layer + 1
+        if h.max() > thr:
+            break
+    return h, depth
+
+
+def _shared_store_make(r, n):
+    return (np.zeros((n, 3), np.float32), np.full((n, 3), -1.0, np.float32),
+            r.f32(n, 3), r.f32(n, 3))
+
+
+def _shared_store_ref(args, n):
+    out, out2, h, x = args
+    y = h * 2.0 + x
+    out[:] = y
+    out2[:] = h
+    out2[:, 0] = y[:, 2]
+
+
+@case(_shared_store_make, varying=("h", "x"), ref=_shared_store_ref)
+def shared_store_of_per_lane_array(out, out2, h, x):
+    y = h * 2.0 + x
+    out[lane()] = y
+    out2[lane(), :] = h
+    out2[lane(), 0] = y[2]
+
+
+def _shared_store_if_ref(args, n):
+    out, x = args
+    c = x[:, 0] > 0
+    for i in range(n):
+        if c[i]:
+            out[i] = np.tanh(x[i])
+        else:
+            out[i, 1:] = x[i, :-1]
+    return c
+
+
+@case(lambda r, n: (np.zeros((n, 4), np.float64), r.f64(n, 4)), varying=("x",),
+      ref=_shared_store_if_ref)
+def shared_store_under_varying_if(out, x):
+    if x[0] > 0:
+        out[lane()] = np.tanh(x)
+    else:
+        out[lane(), 1:] = x[:-1]
+    return x[0] > 0
+
+
+# ---------------------------------------------------------------------------
+# cross-lane intrinsics on arrays
+
+
+def _lanesum_outer_ref(args, n):
+    d, x = args
+    return (sum(np.outer(d[i], x[i]) for i in range(n)) / np.float32(n),
+            x.max(axis=0), d.min(axis=0))
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(n, 4)), varying=("d", "x"), tol=True, ref=_lanesum_outer_ref)
+def lanesum_of_outer_is_uniform(d, x):
+    return lanesum(np.outer(d, x)) / nlanes(), lanemax(x), lanemin(d)
+
+
+def _lane_masked_make(r, n):
+    x = r.f32(n, 4)
+    x[0, 0] = 1.0                      # lane 0 always takes the branch
+    return (x,)
+
+
+def _lane_masked_ref(args, n):
+    (x,) = args
+    act = x[:, 0] > 0
+    xa = x[act]
+    val = xa.sum(axis=0) + xa.max(axis=0) * np.float32(2.0) - xa.min(axis=0)
+    r = np.zeros_like(x)
+    r[act] = val
+    return r
+
+
+@case(_lane_masked_make, varying=("x",), tol=True, ref=_lane_masked_ref)
+def lane_reductions_under_mask(x):
+    r = np.zeros_like(x)
+    if x[0] > 0:
+        r = lanesum(x) + lanemax(x) * 2.0 - lanemin(x)
+    return r
+
+
+# ---------------------------------------------------------------------------
+# hydra.nn
+
+
+@case(lambda r, n: (r.f32(n, 5) * 3, r.f32(n, 2, 4) * 3), varying=("x", "m"), tol=True)
+def nn_activations(x, m):
+    return (nn.relu(x), nn.sigmoid(x), nn.softmax(x), nn.log_softmax(x),
+            nn.softmax(m), nn.log_softmax(m), nn.relu(m))
+
+
+@case(lambda r, n: (r.f32(n, 2, 6, 6), r.f32(3, 2, 3, 3), r.f32(3)), varying=("x",), tol=True)
+def nn_conv2d_variants(x, w, b):
+    return (nn.conv2d(x, w), nn.conv2d(x, w, b), nn.conv2d(x, w, b, stride=2),
+            nn.conv2d(x, w, None, 1, 1), nn.conv2d(x, w, b=b, stride=2, padding=1))
+
+
+@case(lambda r, n: (r.f32(n, 1, 5, 5), r.f32(4, 1, 2, 2)), varying=("x",), tol=True)
+def nn_conv2d_one_channel(x, w):
+    return nn.relu(nn.conv2d(x, w, padding=1))
+
+
+@case(lambda r, n: (r.f32(n, 2, 7, 7),), varying=("x",))
+def nn_max_pool2d_variants(x):
+    return nn.max_pool2d(x, 2), nn.max_pool2d(x, 2, stride=1), nn.max_pool2d(x, 3, 2)
+
+
+# ---------------------------------------------------------------------------
+# control flow
+
+
+def _layer(W, x, b=None):
+    y = W @ x
+    if b is not None:
+        y = y + b
+    return np.tanh(y)
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(4, 3), r.f32(2, 4), r.f32(2)), varying=("x",), tol=True)
+def helpers_with_arrays(x, W1, W2, b2):
+    return _layer(W2, _layer(W1, x), b2)
+
+
+@case(lambda r, n: (r.f32(n, 4), r.f32(4)), varying=("x",))
+def varying_if_else_on_arrays(x, b):
+    if x[0] > 0:
+        y = x + b
+        z = y * 2.0
+    elif x[1] > 0:
+        y = x * b
+        z = -y
+    else:
+        y = b - x
+        z = y
+    return y, z
+
+
+@case(lambda r, n: (r.small(n, 4), 40.0), varying=("x",))
+def while_varying_condition(x, limit):
+    h = x.copy()
+    steps = 0
+    while np.abs(h).sum() < limit:
+        h = h * 2.0 + 0.5
+        steps += 1
+        if h[0] > 100.0:
+            break
+    return h, steps
+
+
+@case(lambda r, n: (r.ints(0, 6, n), r.f32(n, 6)), varying=("k", "x"))
+def element_assignment_under_varying_while(k, x):
+    y = np.zeros(6, dtype=np.float32)
+    j = 0
+    while j < k:
+        y[j] = x[j] * 2.0
+        y[5 - j] += 0.5
+        j += 1
+    return y
+
+
+@case(lambda r, n: (r.f32(n, 4),), varying=("x",))
+def slice_assignment_under_varying_if(x):
+    y = x.copy()
+    if x[0] > 0:
+        y[1:] = -1.0
+    else:
+        y[::2] = y[1::2]
+    return y
+
+
+@case(lambda r, n: (r.f32(n, 4),), varying=("x",))
+def early_return_of_arrays(x):
+    if x[0] > 0:
+        return x * 2.0
+    for i in range(3):
+        if x[i + 1] > 1.0:
+            return x[::-1].copy()
+    return -x
+
+
+@case(lambda r, n: (r.f32(n, 3), r.ints(0, 4, n)), varying=("x", "t"))
+def varying_for_bounds_with_arrays(x, t):
+    acc = x.copy()
+    for i in range(t):
+        acc = acc * 0.5 + x[i % 3]
+    return acc
+
+
+# ---------------------------------------------------------------------------
+# the cases, on both backends and at several lane counts
+
+
+@pytest.mark.parametrize("n", LANES)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("c", CASES, ids=repr)
+def test_case(c, backend, n):
+    run_case(c, backend, n)
+
+
+# ---------------------------------------------------------------------------
+# errors
+
+
+def shape_mismatch_add(x, b):
+    return x + b
+
+
+def shape_mismatch_matmul(W, x):
+    return W @ x
+
+
+def shape_mismatch_concat(a, b):
+    return np.concatenate((a, b))
+
+
+def shape_mismatch_stack(a, b):
+    return np.stack((a, b))
+
+
+def shape_mismatch_slice_store(x, b):
+    y = x.copy()
+    y[0:2] = b
+    return y
+
+
+def shape_mismatch_reshape(x):
+    return x.reshape(3, 3)
+
+
+def shape_mismatch_shared_store(out, h):
+    out[lane()] = h
+
+
+SHAPE_ERRORS = [
+    (shape_mismatch_add, lambda n: (np.ones((n, 4), np.float32), np.ones(3, np.float32)),
+     ("x",), ("(4,)", "(3,)")),
+    (shape_mismatch_matmul, lambda n: (np.ones((2, 5), np.float32), np.ones((n, 4), np.float32)),
+     ("x",), ("(2, 5)", "(4,)")),
+    (shape_mismatch_concat, lambda n: (np.ones((n, 2, 3)), np.ones((n, 2, 4))),
+     ("a", "b"), ("(2, 3)", "(2, 4)")),
+    (shape_mismatch_stack, lambda n: (np.ones((n, 3)), np.ones(4)), ("a",), ("(3,)", "(4,)")),
+    (shape_mismatch_slice_store, lambda n: (np.ones((n, 5)), np.ones(3)), ("x",), ("(2,)", "(3,)")),
+    (shape_mismatch_reshape, lambda n: (np.ones((n, 8)),), ("x",), ("(8,)", "(3, 3)")),
+    (shape_mismatch_shared_store, lambda n: (np.zeros((n, 3)), np.ones((n, 4))), ("h",),
+     ("(3,)", "(4,)")),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make,varying,shapes", SHAPE_ERRORS,
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_shape_mismatch_is_compile_error(fn, make, varying, shapes, backend):
+    k = hydra.compile(fn, varying=varying, backend=backend)
+    with pytest.raises(hydra.CompileError) as ei:
+        k(*make(3))
+    msg = str(ei.value)
+    for s in shapes:
+        assert s in msg, msg
+
+
+def varying_shape_zeros(x, n):
+    return np.zeros(n) + x[0]
+
+
+def varying_shape_slice(x, n):
+    return x[:n]
+
+
+def varying_shape_arange(x, n):
+    return np.arange(n) * x[0]
+
+
+def varying_shape_reshape(x, n):
+    return x.reshape(n, -1)
+
+
+VARYING_SHAPES = [
+    (varying_shape_zeros, "np.zeros(n)"),
+    (varying_shape_slice, "x[:n]"),
+    (varying_shape_arange, "np.arange(n)"),
+    (varying_shape_reshape, "x.reshape(n, -1)"),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,expr", VARYING_SHAPES,
+                         ids=lambda v: getattr(v, "__name__", None) or "e")
+def test_varying_dependent_shape_is_compile_error(fn, expr, backend):
+    k = hydra.compile(fn, varying=("x", "n"), backend=backend)
+    with pytest.raises(hydra.CompileError) as ei:
+        k(np.ones((4, 6)), np.array([1, 2, 3, 2]))
+    assert expr in str(ei.value)
+    assert ei.value.line is not None
+
+
+def oob_index(x, i):
+    return x[i] * 2.0
+
+
+def oob_gather(E, t):
+    return E[t] + 1.0
+
+
+def oob_store(x, i):
+    y = x.copy()
+    y[i] = 1.0
+    return y
+
+
+def oob_row(m, i):
+    return m[i].sum()
+
+
+OOB = [
+    (oob_index, lambda n, bad: (np.ones((n, 4), np.float32), bad), ("x", "i")),
+    (oob_gather, lambda n, bad: (np.ones((5, 3), np.float32), bad), ("t",)),
+    (oob_store, lambda n, bad: (np.ones((n, 4), np.float32), bad), ("x", "i")),
+    (oob_row, lambda n, bad: (np.ones((n, 4, 2), np.float32), bad), ("m", "i")),
+]
+
+
+@pytest.mark.parametrize("n", (1, 5, 17))
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make,varying", OOB, ids=lambda v: getattr(v, "__name__", ""))
+def test_out_of_bounds_varying_index(fn, make, varying, backend, n):
+    idx = np.zeros(n, np.int64)
+    first = n // 2
+    idx[first] = -9 if n == 17 else 7   # too negative, or too big
+    if n > 2:
+        idx[n - 1] = 11
+    k = hydra.compile(fn, varying=varying, backend=backend)
+    with pytest.raises(IndexError) as ei:
+        k(*make(n, idx))
+    assert isinstance(ei.value, hydra.HydraError)
+    msg = str(ei.value)
+    assert re.search(rf"\blane\D{{0,3}}{first}\b", msg), msg
+    assert str(idx[first]) in msg, msg
+
+
+def strided_argument_written(x, s):
+    x[::2] = -x[::2]
+    x[1] += s
+    return x * 1.0
+
+
+@pytest.mark.parametrize("n", LANES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_land_in_a_strided_varying_argument(backend, n):
+    base = np.arange(2 * n * 8, dtype=np.float32).reshape(2 * n, 8)
+    want = base.copy()
+    for i in range(n):
+        want_row = strided_argument_written(want[::2, ::2][i], np.float32(0.5))
+        np.testing.assert_array_equal(want_row, want[2 * i, ::2])
+    k = hydra.compile(strided_argument_written, varying=("x",), backend=backend)
+    got = k(base[::2, ::2], np.float32(0.5))
+    np.testing.assert_array_equal(got, want[::2, ::2])
+    np.testing.assert_array_equal(base, want)    # also the rows and columns in between
