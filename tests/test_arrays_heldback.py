@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import lane, lanemax, lanemin, lanesum, nlanes
+from hydra import broadcast, lane, laneall, laneany, lanemax, lanemin, lanesum, nlanes
+from hydra import prefixsum, rotate, shuffle
 from hydra import nn
 
 BACKENDS = ("numpy", "cpu")
@@ -236,6 +237,24 @@ def uint8_wraps(k):
     return u + 250, u * 3, u - 1
 
 
+@case(lambda r, n: (r.ints(-20, 20, n, 5, dtype=np.int32), r.ints(1, 4, n, 5, dtype=np.int64)),
+      varying=("a", "s"))
+def integer_ops_floor_division_shifts(a, s):
+    return a // -3, a % -3, a << 2, a >> 1, a << s, a ** 3, a & 6, a | s, a ^ -1, -a // s
+
+
+@case(lambda r, n: (r.bools(n, 4), r.f32(n, 4), r.ints(-5, 5, n, 4, dtype=np.int32)),
+      varying=("m", "x", "k"))
+def bool_arithmetic_and_where_promotion(m, x, k):
+    return (m + m, m * True, m * m, np.where(m, k, x), np.where(m, 1.5, k),
+            np.maximum(k, x), np.minimum(m, k), m.astype(np.int8) - 2)
+
+
+@case(lambda r, n: (r.f32(n), r.f32(n, 4), r.f32(4)), varying=("s", "x"))
+def where_with_per_lane_scalar_condition(s, x, u):
+    return np.where(s > 0, x, u), np.where(x > s, s, u), np.where(s > 0.5, 1.0, x)
+
+
 # ---------------------------------------------------------------------------
 # broadcasting between per-lane and uniform arrays
 
@@ -263,7 +282,7 @@ def per_lane_scalar_times_uniform_array(s, u, x):
 
 @case(lambda r, n: (r.f32(3, 4), np.float32(2.0)), uniform=True, tol=True)
 def uniform_only_stays_uniform(W, f):
-    return W * f + 1.0, W.sum(axis=0), W.T @ W[:, 0]
+    return W * f + 1.0, W.sum(axis=0), W.T @ W[:, 0], W.sum(), W[1, 2], W.shape[0] * 2
 
 
 # ---------------------------------------------------------------------------
@@ -495,6 +514,12 @@ def order_reductions_exact(x):
             np.argmin(x), x.argmax(axis=1, keepdims=True))
 
 
+@case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",), tol=True)
+def reductions_positional_axis(x):
+    return (x.sum(0), x.max(1), np.sum(x, 1), np.min(x, 0), x.mean((0, 1)), x.argmax(-1),
+            np.argmin(x, 0), x.prod(0), np.mean(x, -1), x.T.sum(0), x[::-1, 1:].max(0))
+
+
 @case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",))
 def bool_reductions(x):
     b = x > 0
@@ -714,6 +739,73 @@ def lane_reductions_under_mask(x):
     return r
 
 
+def _xlane_make(r, n):
+    x = r.f32(n, 3)
+    return (x, r.ints(0, n, n))
+
+
+def _xlane_ref(args, n):
+    x, idx = args
+    ex = np.cumsum(x, axis=0) - x
+    return (ex, x[idx], x[(np.arange(n) + 1) % n], np.broadcast_to(x[n - 1], (3,)),
+            (x > 0).any(axis=0), (x > -1).all(axis=0))
+
+
+@case(_xlane_make, varying=("x", "idx"), tol=True, ref=_xlane_ref)
+def cross_lane_array_intrinsics(x, idx):
+    return (prefixsum(x), shuffle(x, idx), rotate(x, 1), broadcast(x, nlanes() - 1),
+            laneany(x > 0), laneall(x > -1))
+
+
+def _lane_loop_ref(args, n):
+    x, m = args
+    h = np.zeros_like(x)
+    for t in range(int(m.max(initial=0))):
+        act = m > t
+        s = x[act].sum(axis=0)
+        h[act] = h[act] * np.float32(0.5) + s
+    return h
+
+
+@case(lambda r, n: (r.f32(n, 3), r.ints(0, 4, n)), varying=("x", "m"), tol=True,
+      ref=_lane_loop_ref)
+def lanesum_in_loop_with_varying_trips(x, m):
+    h = np.zeros_like(x)
+    for _ in range(m):
+        h = h * 0.5 + lanesum(x)
+    return h
+
+
+def _neighbour_ref(args, n):
+    out, x = args
+    out[:] = x * np.float32(2.0)
+    return out[(np.arange(n) + 1) % n] + x
+
+
+@case(lambda r, n: (np.zeros((n, 3), np.float32), r.f32(n, 3)), varying=("x",),
+      ref=_neighbour_ref)
+def shared_store_read_back_by_neighbour(out, x):
+    out[lane()] = x * 2.0
+    return out[(lane() + 1) % nlanes()] + x
+
+
+def _permuted_store_ref(args, n):
+    out, W, x = args
+    out[(np.arange(n) + 1) % n] += x
+    W[1, : min(n, 4)] = np.arange(min(n, 4))
+    return x
+
+
+@case(lambda r, n: (np.ones((n, 2), np.float64), np.zeros((3, 4)), r.f64(n, 2)),
+      varying=("x",), ref=_permuted_store_ref)
+def stores_into_other_lanes_rows_and_uniform_views(out, W, x):
+    out[(lane() + 1) % nlanes()] += x
+    row = W[1]
+    if lane() < 4:
+        row[lane()] = lane()
+    return x
+
+
 # ---------------------------------------------------------------------------
 # hydra.nn
 
@@ -744,11 +836,8 @@ def nn_max_pool2d_variants(x):
 # control flow
 
 
-def _layer(W, x, b=None):
-    y = W @ x
-    if b is not None:
-        y = y + b
-    return np.tanh(y)
+def _layer(W, x, b=0.0):
+    return np.tanh(W @ x + b)
 
 
 @case(lambda r, n: (r.f32(n, 3), r.f32(4, 3), r.f32(2, 4), r.f32(2)), varying=("x",), tol=True)
@@ -819,6 +908,50 @@ def varying_for_bounds_with_arrays(x, t):
     for i in range(t):
         acc = acc * 0.5 + x[i % 3]
     return acc
+
+
+def _rnn_make(r, n):
+    T, D, H = 6, 3, 4
+    return (r.f32(n, T, D), r.ints(0, T + 1, n), r.f32(H, D) * 0.5, r.f32(H, H) * 0.5, r.f32(H))
+
+
+@case(_rnn_make, varying=("xs", "length"), tol=True)
+def rnn_ragged_padded(xs, length, Wx, Wh, b):
+    h = np.zeros(Wh.shape[0], dtype=np.float32)
+    for t in range(length):
+        h = np.tanh(Wx @ xs[t] + Wh @ h + b)
+    return h, h.argmax()
+
+
+@case(lambda r, n: (r.f32(n, 5), r.ints(0, 5, n)), varying=("x", "m"))
+def ragged_sum_with_varying_length(x, m):
+    acc = np.float32(0.0)
+    out = np.zeros_like(x)
+    for i in range(m):
+        acc += x[i]
+        out[i] = acc
+    return acc, out
+
+
+@case(lambda r, n: (r.small(n, 4), r.small(4, 4), 8), varying=("x",), tol=True)
+def heavy_product_under_partial_mask(x, W, cap):
+    y = x.copy()
+    if x[0] > 1:
+        y = W @ x
+    elif x[1] > 1:
+        y = W.T @ (x * 2.0)
+    k = 0
+    while np.abs(y).max() < cap and k < 4:
+        y = W @ y + 1.0
+        k += 1
+    return y, k
+
+
+@case(lambda r, n: (r.f32(n, 4),), varying=("x",))
+def alias_of_argument_written(x):
+    h = x
+    h[0] = 5.0
+    return h * 1.0
 
 
 # ---------------------------------------------------------------------------
@@ -946,11 +1079,16 @@ def oob_row(m, i):
     return m[i].sum()
 
 
+def oob_shared_store(out, h, i):
+    out[i] = h
+
+
 OOB = [
     (oob_index, lambda n, bad: (np.ones((n, 4), np.float32), bad), ("x", "i")),
     (oob_gather, lambda n, bad: (np.ones((5, 3), np.float32), bad), ("t",)),
     (oob_store, lambda n, bad: (np.ones((n, 4), np.float32), bad), ("x", "i")),
     (oob_row, lambda n, bad: (np.ones((n, 4, 2), np.float32), bad), ("m", "i")),
+    (oob_shared_store, lambda n, bad: (np.zeros((5, 2)), np.ones((n, 2)), bad), ("h", "i")),
 ]
 
 
@@ -990,3 +1128,64 @@ def test_writes_land_in_a_strided_varying_argument(backend, n):
     got = k(base[::2, ::2], np.float32(0.5))
     np.testing.assert_array_equal(got, want[::2, ::2])
     np.testing.assert_array_equal(base, want)    # also the rows and columns in between
+
+
+def printing(x):
+    print(x.sum(axis=0), x[0])
+    print(x.T)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_print_of_per_lane_arrays(backend, capsys):
+    x = np.arange(5 * 2 * 3, dtype=np.float32).reshape(5, 2, 3) / 4
+    hydra.compile(printing, varying=("x",), backend=backend)(x)
+    got = capsys.readouterr().out
+    for row in x:
+        print(row.sum(axis=0), row[0])
+    for row in x:
+        print(row.T)
+    assert got == capsys.readouterr().out
+
+
+def asserting(x):
+    assert x.max() < 5.0
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_assert_on_arrays_names_lane(backend):
+    x = np.zeros((6, 3))
+    x[4, 1] = 7.0
+    x[5, 0] = 9.0
+    with pytest.raises(AssertionError, match=r"lane\D{0,3}4\b"):
+        hydra.compile(asserting, varying=("x",), backend=backend)(x)
+
+
+def mask_index(x):
+    return x[x > 0]
+
+
+def bad_axis(x):
+    return x.sum(axis=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", (mask_index, bad_axis))
+def test_data_dependent_or_bad_shapes_are_compile_errors(fn, backend):
+    with pytest.raises(hydra.CompileError):
+        hydra.compile(fn, varying=("x",), backend=backend)(np.ones((3, 4, 2)))
+
+
+def sized_by_argument(x, k):
+    return np.zeros(k) + x[0], x[:k] * 2.0, x.reshape(k, -1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_uniform_int_sizes_specialize(backend):
+    k = hydra.compile(sized_by_argument, varying=("x",), backend=backend)
+    x = np.arange(5 * 6, dtype=np.float64).reshape(5, 6)
+    for size in (2, 3, 6, 2):
+        got = k(x, size)
+        want = tuple(np.stack(w) for w in zip(*(sized_by_argument(r, size) for r in x)))
+        close(got, want, False)
+
