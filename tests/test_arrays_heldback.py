@@ -255,6 +255,92 @@ def where_with_per_lane_scalar_condition(s, x, u):
     return np.where(s > 0, x, u), np.where(x > s, s, u), np.where(s > 0.5, 1.0, x)
 
 
+def _special_make(r, n):
+    x = r.f32(n, 8)
+    vals = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-39, -3.5, 2.0], np.float32)
+    for i in range(n):
+        x[i] = np.roll(vals, i)
+    return (x,)
+
+
+@case(_special_make, varying=("x",))
+def special_float_values(x):
+    return (np.maximum(x, 0.0), np.minimum(x, -0.0), np.clip(x, -1.0, 1.0), abs(x), -x,
+            np.sqrt(x), x * 0.0, 1.0 / x, x > 0, x == x, x != x, np.isnan(x), np.isinf(x),
+            np.where(x < 1.0, x, 7.0), np.floor(x), x * np.float32(1e-3), x.max(), x.min(),
+            x.argmax(), x.argmin(), np.maximum(x, x[::-1]), x.sum(), x + 1e-45)
+
+
+@case(lambda r, n: (r.ints(-2**31, 2**31, n, 6, dtype=np.int32),
+                    r.ints(0, 2**32, n, 6, dtype=np.uint32)), varying=("a", "u"))
+def integer_overflow_wraps(a, u):
+    return a * 100000, a + 2**30, -a, abs(a), u - 5, u * u, a.astype(np.int16), u + a
+
+
+@case(lambda r, n: (r.f32(n, 6) * 5, r.f64(n, 6) * 5), varying=("x", "y"))
+def float_floor_division_and_mod(x, y):
+    return x // 2.0, x % 2.0, y % -1.5, y // -1.5, x % y
+
+
+@case(lambda r, n: (r.f32(n, 7), r.f32(7)), varying=("x",))
+def overlapping_fused_assignments(x, u):
+    y = x.copy()
+    y[1:] = y[:-1] + 1.0
+    z = x.copy()
+    z[::-1] = z * 2.0 + u
+    w = x.copy()
+    w[1:] += w[:-1]
+    v = x.copy()
+    v[:4] = v[3:] * v[3:]
+    return y, z, w, v
+
+
+@case(lambda r, n: (r.f32(n, 3, 3),), varying=("x",))
+def transpose_overlap_assignment(x):
+    m = x.copy()
+    m[:] = m.T * 1.0
+    p = x.copy()
+    p += p.T
+    return m, p
+
+
+@case(lambda r, n: (r.f32(n, 4, 6), r.f32(6), r.f32(4, 1)), varying=("x",))
+def strided_broadcast_chains(x, u, c):
+    return (x[::-1, ::2] * u[::2] + c[::-1], x.T[::-2] - c.T, (x[:, ::-1] + u) * 0.5 - x,
+            np.maximum(x[1:3, 1:5], u[2:]))
+
+
+UNARY_UFUNCS = ("negative", "positive", "absolute", "fabs", "sign", "square", "reciprocal",
+                "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+                "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+                "arcsinh", "arctanh", "floor", "ceil", "trunc", "rint", "isnan", "isinf",
+                "isfinite", "signbit", "logical_not", "deg2rad", "rad2deg")
+BINARY_UFUNCS = ("add", "subtract", "multiply", "divide", "true_divide", "floor_divide",
+                 "power", "mod", "remainder", "fmod", "maximum", "minimum", "fmax", "fmin",
+                 "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "greater",
+                 "less_equal", "equal", "not_equal", "logical_and", "logical_or",
+                 "logical_xor", "nextafter")
+
+
+def _ufunc_case(name, arity):
+    uf = getattr(np, name)
+    if arity == 1:
+        def fn(x, y):
+            return uf(x * 0.5)
+    else:
+        def fn(x, y):
+            return uf(x, y), uf(y, 1.5)
+    CASES.append(Case(f"ufunc_{name}", fn,
+                      lambda r, n: (np.abs(r.f32(n, 5)) + 0.1, r.f32(n, 5) * 2),
+                      ("x", "y")))
+
+
+for _name in UNARY_UFUNCS:
+    _ufunc_case(_name, 1)
+for _name in BINARY_UFUNCS:
+    _ufunc_case(_name, 2)
+
+
 # ---------------------------------------------------------------------------
 # broadcasting between per-lane and uniform arrays
 
