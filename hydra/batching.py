@@ -40,7 +40,9 @@ MATH_UFUNCS = ("tanh", "exp", "log", "sqrt", "abs", "absolute", "sin", "cos", "t
                "expm1", "log1p", "log2", "log10", "floor", "ceil", "trunc", "rint", "square",
                "sign", "isnan", "isinf", "isfinite", "logical_not", "negative", "reciprocal",
                "arctan2", "hypot", "power", "fmax", "fmin", "logaddexp", "logical_and",
-               "logical_or", "logical_xor", "copysign", "cbrt", "fabs")
+               "logical_or", "logical_xor", "copysign", "cbrt", "fabs", "fmod", "positive",
+               "deg2rad", "rad2deg", "degrees", "radians", "signbit", "logaddexp2",
+               "nextafter", "spacing", "heaviside", "float_power", "gcd", "lcm")
 _UFUNCS.update({name: getattr(np, name) for name in MATH_UFUNCS})
 ELEMENTWISE = frozenset({*_UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})

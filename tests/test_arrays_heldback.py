@@ -99,7 +99,8 @@ def oracle(c, args, n):
     outs = []
     for i in range(n):
         lane_args = [a[i] if nm in c.varying else a for nm, a in zip(names, args)]
-        outs.append(c.fn(*lane_args))
+        with np.errstate(all="ignore"):
+            outs.append(c.fn(*lane_args))
     return join(outs, c.uniform)
 
 
@@ -314,12 +315,14 @@ UNARY_UFUNCS = ("negative", "positive", "absolute", "fabs", "sign", "square", "r
                 "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
                 "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
                 "arcsinh", "arctanh", "floor", "ceil", "trunc", "rint", "isnan", "isinf",
-                "isfinite", "signbit", "logical_not", "deg2rad", "rad2deg")
+                "isfinite", "signbit", "logical_not", "deg2rad", "rad2deg", "degrees",
+                "radians", "spacing")
 BINARY_UFUNCS = ("add", "subtract", "multiply", "divide", "true_divide", "floor_divide",
                  "power", "mod", "remainder", "fmod", "maximum", "minimum", "fmax", "fmin",
                  "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "greater",
                  "less_equal", "equal", "not_equal", "logical_and", "logical_or",
-                 "logical_xor", "nextafter")
+                 "logical_xor", "nextafter", "greater_equal", "less", "heaviside",
+                 "float_power", "logaddexp2")
 
 
 def _ufunc_case(name, arity):
@@ -339,6 +342,14 @@ for _name in UNARY_UFUNCS:
     _ufunc_case(_name, 1)
 for _name in BINARY_UFUNCS:
     _ufunc_case(_name, 2)
+
+
+@case(lambda r, n: (r.ints(-50, 50, n, 5, dtype=np.int32), r.ints(1, 5, n, 5, dtype=np.int64)),
+      varying=("a", "s"))
+def integer_ufuncs_by_name(a, s):
+    return (np.bitwise_and(a, s), np.bitwise_or(a, 3), np.bitwise_xor(a, s), np.invert(a),
+            np.left_shift(a, s), np.right_shift(a, 1), np.floor_divide(a, s), np.remainder(a, s),
+            np.gcd(a, s), np.lcm(a, 6), np.fmod(a, s), np.bitwise_not(s))
 
 
 # ---------------------------------------------------------------------------

@@ -65,7 +65,14 @@ ARRAY_FUNCTIONS = frozenset({
     "einsum", "tensordot", "pad",
     "amax", "amin", "argmax", "argmin"})
 _METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
-_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow"}
+_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
+            # ufuncs called by name (np.subtract(a, b)) are the operators' ops
+            "subtract": "sub", "multiply": "mul", "divide": "truediv",
+            "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
+            "right_shift": "rshift", "bitwise_and": "bitand", "bitwise_or": "bitor",
+            "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
+            "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+            "equal": "eq", "not_equal": "ne"}
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "matmul": "@", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
             "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^"}
