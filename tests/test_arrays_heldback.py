@@ -1044,6 +1044,21 @@ def heavy_product_under_partial_mask(x, W, cap):
     return y, k
 
 
+@case(lambda r, n: (r.f32(n, 3), r.f32(2, 3)), varying=("x",))
+def computed_arrays_written_are_each_lanes_own(x, W):
+    s = W.sum(axis=0)
+    s[0] = x[0]                 # a varying value
+    t = W * 2.0
+    if x[1] > 0:
+        t[1, :] = 7.0           # a uniform value under a varying mask
+    v = (W + 1.0).T
+    row = v[2]
+    row[1] = x[2]               # through views of the temporary
+    u = W[0] + W[1]
+    u[2] = 4.0                  # uniform everywhere: the same on every lane
+    return s, t, v, u
+
+
 @case(lambda r, n: (r.f32(n, 4),), varying=("x",))
 def alias_of_argument_written(x):
     h = x

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import batched, index_tuple
+from ..batching import FRESH, batched, index_tuple
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
@@ -105,6 +105,10 @@ def array_rule(h, op: Op, env) -> list:
         if len(rows) < COMPACT_BELOW * h.lanes:
             return [_compacted(h, op, fn, args, vary, rows)]
     out = batched(fn, args, vary, h.lanes, op.result.type, op.attrs["params"])
+    if op.result.varying and not any(vary) and fn not in FRESH:
+        # an array the kernel writes into (uniformity's written temporaries): each
+        # lane's own copy
+        out = np.broadcast_to(out, (h.lanes,) + np.shape(out)).copy()
     return [out if out.ndim or op.result.varying else out[()]]
 
 

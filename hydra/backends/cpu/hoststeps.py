@@ -89,7 +89,8 @@ def quick(op: Op) -> Quick | None:
     elif fn == "copy" and vary == [True]:
         def make(env, lanes):
             return np.array(env[ids[0]], copy=True)
-    elif not any(vary) and fn not in FRESH and op.mask is None:
+    elif not any(vary) and fn not in FRESH and op.mask is None \
+            and not (r.varying and isinstance(rt, ArrayType)):  # not a written temporary
         make = _uniform(fn, params, ids, dtype, bool(r.varying))
     elif fn == "sum" and vary == [True] and _float_sum(op):
         make = _einsum_sum(op, ids[0], params)
