@@ -518,6 +518,22 @@ def augmented_assignment_is_in_place(x):
     return x
 
 
+@case(lambda r, n: (r.f32(n, 4), r.ints(-5, 5, n, 4, dtype=np.int32), r.f32(4)),
+      varying=("x", "k"))
+def augmented_assignment_through_views_and_aliases(x, k, u):
+    a = x.copy()
+    v = a[::2]
+    v *= 3.0                      # lands in a
+    w = a
+    w -= u                        # w is a
+    k += 2                        # the caller's int32 row
+    m = k.astype(np.float64)
+    m /= 4
+    b = x > 0
+    b |= k > 0
+    return a, w, m, b
+
+
 @case(lambda r, n: (r.f32(n, 6),), varying=("x",))
 def overlapping_self_assignment(x):
     y = x.copy()
@@ -1301,3 +1317,24 @@ def test_uniform_int_sizes_specialize(backend):
         want = tuple(np.stack(w) for w in zip(*(sized_by_argument(r, size) for r in x)))
         close(got, want, False)
 
+
+
+def inplace_grows(x, W):
+    y = x.copy()
+    y += W
+    return y
+
+
+def inplace_bad_cast(k):
+    y = k.copy()
+    y += 1.5
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_augmented_assignment_follows_numpy_rules(backend):
+    with pytest.raises(hydra.CompileError, match=r"\(3,\).*\(2, 3\)|\(2, 3\).*\(3,\)"):
+        hydra.compile(inplace_grows, varying=("x",), backend=backend)(
+            np.ones((2, 3)), np.ones((2, 3)))
+    with pytest.raises(hydra.CompileError, match="float64.*int64"):
+        hydra.compile(inplace_bad_cast, varying=("k",), backend=backend)(np.ones((2, 3), np.int64))

@@ -349,6 +349,27 @@ class ArrayMixin:
     def array_load(self, array: Value, index: ArrayIndex, loc: Loc) -> Value:
         return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
 
+    def array_update(self, array, value, loc: Loc) -> bool:
+        """``a += b`` on an array: NumPy writes the result into ``a`` itself (an argument's
+        row, a view, an alias all see it), so it is a store of ``a + b`` into every element
+        of ``a``, under NumPy's rules (the same shape, a ``same_kind`` cast).  False where
+        ``array`` is not an array (the name is rebound, as for numbers)."""
+        if not (is_array(array) and is_array(value)) or array.type.shape is None:
+            return False
+        if tuple(value.type.shape) != tuple(array.type.shape):
+            raise CompileError(f"an augmented assignment writes its result into the array: "
+                               f"shape {value.type.shape} does not fit the array's "
+                               f"{array.type.shape}", loc)
+        src, dst = value.type.dtype.dtype, array.type.dtype.dtype
+        if not np.can_cast(src, dst, casting="same_kind"):
+            raise CompileError(f"an augmented assignment writes its result into the array: "
+                               f"{src} cannot be cast to the array's {dst} (NumPy's "
+                               f"same_kind rule)", loc,
+                               hint=f"a = a + b (not a += b) makes a new {src} array")
+        full = ArrayIndex((("slice", None, None, None),) * array.type.ndim, [])
+        self.array_store(array, full, value, loc)
+        return True
+
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
         if array.type.shape is None or is_array(value) and value.type.shape is None:
             raise NeedShapes(f"the shape of {self._array_name(array)} is not known when the "
