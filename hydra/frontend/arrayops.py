@@ -93,21 +93,7 @@ class ArrayMixin:
         for v in operands:
             if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
                 raise CompileError(f"{label} of {self.describe(v)} is not supported", loc)
-            if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
-                made_at, params = self.unknown_shapes[v.id]
-                raise NeedShapes(params=params, loc=made_at, message=
-                    f"{label}: the shape of {self._array_name(v)} depends on a value that is "
-                    f"not known when the kernel compiles (here: a varying value, or a uniform "
-                    f"one that is not a constant)",
-                    hint="a per-lane array's shape must be the same on every lane and come "
-                         "from argument shapes and constants (a.shape[0], 16)")
-            if is_array(v) and v.type.shape is None:
-                raise NeedShapes(
-                    f"{label}: the shape of {self._array_name(v)} is not known when the "
-                    f"kernel compiles", loc,
-                    hint="a per-lane array's shape must come from argument shapes and "
-                         "constants, never from a varying value (dump-ir --sig: give "
-                         "shapes, float32[3, 4])")
+            self._check_shaped(v, label, loc)
             ops.append(v)
         types = [v.type for v in ops]
         try:
@@ -122,6 +108,25 @@ class ArrayMixin:
                                   for t in types)
             raise CompileError(f"{label}: shapes {shapes} do not fit: {e}", loc) from None
         return self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+
+    def _check_shaped(self, v, label: str, loc: Loc) -> None:
+        """NeedShapes where ``v`` is an array whose shape its type does not hold: naming
+        the uniform parameters that would give it (``np.zeros(k)``: specialize on k)."""
+        if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+            made_at, params = self.unknown_shapes[v.id]
+            raise NeedShapes(params=params, loc=made_at, message=
+                f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                f"not known when the kernel compiles (here: a varying value, or a uniform "
+                f"one that is not a constant)",
+                hint="a per-lane array's shape must be the same on every lane and come "
+                     "from argument shapes and constants (a.shape[0], 16)")
+        if is_array(v) and v.type.shape is None:
+            raise NeedShapes(
+                f"{label}: the shape of {self._array_name(v)} is not known when the "
+                f"kernel compiles", loc,
+                hint="a per-lane array's shape must come from argument shapes and "
+                     "constants, never from a varying value (dump-ir --sig: give "
+                     "shapes, float32[3, 4])")
 
     def is_array_ref(self, v: Value) -> bool:
         """An argument or captured array (shared memory, bound by reference), as opposed
@@ -371,9 +376,8 @@ class ArrayMixin:
         return True
 
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
-        if array.type.shape is None or is_array(value) and value.type.shape is None:
-            raise NeedShapes(f"the shape of {self._array_name(array)} is not known when the "
-                             f"kernel compiles", loc)
+        self._check_shaped(array, "a store into an array", loc)
+        self._check_shaped(value, "a store into an array", loc)
         place = result_type("getitem", [array.type] + [i.type for i in index.ints],
                             {"index": index.spec})
         sub = place.shape if isinstance(place, ArrayType) else ()
