@@ -449,6 +449,17 @@ def element_and_slice_assignment(x):
     return y
 
 
+@case(lambda r, n: (r.f32(n, 3), r.f32(1, 3)), varying=("x",))
+def broadcasting_stores(x, M):
+    y = np.zeros((2, 3), dtype=np.float32)
+    y[:] = M                      # (1, 3) into (2, 3)
+    z = np.zeros(3)
+    z[:] = M                      # (1, 3) into (3,): NumPy drops the leading 1
+    y[0] = x[:1]                  # (1,) into (3,)
+    y[1, ::2] = 5                 # a number into a strided place
+    return y, z
+
+
 @case(lambda r, n: (r.f32(n, 3, 4), r.f32(4)), varying=("x",))
 def assignment_2d(x, b):
     m = x.copy()
@@ -1119,6 +1130,26 @@ def shape_mismatch_slice_store(x, b):
     return y
 
 
+def shape_mismatch_store_broadcast(x, b):
+    y = x.copy()
+    y[1:2] = b                    # (3,) does not go into (1,), though they broadcast
+    return y
+
+
+def shape_mismatch_store_rank(x, M):
+    y = x.copy()
+    y[:] = M                      # (2, 3) into (3,)
+    return y
+
+
+def shape_mismatch_elementwise_2d(a, b):
+    return a * b
+
+
+def shape_mismatch_where(c, a, b):
+    return np.where(c > 0, a, b)
+
+
 def shape_mismatch_reshape(x):
     return x.reshape(3, 3)
 
@@ -1137,6 +1168,14 @@ SHAPE_ERRORS = [
     (shape_mismatch_stack, lambda n: (np.ones((n, 3)), np.ones(4)), ("a",), ("(3,)", "(4,)")),
     (shape_mismatch_slice_store, lambda n: (np.ones((n, 5)), np.ones(3)), ("x",), ("(2,)", "(3,)")),
     (shape_mismatch_reshape, lambda n: (np.ones((n, 8)),), ("x",), ("(8,)", "(3, 3)")),
+    (shape_mismatch_store_broadcast, lambda n: (np.ones((n, 4)), np.ones(3)), ("x",),
+     ("(1,)", "(3,)")),
+    (shape_mismatch_store_rank, lambda n: (np.ones((n, 3)), np.ones((2, 3))), ("x",),
+     ("(3,)", "(2, 3)")),
+    (shape_mismatch_elementwise_2d, lambda n: (np.ones((n, 3, 4)), np.ones((n, 4, 3))),
+     ("a", "b"), ("(3, 4)", "(4, 3)")),
+    (shape_mismatch_where, lambda n: (np.ones((n, 3)), np.ones((n, 3)), np.ones(4)),
+     ("c", "a"), ("(3,)", "(4,)")),
     (shape_mismatch_shared_store, lambda n: (np.zeros((n, 3)), np.ones((n, 4))), ("h",),
      ("(3,)", "(4,)")),
 ]

@@ -387,7 +387,12 @@ class ArrayMixin:
             value = self.coerce(value, array.type.dtype, loc)
         else:
             try:
-                np.broadcast_shapes(value.type.shape, sub)
+                # the value broadcasts to the place's shape (NumPy drops its leading 1s)
+                vshape = tuple(value.type.shape)
+                while len(vshape) > len(sub) and vshape[0] == 1:
+                    vshape = vshape[1:]
+                if np.broadcast_shapes(vshape, sub) != tuple(sub):
+                    raise ValueError
             except ValueError:
                 raise CompileError(f"cannot store an array of shape {value.type.shape} into a "
                                    f"place of shape {sub}", loc) from None
