@@ -195,6 +195,10 @@ def matmul_rule(f, args, vary, n, out, params):
     da, db = np.ndim(a) - va, np.ndim(b) - vb
     if da == 0 or db == 0:
         return elementwise_rule(np.multiply, args, vary, n, out, {})
+    if va != vb and (db if va else da) > 2 or f is PER_LANE["dot"] and db > 2:
+        # a uniform operand with batch axes, which the lane axis would misalign, and
+        # np.dot of a stack of matrices (not matmul's broadcast): one lane at a time
+        return loop_rule(f, args, vary, n, out, params)
     if va and not vb:
         return np.matmul(a, b)  # [N, k] @ [k, p], [N, m, k] @ [k, p]: lanes are rows
     if vb and not va:
