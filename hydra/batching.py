@@ -261,9 +261,10 @@ def einsum_rule(f, args, vary, n, out, params):
     spec = params["subscripts"].replace(" ", "")
     ins, _, result = spec.partition("->")
     ins = ins.split(",")
-    if not _:
-        letters = "".join(ins)
-        result = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if not _:  # NumPy's implicit output: the broadcast axes, then the unsummed letters
+        letters = "".join(ins).replace(".", "")
+        result = ("..." if "..." in spec else "") + \
+            "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     lane = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
                 if c not in spec)
     ins = [lane + s if v else s for s, v in zip(ins, vary)]

@@ -412,6 +412,42 @@ def varying_row_of_per_lane_matrix(m, i):
     return m[i], m[i, 1:], m[:, i % 3]
 
 
+@case(lambda r, n: (r.f32(n, 3, 4, 5), r.ints(-3, 3, n), r.ints(-5, 5, n)), varying=("a", "i", "j"))
+def varying_indices_mixed_with_slices(a, i, j):
+    return (a[i, ::-1], a[::2, 1, j], a[i, ..., j], a[None, i, 2:], a[-1, :, j][::-2],
+            a[i][:, j], a[1:, i % 4], a[i, j % 4, j])
+
+
+@case(lambda r, n: (r.f32(n, 3, 4), r.ints(-3, 3, n), r.ints(-4, 4, n), r.f32(n, 4), r.f32(n, 3)),
+      varying=("a", "i", "j", "v", "c"))
+def varying_index_stores_with_slices(a, i, j, v, c):
+    m = a.copy()
+    m[i, 1:] = v[:3]
+    m[:, j] = c
+    m[i] += 1.0
+    m[i, ::-1] *= v
+    if v[0] > 0:
+        m[-i - 1, j] = -9.0
+        m[::2, j] += 100.0
+    return m
+
+
+def _shared_slices_ref(args, n):
+    out, col, h = args
+    out[:, 1:3] = h[:, :2]
+    col[:, :] = np.where(np.arange(n)[None, :] % 2 == 0, h[:, 2][None, :], col)
+    return h.sum(axis=1)
+
+
+@case(lambda r, n: (np.zeros((n, 4)), np.ones((3, n)), r.f64(n, 3)), varying=("h",),
+      ref=_shared_slices_ref, tol=True)
+def shared_stores_with_slices_and_columns(out, col, h):
+    out[lane(), 1:3] = h[:2]
+    if lane() % 2 == 0:
+        col[:, lane()] = h[2]
+    return h.sum()
+
+
 @case(lambda r, n: (r.f32(n, 6), 4), varying=("x",))
 def uniform_int_argument_bounds(x, k):
     return x[:k], x[k], x[k - 6], x[k:], x[::k]
@@ -1295,6 +1331,14 @@ def test_writes_land_in_a_strided_varying_argument(backend, n):
     got = k(base[::2, ::2], np.float32(0.5))
     np.testing.assert_array_equal(got, want[::2, ::2])
     np.testing.assert_array_equal(base, want)    # also the rows and columns in between
+
+
+@case(lambda r, n: (r.f32(n, 2, 3, 4), r.f32(4, 5), r.f32(2, 4, 3), r.f32(n, 3, 2)),
+      varying=("a", "b"), tol=True)
+def higher_rank_products(a, W, U, b):
+    return (a @ W, np.matmul(a, W), np.dot(a, W), U @ a[0], a[1].T @ b, np.dot(a, U[0]),
+            np.dot(a[0], U), np.dot(U, a[0, 1, :3]), np.tensordot(a, W, 1),
+            np.einsum("ijk,kl->ijl", a, W), np.einsum("...k,k", a, W[:, 0]))
 
 
 def printing(x):
