@@ -1083,6 +1083,85 @@ def rnn_ragged_padded(xs, length, Wx, Wh, b):
     return h, h.argmax()
 
 
+def _rnn_store_make(r, n):
+    T, D, H = 5, 3, 4
+    return (np.zeros((n, T), np.float32), r.f32(n, T, D), r.ints(0, T + 1, n),
+            r.f32(H, D) * 0.5, r.f32(H, H) * 0.5)
+
+
+def _rnn_store_ref(args, n):
+    out, xs, length, Wx, Wh = args
+    hs = []
+    for i in range(n):
+        h = np.zeros(Wh.shape[0], dtype=np.float32)
+        for t in range(length[i]):
+            h = np.tanh(Wx @ xs[i, t] + Wh @ h)
+            out[i, t] = h.sum() + i
+        hs.append(h)
+    return np.stack(hs)
+
+
+@case(_rnn_store_make, varying=("xs", "length"), tol=True, ref=_rnn_store_ref)
+def rnn_storing_each_step(out, xs, length, Wx, Wh):
+    h = np.zeros(Wh.shape[0], dtype=np.float32)
+    for t in range(length):
+        h = np.tanh(Wx @ xs[t] + Wh @ h)
+        out[lane(), t] = h.sum() + lane()
+    return h
+
+
+def _compact_xlane_ref(args, n):
+    x, W, k = args
+    h = x.copy()
+    steps = np.zeros(n, np.int64)
+    active = np.ones(n, bool)
+    total = np.zeros(n, np.float32)
+    for _ in range(4):
+        if not active.any():
+            break
+        hn = h[active] @ W.T
+        h[active] = hn
+        s = hn.sum(axis=0)
+        total[active] += s.sum()
+        steps[active] += 1
+        active &= steps < k
+    return h, total, steps
+
+
+@case(lambda r, n: (r.small(n, 3), r.small(3, 3) * 0.5, r.ints(1, 5, n)), varying=("x", "k"),
+      tol=True, ref=_compact_xlane_ref)
+def lanesum_inside_loop_with_heavy_op(x, W, k):
+    h = x.copy()
+    steps = 0
+    total = np.float32(0.0)
+    while steps < 4:
+        h = W @ h
+        total += lanesum(h).sum()
+        steps += 1
+        if steps >= k:
+            break
+    return h, total, steps
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(3, 3), r.ints(0, 4, n)), varying=("x", "k"), tol=True)
+def early_return_inside_loop_with_heavy_op(x, W, k):
+    h = x
+    for t in range(4):
+        h = np.tanh(W @ h)
+        if t == k:
+            return h * 2.0, t
+    return h, -1
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(2, 3, 3), r.ints(1, 4, n)), varying=("x", "m"), tol=True)
+def nested_loops_uniform_inside_varying(x, Ws, m):
+    h = x.copy()
+    for t in range(m):
+        for layer in range(2):
+            h = np.maximum(Ws[layer] @ h, 0.0) + np.float32(t) * 0.1
+    return h
+
+
 @case(lambda r, n: (r.f32(n, 5), r.ints(0, 5, n)), varying=("x", "m"))
 def ragged_sum_with_varying_length(x, m):
     acc = np.float32(0.0)
@@ -1421,3 +1500,50 @@ def test_augmented_assignment_follows_numpy_rules(backend):
             np.ones((2, 3)), np.ones((2, 3)))
     with pytest.raises(hydra.CompileError, match="float64.*int64"):
         hydra.compile(inplace_bad_cast, varying=("k",), backend=backend)(np.ones((2, 3), np.int64))
+
+
+def oob_in_compacted_loop(x, W, idx, m):
+    h = x.copy()
+    for t in range(m):
+        h = W @ h
+        h = h + x[idx[t]]
+    return h
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_error_in_a_compacted_loop_names_the_original_lane(backend):
+    n = 9
+    x = np.ones((n, 3))
+    m = np.array([1, 4, 1, 1, 4, 1, 1, 4, 4])       # most lanes leave early: compaction
+    idx = np.zeros((n, 4), np.int64)
+    idx[7, 2] = 5                                    # lane 7 fails at t == 2
+    idx[4, 3] = 6                                    # lane 4 would fail later, at t == 3
+    k = hydra.compile(oob_in_compacted_loop, varying=("x", "idx", "m"), backend=backend)
+    with pytest.raises(IndexError) as ei:
+        k(x, np.eye(3), idx, m)
+    assert re.search(r"\blane\D{0,3}7\b", str(ei.value)), str(ei.value)
+    assert "5" in str(ei.value)
+
+
+def printing_in_loop(x, m):
+    h = x.copy()
+    for t in range(m):
+        h = h * 2.0
+        print(lane(), t, h.sum())
+    return h
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_prints_in_a_varying_loop_keep_lockstep_order(backend, capsys):
+    n = 6
+    x = np.arange(n * 2, dtype=np.float64).reshape(n, 2)
+    m = np.array([3, 0, 1, 3, 2, 1])
+    hydra.compile(printing_in_loop, varying=("x", "m"), backend=backend)(x, m)
+    got = capsys.readouterr().out
+    h = x.copy()
+    for t in range(3):
+        for i in range(n):
+            if t < m[i]:
+                h[i] = h[i] * 2.0
+                print(i, t, h[i].sum())
+    assert got == capsys.readouterr().out
