@@ -190,6 +190,17 @@ def per_lane_numpy_scalars_strong(x, s, k):
     return x * s, x + k[0], k * 2, k + x
 
 
+@case(lambda r, n: (r.f32(n, 4), r.f64(n), r.ints(-5, 5, n, 2, dtype=np.int64),
+                    r.ints(-5, 5, n, 3, dtype=np.int8)), varying=("x", "y", "k", "b"))
+def weak_per_lane_python_scalars(x, y, k, b):
+    s = float(y)                 # a Python float on each lane: weak
+    i = int(k[0])                # a Python int: weak
+    t = 0.0
+    for j in range(3):
+        t = t + j * 0.5          # Python floats
+    return x * s, x + i, b * i, x - len(x), b + 1, x * t, (y > 0) * x, b * True
+
+
 @case(lambda r, n: (r.bools(n, 4), r.ints(-5, 5, n, 4, dtype=np.int64),
                     r.ints(0, 9, n, 4, dtype=np.uint32), r.ints(-9, 9, n, 4, dtype=np.int32)),
       varying=("m", "k", "u", "i"))
@@ -1042,6 +1053,30 @@ def element_assignment_under_varying_while(k, x):
     return y
 
 
+@case(lambda r, n: (r.f32(n, 4), r.f32(3, 4)), varying=("x",))
+def conditional_expressions_and_continue(x, W):
+    y = x * 2.0 if x[0] > 0 else W[1]
+    z = W[0] if x[1] > 0 else W[2]
+    acc = np.zeros(4, dtype=np.float32)
+    for i in range(4):
+        if x[i] < 0:
+            continue
+        acc[i] = x[i]
+        acc[::2] += 1.0
+    return y, z, acc
+
+
+@case(lambda r, n: (np.abs(r.f32(n, 3)) + 0.5, r.f32(3, 3)), varying=("x",))
+def varying_if_every_lane_takes_one_arm(x, W):
+    if x[0] > 0:                  # true on every lane: the else arm never runs
+        z = W[0]
+        y = W[1] * 2.0
+    else:
+        z = W[2]
+        y = x
+    return z, y, W[0] if x[1] < 0 else W[1]
+
+
 @case(lambda r, n: (r.f32(n, 4),), varying=("x",))
 def slice_assignment_under_varying_if(x):
     y = x.copy()
@@ -1547,3 +1582,74 @@ def test_prints_in_a_varying_loop_keep_lockstep_order(backend, capsys):
                 h[i] = h[i] * 2.0
                 print(i, t, h[i].sum())
     assert got == capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------
+# calls: argument checks with per-lane arrays
+
+
+def writes_row(x, s):
+    x[0] = s
+    return x.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_read_only_varying_array_written_is_value_error(backend):
+    x = np.ones((3, 4))
+    x.setflags(write=False)
+    k = hydra.compile(writes_row, varying=("x",), backend=backend)
+    with pytest.raises(ValueError, match="'x'|\\bx\\b"):
+        k(x, 2.0)
+    b = np.broadcast_to(np.ones(4), (3, 4))
+    with pytest.raises(ValueError, match="'x'|\\bx\\b"):
+        k(b, 2.0)
+
+
+def two_varying(a, b):
+    return a * b.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_varying_arrays_of_different_lengths_is_value_error(backend):
+    k = hydra.compile(two_varying, varying=("a", "b"), backend=backend)
+    with pytest.raises(ValueError) as ei:
+        k(np.ones((3, 2)), np.ones((4, 2)))
+    assert "a" in str(ei.value) and "b" in str(ei.value)
+    k5 = hydra.compile(two_varying, lanes=5, varying=("a", "b"), backend=backend)
+    with pytest.raises(ValueError, match="'a'|\\ba\\b"):
+        k5(np.ones((3, 2)), np.ones((5, 2)))
+
+
+def keyword_defaults(x, W, scale=2.0, *, shift=1):
+    return (W @ x) * scale + shift
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_keywords_defaults_and_spmd_with_arrays(backend):
+    X = np.arange(12, dtype=np.float64).reshape(4, 3)
+    W = np.arange(6, dtype=np.float64).reshape(2, 3)
+    k = hydra.compile(keyword_defaults, varying=("x",), backend=backend)
+    want = np.stack([keyword_defaults(x, W) for x in X])
+    np.testing.assert_allclose(k(X, W), want)
+    np.testing.assert_allclose(k(W=W, x=X, shift=3), np.stack(
+        [keyword_defaults(x, W, shift=3) for x in X]))
+    got = hydra.spmd(3, lambda W: W[lane()] * 2.0 + np.zeros(3), W[[0, 1, 0]], backend=backend)
+    np.testing.assert_array_equal(got, W[[0, 1, 0]] * 2.0)
+
+
+def slice_by_loop_counter(x):
+    acc = np.zeros(4)
+    for i in range(4):
+        acc[: i + 1] += x[i]
+    return acc
+
+
+@pytest.mark.xfail(strict=True, raises=hydra.CompileError,
+                   reason="SPEC 8 lets a shape depend on uniform values; hydra takes slice "
+                          "bounds only from constants and uniform int arguments (shapes are "
+                          "types), not from a uniform loop counter")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slice_bounds_from_a_uniform_loop_counter(backend):
+    x = np.arange(8.0).reshape(2, 4)
+    got = hydra.compile(slice_by_loop_counter, varying=("x",), backend=backend)(x)
+    np.testing.assert_array_equal(got, np.stack([slice_by_loop_counter(r) for r in x]))

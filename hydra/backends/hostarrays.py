@@ -196,12 +196,15 @@ def select_rule(h, op: Op, env) -> list:
     """``c ? a : b`` of arrays: whole lane rows (a lane that skipped a branch keeps its
     arrays)."""
     c, a, b = (env[v.id] for v in op.operands)
-    if a is None or b is None:  # an undef from an arm no lane ran
-        return [b if a is None else a]
     t = op.result.type
+    shape = (h.lanes,) + tuple(t.shape)
+    if a is None or b is None:  # an undef from an arm no lane ran
+        v, arm = (b, op.operands[2]) if a is None else (a, op.operands[1])
+        if op.result.varying and not arm.varying:  # still one row per lane
+            v = np.broadcast_to(v, shape).copy()
+        return [v]
     if not op.operands[0].varying:
         return [a if c else b]
-    shape = (h.lanes,) + tuple(t.shape)
     a = a if op.operands[1].varying else np.broadcast_to(a, shape)
     b = b if op.operands[2].varying else np.broadcast_to(b, shape)
     return [np.where(np.asarray(c).reshape((h.lanes,) + (1,) * t.ndim), a, b)]
