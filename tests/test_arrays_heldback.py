@@ -469,6 +469,19 @@ def embedding_gather(E, t, u):
     return E[t], E[t] + E[u], E[t, 1], E[t][::-1], E[t, 1:]
 
 
+@case(lambda r, n: (r.f32(5, 3), r.ints(-8, 8, n), r.f32(n, 4, 3)), varying=("t", "m"))
+def masked_off_lanes_never_index_out_of_bounds(E, t, m):
+    e = np.zeros(3, dtype=np.float32)
+    row = np.ones(3, dtype=np.float32)
+    if 0 <= t < 5:
+        e = E[t] * 2.0
+    if t >= 0 and t < 4:
+        m[t, 0] = -1.0
+        row = m[t]                # a varying index gathers: a copy (SPEC 8), not a view
+    ok = t < 5 and E[t].sum() > -100.0 if t >= -5 else False
+    return e, row, ok
+
+
 @case(lambda r, n: (r.ints(0, 4, n),), varying=("t",))
 def gather_from_captured_array(t):
     return TABLE[t], TABLE[-t - 1, 2], TABLE[1] + TABLE[t]
