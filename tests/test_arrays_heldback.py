@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import broadcast, lane, laneall, laneany, lanemax, lanemin, lanesum, nlanes
+from hydra import broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum
+from hydra import nlanes
 from hydra import prefixsum, rotate, shuffle
 from hydra import nn
 
@@ -715,6 +716,29 @@ def bool_reductions(x):
 def integer_reductions_exact(k, m):
     return (k.sum(), k.sum(axis=0), np.prod(k, axis=1), k.max(axis=-1), k.mean(),
             m.sum(), np.sum(m), k.min(), k.argmin(axis=0), k.astype(np.int8).sum())
+
+
+@case(lambda r, n: (r.f32(n, 4), r.ints(-3, 3, n, 4, dtype=np.int32)), varying=("x", "k"),
+      uniform=(False,) * 10 + (True, True))
+def empty_and_odd_reductions(x, k):
+    e = x[2:2]
+    return (e.sum(), e.prod(), e.any(), e.all(), (x > 0).mean(), np.all(k), k.any(axis=0),
+            x.max(axis=0, keepdims=True), x.reshape(2, 2).argmax(keepdims=True),
+            x.reshape(2, 2).min(axis=(0, 1), keepdims=True), len(e), e.shape)
+
+
+def _lane_ints_ref(args, n):
+    k, b = args
+    # in the type of x: int32 stays int32 (guide 4), bools count as int64
+    return (k.sum(axis=0, dtype=k.dtype), k.prod(axis=0, dtype=k.dtype), k.min(axis=0),
+            k.max(axis=0), b.sum(axis=0),
+            b.any(axis=0), b.all(axis=0))
+
+
+@case(lambda r, n: (r.ints(-3, 4, n, 2, 2, dtype=np.int32), r.bools(n, 3)), varying=("k", "b"),
+      ref=_lane_ints_ref)
+def lane_reductions_of_int_and_bool_arrays(k, b):
+    return lanesum(k), laneprod(k), lanemin(k), lanemax(k), lanesum(b), laneany(b), laneall(b)
 
 
 @case(lambda r, n: (r.f32(4, 3), r.f32(n, 3)), varying=("x",), tol=True,
@@ -1666,3 +1690,16 @@ def test_slice_bounds_from_a_uniform_loop_counter(backend):
     x = np.arange(8.0).reshape(2, 4)
     got = hydra.compile(slice_by_loop_counter, varying=("x",), backend=backend)(x)
     np.testing.assert_array_equal(got, np.stack([slice_by_loop_counter(r) for r in x]))
+
+
+def broadcast_from_inactive(x):
+    y = x * 0.0
+    if lane() > 0:
+        y = broadcast(x, 0)
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_broadcast_of_an_array_from_an_inactive_lane_is_an_error(backend):
+    with pytest.raises(hydra.HydraError):
+        hydra.compile(broadcast_from_inactive, varying=("x",), backend=backend)(np.ones((3, 2)))
