@@ -1037,7 +1037,21 @@ def nn_conv2d_one_channel(x, w):
 
 @case(lambda r, n: (r.f32(n, 2, 7, 7),), varying=("x",))
 def nn_max_pool2d_variants(x):
-    return nn.max_pool2d(x, 2), nn.max_pool2d(x, 2, stride=1), nn.max_pool2d(x, 3, 2)
+    return (nn.max_pool2d(x, 2), nn.max_pool2d(x, 2, stride=1), nn.max_pool2d(x, 3, 2),
+            nn.max_pool2d(x, 2, stride=3), nn.max_pool2d(x, k=1), nn.max_pool2d(x[:, 1:, :4], 3))
+
+
+@case(lambda r, n: (r.f32(2, 5, 5), r.f32(3, 2, 2, 2), r.f32(n, 3)), varying=("s",), tol=True,
+      uniform=(True, True, True, False))
+def nn_layers_on_uniform_inputs(img, w, s):
+    y = nn.conv2d(img, w, stride=2)
+    return y, nn.max_pool2d(img, 2), nn.softmax(img[0]), nn.softmax(s) + y.sum()
+
+
+@case(lambda r, n: (r.f64(n), r.f64(n), r.f32(n, 2)), varying=("a", "b", "x"))
+def stack_of_per_lane_numbers(a, b, x):
+    v = np.stack((a, b, a * b))
+    return v, np.concatenate((x, v[:2].astype(np.float32))), np.where(a > b, a, x)
 
 
 # ---------------------------------------------------------------------------
@@ -1232,6 +1246,21 @@ def nested_loops_uniform_inside_varying(x, Ws, m):
         for layer in range(2):
             h = np.maximum(Ws[layer] @ h, 0.0) + np.float32(t) * 0.1
     return h
+
+
+@case(lambda r, n: (r.small(n, 3), r.small(3, 3) * 0.5, r.ints(0, 5, n)), varying=("x", "m"),
+      tol=True)
+def augmented_assignment_in_loops_with_heavy_ops(x, W, m):
+    h = x.copy()
+    g = np.zeros(3, dtype=np.float32)
+    for t in range(m):
+        if t > 0:
+            h += 1.0
+        h = W @ h
+        h *= 0.5
+        g += h
+    x += g                        # lands in the caller's row
+    return h, g
 
 
 @case(lambda r, n: (r.f32(n, 5), r.ints(0, 5, n)), varying=("x", "m"))

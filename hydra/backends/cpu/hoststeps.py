@@ -84,7 +84,8 @@ def quick(op: Op) -> Quick | None:
         def make(env, lanes):
             return env[ids[0]].transpose(axes)
     elif fn == "stack" and all(vary) and len(vary) <= 32 and isinstance(rt, ArrayType) \
-            and all(v.type.dtype == rt.dtype for v in op.operands):
+            and all(isinstance(v.type, ArrayType) and v.type.dtype == rt.dtype
+                    for v in op.operands):  # not a stack of numbers
         make = _stack(op, ids, dtype)
     elif fn == "copy" and vary == [True]:
         def make(env, lanes):
