@@ -518,7 +518,11 @@ def broadcasting_stores(x, M):
     z[:] = M                      # (1, 3) into (3,): NumPy drops the leading 1
     y[0] = x[:1]                  # (1,) into (3,)
     y[1, ::2] = 5                 # a number into a strided place
-    return y, z
+    w = np.zeros((2, 3), dtype=np.float32)
+    w[1:] = x.reshape(1, 1, 3)    # a per-lane value with leading 1s
+    v = np.zeros(3, dtype=np.float32)
+    v[:] = x.reshape(1, 3)
+    return y, z, w, v
 
 
 @case(lambda r, n: (r.f32(n, 3, 4), r.f32(4)), varying=("x",))

@@ -396,6 +396,8 @@ class ArrayMixin:
             except ValueError:
                 raise CompileError(f"cannot store an array of shape {value.type.shape} into a "
                                    f"place of shape {sub}", loc) from None
+            if vshape != tuple(value.type.shape):  # the stores broadcast rows of sub's rank
+                value = self.array_op("reshape", [value], loc, shape=vshape)
             if value.type.dtype != array.type.dtype:
                 value = self.array_op("astype", [value], loc, dtype=array.type.dtype.name)
         self.emit_op("array_store", [array, value, *index.ints], [], loc,
