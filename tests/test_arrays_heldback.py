@@ -263,6 +263,20 @@ def bool_arithmetic_and_where_promotion(m, x, k):
             np.maximum(k, x), np.minimum(m, k), m.astype(np.int8) - 2)
 
 
+def _dtype_zoo(r, n):
+    return (r.ints(-100, 100, n, 5, dtype=np.int8), r.ints(0, 200, n, 5, dtype=np.uint8),
+            r.ints(-9, 9, n, 5, dtype=np.int16), r.ints(0, 2**40, n, 5, dtype=np.uint64),
+            r.ints(-2**40, 2**40, n, 5, dtype=np.int64), r.f32(n, 5), np.float64(0.25))
+
+
+@case(_dtype_zoo, varying=("a", "b", "c", "u", "i", "x"))
+def fused_chains_over_many_dtypes(a, b, c, u, i, x, d):
+    return (a + b, a * c - b, np.where(a > 0, a, b), u + i, u > i, u == i, (a + b) * x,
+            np.maximum(a, b) + c, np.minimum(u, 5), x * d + a, -b, abs(a), (x > 0) + a,
+            np.where(x > 0, u, i), b // 7, c % 4, a.astype(np.float32) * x - d,
+            (a ^ c) & b, ~b, u.astype(np.float32) + 1, np.sqrt(np.abs(x)) * c)
+
+
 @case(lambda r, n: (r.f32(n), r.f32(n, 4), r.f32(4)), varying=("s", "x"))
 def where_with_per_lane_scalar_condition(s, x, u):
     return np.where(s > 0, x, u), np.where(x > s, s, u), np.where(s > 0.5, 1.0, x)
@@ -999,6 +1013,24 @@ def _neighbour_ref(args, n):
 def shared_store_read_back_by_neighbour(out, x):
     out[lane()] = x * 2.0
     return out[(lane() + 1) % nlanes()] + x
+
+
+def _whole_read_ref(args, n):
+    out, x = args
+    act = x[:, 0] > 0
+    out[act] = x[act] * np.float32(3.0)
+    total = out.sum(axis=0)
+    # np.ones makes a per-lane array: the product is per lane too
+    return np.broadcast_to(total, (n, 3)) + x, np.tile(out @ np.ones(3, np.float32), (n, 1))
+
+
+@case(lambda r, n: (np.zeros((n, 3), np.float32), r.f32(n, 3)), varying=("x",), tol=True,
+      ref=_whole_read_ref)
+def shared_array_read_whole_after_per_lane_stores(out, x):
+    if x[0] > 0:
+        out[lane()] = x * 3.0
+    total = out.sum(axis=0)       # every lane sees every lane's store
+    return total + x, out @ np.ones(3, dtype=np.float32)
 
 
 def _permuted_store_ref(args, n):
