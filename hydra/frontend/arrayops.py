@@ -187,10 +187,27 @@ class ArrayMixin:
         if isinstance(v, Meta) and v.obj is None:
             return None
         if c is None:
-            param = self.param_names_by_id.get(v.id) if isinstance(v, Value) else None
             raise NeedShapes(f"{what} must be a constant here (a shape never depends on a "
-                             f"varying value)", loc, params=(param,) if param else ())
+                             f"varying value)", loc, params=self._params_behind(v))
         return int(c)
+
+    def _params_behind(self, v) -> tuple:
+        """The parameters a value is computed from in the region being built (``k - 1``:
+        k), which the kernel may specialize on where they are uniform ints."""
+        if not isinstance(v, Value):
+            return ()
+        defs = {r.id: op for op in self.region.ops for r in op.results}
+        names, todo, seen = [], [v], set()
+        while todo:
+            x = todo.pop()
+            if x.id in seen:
+                continue
+            seen.add(x.id)
+            if x.id in self.param_names_by_id:
+                names.append(self.param_names_by_id[x.id])
+            elif x.id in defs:
+                todo.extend(defs[x.id].operands)
+        return tuple(names)
 
     def array_reshape(self, array: Value, shape, loc: Loc) -> Value:
         dims = tuple(self._static_int(d, "the new shape", loc) for d in shape)
