@@ -331,6 +331,12 @@ def transpose_overlap_assignment(x):
     return m, p
 
 
+@case(lambda r, n: (r.f32(n, 3), r.f32(n, 1, 1), r.f32(1)), varying=("x", "y"))
+def chains_over_size_one_axes(x, y, u):
+    return (x[:1] * 2.0, y + 1.0, x[2:] - u, (x.reshape(3, 1) + y[0]) * x[:1], y * u,
+            np.where(y > 0, y, 0.0), x[::-1][:1] - y[0, 0])
+
+
 @case(lambda r, n: (r.f32(n, 4, 6), r.f32(6), r.f32(4, 1)), varying=("x",))
 def strided_broadcast_chains(x, u, c):
     return (x[::-1, ::2] * u[::2] + c[::-1], x.T[::-2] - c.T, (x[:, ::-1] + u) * 0.5 - x,
@@ -1604,16 +1610,23 @@ def test_data_dependent_or_bad_shapes_are_compile_errors(fn, backend):
 
 
 def sized_by_argument(x, k):
-    return np.zeros(k) + x[0], x[:k] * 2.0, x.reshape(k, -1)
+    return (np.zeros(k) + x[0], x[:k] * 2.0, x.reshape(k, -1), np.ones(k + 1), x[: k - 1],
+            x.reshape(k // 2, -1), np.zeros(len(x) * 2), np.arange(x.shape[0] // 2),
+            np.full((k, 2), x[1]), x[k // 2 :: k])
+
+
+def sized_by_computed_argument(x, k):
+    return x[: k - 1] * 2.0, x.reshape(k // 2, -1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_uniform_int_sizes_specialize(backend):
-    k = hydra.compile(sized_by_argument, varying=("x",), backend=backend)
+@pytest.mark.parametrize("fn", (sized_by_argument, sized_by_computed_argument))
+def test_uniform_int_sizes_specialize(fn, backend):
+    k = hydra.compile(fn, varying=("x",), backend=backend)
     x = np.arange(5 * 6, dtype=np.float64).reshape(5, 6)
-    for size in (2, 3, 6, 2):
+    for size in (2, 6, 2):
         got = k(x, size)
-        want = tuple(np.stack(w) for w in zip(*(sized_by_argument(r, size) for r in x)))
+        want = tuple(np.stack(w) for w in zip(*(fn(r, size) for r in x)))
         close(got, want, False)
 
 
