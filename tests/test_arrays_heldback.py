@@ -1781,3 +1781,53 @@ def broadcast_from_inactive(x):
 def test_broadcast_of_an_array_from_an_inactive_lane_is_an_error(backend):
     with pytest.raises(hydra.HydraError):
         hydra.compile(broadcast_from_inactive, varying=("x",), backend=backend)(np.ones((3, 2)))
+
+
+def shape_differs_by_path(x):
+    if x[0] > 0:
+        y = np.zeros(3)
+    else:
+        y = np.zeros(4)
+    return y
+
+
+def dtype_differs_by_path(x):
+    y = x * 2.0
+    if x[0] > 0:
+        y = x.astype(np.int32)
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,words", [(shape_differs_by_path, ("(3,)", "(4,)")),
+                                      (dtype_differs_by_path, ("float64", "int32"))])
+def test_array_types_that_differ_by_path_name_the_variable(fn, words, backend):
+    with pytest.raises(hydra.CompileError) as ei:
+        hydra.compile(fn, varying=("x",), backend=backend)(np.ones((2, 4)))
+    msg = str(ei.value)
+    assert "'y'" in msg and all(w in msg for w in words), msg
+    assert ei.value.line is not None
+
+
+SCALE = np.linspace(0.5, 2.0, 4).astype(np.float32)
+
+
+def _helper_pair(v, w=1.0):
+    return v * SCALE, (v + w).sum()
+
+
+_relu2 = lambda a: np.maximum(a, 0.0) * 2.0          # noqa: E731
+
+
+def closures_lambdas_helpers(x):
+    y, s = _helper_pair(x, w=0.5)
+    return _relu2(y) + s, _helper_pair(x)[1]
+
+
+@pytest.mark.parametrize("n", (1, 5))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_helpers_lambdas_and_captured_arrays(backend, n):
+    x = np.arange(n * 4, dtype=np.float32).reshape(n, 4) - 3
+    got = hydra.compile(lanes=n, varying=("x",), backend=backend)(closures_lambdas_helpers)(x)
+    want = tuple(np.stack(w) for w in zip(*(closures_lambdas_helpers(r) for r in x)))
+    close(got, want, True)
