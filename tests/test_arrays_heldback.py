@@ -256,6 +256,13 @@ def integer_ops_floor_division_shifts(a, s):
     return a // -3, a % -3, a << 2, a >> 1, a << s, a ** 3, a & 6, a | s, a ^ -1, -a // s
 
 
+@case(lambda r, n: (r.ints(-9, 9, n, 6, dtype=np.int32), r.ints(-2, 3, n, 6, dtype=np.int32)),
+      varying=("a", "z"))
+def integer_array_division_by_zero_is_numpys(a, z):
+    # NumPy arrays: 0 and a RuntimeWarning, not a ZeroDivisionError (that is for numbers)
+    return a // z, a % z, np.fmod(a, z), a / z
+
+
 @case(lambda r, n: (r.bools(n, 4), r.f32(n, 4), r.ints(-5, 5, n, 4, dtype=np.int32)),
       varying=("m", "x", "k"))
 def bool_arithmetic_and_where_promotion(m, x, k):
@@ -860,6 +867,18 @@ def for_row_with_varying_break(a):
         acc = acc + row
         count += 1
     return acc, count
+
+
+@case(lambda r, n: (r.small(5, 3), r.small(n, 3)), varying=("x",))
+def for_row_in_uniform_array_with_break(W, x):
+    last = W[0]
+    k = 0
+    for row in W:
+        last = row
+        if (row * x).sum() > 2:
+            break
+        k += 1
+    return last, k, last * x
 
 
 @case(lambda r, n: (r.f32(4, 3), r.f32(n, 3)), varying=("x",), tol=True)
@@ -1561,6 +1580,13 @@ def higher_rank_products(a, W, U, b):
     return (a @ W, np.matmul(a, W), np.dot(a, W), U @ a[0], a[1].T @ b, np.dot(a, U[0]),
             np.dot(a[0], U), np.dot(U, a[0, 1, :3]), np.tensordot(a, W, 1),
             np.einsum("ijk,kl->ijl", a, W), np.einsum("...k,k", a, W[:, 0]))
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f32(n, 2, 3), r.f32(2, 2)), varying=("x", "m"), tol=True)
+def pad_tensordot_einsum(x, m, U):
+    return (np.pad(x, 1), np.pad(m, ((1, 0), (0, 2))), np.pad(U, 1) * x[0],
+            np.tensordot(U, m, axes=1), np.tensordot(m, x, axes=((1,), (0,))),
+            np.einsum("ij,j->i", m, x), np.einsum("ij,ik->jk", U, m), np.einsum("i,i", x, x))
 
 
 def printing(x):
