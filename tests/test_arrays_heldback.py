@@ -1360,7 +1360,9 @@ def computed_arrays_written_are_each_lanes_own(x, W):
     row[1] = x[2]               # through views of the temporary
     u = W[0] + W[1]
     u[2] = 4.0                  # uniform everywhere: the same on every lane
-    return s, t, v, u
+    e = np.exp(W[1])            # an operation that does not fuse
+    e[0] = x[1]
+    return s, t, v, u, e
 
 
 @case(lambda r, n: (r.f32(n, 4),), varying=("x",))

@@ -90,8 +90,9 @@ def quick(op: Op) -> Quick | None:
     elif fn == "copy" and vary == [True]:
         def make(env, lanes):
             return np.array(env[ids[0]], copy=True)
-    elif not any(vary) and fn not in FRESH and op.mask is None \
-            and not (r.varying and isinstance(rt, ArrayType)):  # not a written temporary
+    elif not any(vary) and r.varying and fn not in FRESH and isinstance(rt, ArrayType):
+        pass  # an array the kernel writes (uniformity): the host rule copies it per lane
+    elif not any(vary) and fn not in FRESH and op.mask is None:
         make = _uniform(fn, params, ids, dtype, bool(r.varying))
     elif fn == "sum" and vary == [True] and _float_sum(op):
         make = _einsum_sum(op, ids[0], params)
