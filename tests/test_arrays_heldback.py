@@ -1859,3 +1859,23 @@ def test_helpers_lambdas_and_captured_arrays(backend, n):
     got = hydra.compile(lanes=n, varying=("x",), backend=backend)(closures_lambdas_helpers)(x)
     want = tuple(np.stack(w) for w in zip(*(closures_lambdas_helpers(r) for r in x)))
     close(got, want, True)
+
+
+def uses_cumsum(x):
+    return np.cumsum(x)
+
+
+def uses_sort(x):
+    return np.sort(x)
+
+
+def uses_where_one_arg(x):
+    return np.where(x > 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,name", [(uses_cumsum, "cumsum"), (uses_sort, "sort"),
+                                     (uses_where_one_arg, "where")])
+def test_numpy_functions_not_batched_are_compile_errors_naming_them(fn, name, backend):
+    with pytest.raises(hydra.CompileError, match=name):
+        hydra.compile(fn, varying=("x",), backend=backend)(np.ones((3, 4)))

@@ -274,6 +274,10 @@ class ArrayMixin:
                                       else (args[1],), loc)
         if fname == "transpose":
             return self.array_op("transpose", [args[0]], loc)
+        if fname == "where" and len(args) != 3:
+            raise CompileError("np.where() takes a condition and two values here: "
+                               "np.where(c) gives the indices where c holds, whose number "
+                               "depends on the data", loc, hint="np.where(c, a, b)")
         if fname in PER_LANE and fname not in ("getitem", "copy", "astype"):
             if kwargs:
                 raise CompileError(f"np.{fname}(): keyword arguments {sorted(kwargs)} are not "
