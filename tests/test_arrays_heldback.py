@@ -311,6 +311,22 @@ def integer_overflow_wraps(a, u):
     return a * 100000, a + 2**30, -a, abs(a), u - 5, u * u, a.astype(np.int16), u + a
 
 
+def _casts_make(r, n):
+    base = np.array([2**53 + 1, 2**40 + 2**16 + 1, 2**24 + 1, 2**63 - 1, 3, 2**62 + 2**38 + 1],
+                    dtype=np.int64)
+    i = np.stack([np.roll(base, k) for k in range(n)])
+    x = _special_make(r, n)[0]
+    return i, i.astype(np.uint64) * np.uint64(2) + np.uint64(1), x
+
+
+@case(_casts_make, varying=("i", "u", "x"))
+def casts_with_rounding_and_specials(i, u, x):
+    return (i.astype(np.float32), u.astype(np.float32), i.astype(np.float64), u.astype(np.float64),
+            x.astype(np.bool_), x != 0, np.where(i, x[:6], -x[:6]), i.astype(np.int32),
+            u.astype(np.int64), (i.astype(np.float32) + 1.0).astype(np.float64),
+            x.astype(np.float64) * 3.0, i.astype(np.uint8), u.astype(np.int16))
+
+
 @case(lambda r, n: (r.f32(n, 6) * 5, r.f64(n, 6) * 5), varying=("x", "y"))
 def float_floor_division_and_mod(x, y):
     return x // 2.0, x % 2.0, y % -1.5, y // -1.5, x % y
