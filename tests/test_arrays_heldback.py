@@ -752,6 +752,22 @@ def reductions_positional_axis(x):
             np.argmin(x, 0), x.prod(0), np.mean(x, -1), x.T.sum(0), x[::-1, 1:].max(0))
 
 
+@case(lambda r, n: (r.f32(n, 2, 3, 4),), varying=("x",), tol=True)
+def reductions_negative_and_mixed_axes(x):
+    return (x.sum(axis=-2), x.max(axis=(-1, 0)), np.min(x, axis=(0, -2), keepdims=True),
+            x.mean(axis=(-3, -1)), x.argmax(axis=-3), np.argmin(x, axis=-2, keepdims=True),
+            x.prod(axis=(1, 2)), np.any(x > 1, axis=(-1, -2)), x.all(axis=-1, keepdims=True),
+            x[0].sum(axis=-1) + x[1].max(axis=0)[:3])
+
+
+@case(lambda r, n: (r.f32(n, 3), r.f64(n), 5), varying=("x", "s"),
+      uniform=(False, True) + (False,) * 8)
+def more_constructors(x, s, k):
+    return (np.full_like(x, s), np.empty_like(x).shape, np.arange(2, 8, 2), np.arange(1, k),
+            np.arange(k, dtype=np.float32) * x[0], np.full_like(x, 7, dtype=np.int8),
+            np.zeros((k, 2), dtype=np.bool_), np.ones_like(s * x), x.T.T, x.T)
+
+
 @case(lambda r, n: (r.f32(n, 3, 4),), varying=("x",))
 def bool_reductions(x):
     b = x > 0
