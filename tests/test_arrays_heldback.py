@@ -998,6 +998,25 @@ def lanesum_of_outer_is_uniform(d, x):
     return lanesum(np.outer(d, x)) / nlanes(), lanemax(x), lanemin(d)
 
 
+def _outer_masked_ref(args, n):
+    d, x = args
+    act = d[:, 0] > 0
+    g = sum((np.outer(d[i], x[i]) for i in range(n) if act[i]), np.zeros((3, 4), np.float32))
+    out = np.zeros((n, 3, 4), np.float32)
+    out[act] = g
+    return out, np.float32(act.sum())
+
+
+@case(lambda r, n: (np.abs(r.f32(n, 3)) * np.where(np.arange(n) % 3 == 1, -1, 1)[:, None]
+                    .astype(np.float32), r.f32(n, 4)), varying=("d", "x"), tol=True,
+      ref=_outer_masked_ref, uniform=(False, True))
+def lanesum_of_outer_under_mask(d, x):
+    g = np.zeros((3, 4), dtype=np.float32)
+    if d[0] > 0:
+        g = lanesum(np.outer(d, x))
+    return g, lanesum(np.float32(1.0) if d[0] > 0 else np.float32(0.0))
+
+
 def _lane_masked_make(r, n):
     x = r.f32(n, 4)
     x[0, 0] = 1.0                      # lane 0 always takes the branch
