@@ -1434,6 +1434,20 @@ def test_case(c, backend, n):
     run_case(c, backend, n)
 
 
+#: cases also run with more lanes than a gang or a vector holds, and a ragged last one
+MANY = ("fused_chains_over_many_dtypes", "special_float_values", "strided_broadcast_chains",
+        "overlapping_fused_assignments", "rnn_ragged_padded", "early_exit_uniform_layer_views",
+        "varying_index_stores_with_slices", "computed_arrays_written_are_each_lanes_own",
+        "lane_reductions_under_mask", "casts_with_rounding_and_specials")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", MANY)
+def test_case_with_many_lanes(name, backend):
+    (c,) = [c for c in CASES if c.name == name]
+    run_case(c, backend, 67)
+
+
 # ---------------------------------------------------------------------------
 # errors
 
