@@ -1553,7 +1553,27 @@ def varying_shape_reshape(x, n):
     return x.reshape(n, -1)
 
 
+def varying_shape_ones_tuple(x, n):
+    return np.ones((2, n)) * x[0]
+
+
+def varying_shape_slice_start(x, n):
+    return x[n:] * 2.0
+
+
+def varying_shape_slice_step(x, n):
+    return x[::n] + 1.0
+
+
+def varying_shape_full(x, n):
+    return np.full(n, x[0])
+
+
 VARYING_SHAPES = [
+    (varying_shape_ones_tuple, "np.ones((2, n))"),
+    (varying_shape_slice_start, "x[n:]"),
+    (varying_shape_slice_step, "x[::n]"),
+    (varying_shape_full, "np.full(n, x[0])"),
     (varying_shape_zeros, "np.zeros(n)"),
     (varying_shape_slice, "x[:n]"),
     (varying_shape_arange, "np.arange(n)"),
