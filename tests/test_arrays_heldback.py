@@ -1964,3 +1964,22 @@ def uses_where_one_arg(x):
 def test_numpy_functions_not_batched_are_compile_errors_naming_them(fn, name, backend):
     with pytest.raises(hydra.CompileError, match=name):
         hydra.compile(fn, varying=("x",), backend=backend)(np.ones((3, 4)))
+
+
+def respecialized(x, W):
+    h = np.tanh(W @ x) * 2.0 + x.sum()
+    y = x.copy()
+    y[1:] += y[:-1]
+    return h, y, h.argmax()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_kernel_called_with_other_shapes_and_dtypes(backend):
+    k = hydra.compile(respecialized, varying=("x",), backend=backend)
+    rng = np.random.default_rng(5)
+    for n, d, m, dt in ((3, 4, 2, np.float32), (5, 6, 3, np.float32), (2, 4, 2, np.float64),
+                        (3, 4, 2, np.float32), (1, 6, 3, np.float64)):
+        x = rng.standard_normal((n, d)).astype(dt)
+        W = rng.standard_normal((m, d)).astype(dt)
+        want = tuple(np.stack(w) for w in zip(*(respecialized(r.copy(), W) for r in x)))
+        close(k(x, W), want, True)
