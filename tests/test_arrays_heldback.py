@@ -1983,3 +1983,25 @@ def test_one_kernel_called_with_other_shapes_and_dtypes(backend):
         W = rng.standard_normal((m, d)).astype(dt)
         want = tuple(np.stack(w) for w in zip(*(respecialized(r.copy(), W) for r in x)))
         close(k(x, W), want, True)
+
+
+def printing_masked(x, k):
+    if x[0] > 0:
+        print("pos", x * 2.0, k[::-1])
+    else:
+        print(x.sum() > 0, k.astype(np.bool_), sep=" | ", end=";\n")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_print_of_arrays_under_a_varying_if(backend, capsys):
+    x = np.array([[1.5, -2.0], [-1.0, 0.25], [3.0, 4.0], [-0.5, -0.5]], np.float32)
+    k = np.array([[0, 1, 2], [3, 0, 5], [6, 7, 0], [9, 10, 11]], np.int16)
+    hydra.compile(printing_masked, varying=("x", "k"), backend=backend)(x, k)
+    got = capsys.readouterr().out
+    for i in range(4):       # the then arm's prints for its lanes, then the else arm's
+        if x[i, 0] > 0:
+            print("pos", x[i] * 2.0, k[i, ::-1])
+    for i in range(4):
+        if not x[i, 0] > 0:
+            print(x[i].sum() > 0, k[i].astype(np.bool_), sep=" | ", end=";\n")
+    assert got == capsys.readouterr().out
