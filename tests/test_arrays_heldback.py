@@ -7,7 +7,9 @@ arguments indexed along their leading axis, uniform ones passed whole; every arg
 copied for each side, so writes through views are compared too).  Elementwise results,
 integers, bools, shapes and dtypes must be exact; products and reductions of floats
 agree within summation-order tolerance (1e-5 in float32).  Cases that use cross-lane
-intrinsics (which plain Python cannot run) carry their own NumPy oracle.
+intrinsics (which plain Python cannot run) carry their own NumPy oracle.  The error tests
+check the documented exceptions: CompileErrors naming both shapes or the expression, an
+IndexError naming the lowest failing lane and its index.  One gap is marked xfail(strict).
 """
 
 import copy
@@ -17,10 +19,8 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum
-from hydra import nlanes
-from hydra import prefixsum, rotate, shuffle
-from hydra import nn
+from hydra import (broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum,
+                   nlanes, nn, prefixsum, rotate, shuffle)
 
 BACKENDS = ("numpy", "cpu")
 LANES = (1, 2, 5, 17)
