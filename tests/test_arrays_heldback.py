@@ -1174,6 +1174,23 @@ def _layer(W, x, b=0.0):
     return np.tanh(W @ x + b)
 
 
+def _clipped_or_scaled(v, lim):
+    if v.max() > lim:
+        return np.clip(v, -lim, lim)
+    for i in range(len(v)):
+        if v[i] < -lim:
+            return v * 0.5
+    return v.copy()
+
+
+@case(lambda r, n: (r.f32(n, 4) * 2, r.f32(n, 4)), varying=("x", "y"))
+def helper_with_early_returns_of_arrays(x, y):
+    a = _clipped_or_scaled(x, 1.0)
+    b = _clipped_or_scaled(y, 0.5) if y[0] > 0 else _clipped_or_scaled(-y, 2.0)
+    a[0] = 9.0                    # a is a new array on every path: x stays
+    return a, b, x
+
+
 @case(lambda r, n: (r.f32(n, 3), r.f32(4, 3), r.f32(2, 4), r.f32(2)), varying=("x",), tol=True)
 def helpers_with_arrays(x, W1, W2, b2):
     return _layer(W2, _layer(W1, x), b2)
