@@ -40,7 +40,9 @@ MATH_UFUNCS = ("tanh", "exp", "log", "sqrt", "abs", "absolute", "sin", "cos", "t
                "expm1", "log1p", "log2", "log10", "floor", "ceil", "trunc", "rint", "square",
                "sign", "isnan", "isinf", "isfinite", "logical_not", "negative", "reciprocal",
                "arctan2", "hypot", "power", "fmax", "fmin", "logaddexp", "logical_and",
-               "logical_or", "logical_xor", "copysign", "cbrt", "fabs")
+               "logical_or", "logical_xor", "copysign", "cbrt", "fabs", "fmod", "positive",
+               "deg2rad", "rad2deg", "degrees", "radians", "signbit", "logaddexp2",
+               "nextafter", "spacing", "heaviside", "float_power", "gcd", "lcm")
 _UFUNCS.update({name: getattr(np, name) for name in MATH_UFUNCS})
 ELEMENTWISE = frozenset({*_UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
@@ -193,6 +195,10 @@ def matmul_rule(f, args, vary, n, out, params):
     da, db = np.ndim(a) - va, np.ndim(b) - vb
     if da == 0 or db == 0:
         return elementwise_rule(np.multiply, args, vary, n, out, {})
+    if va != vb and (db if va else da) > 2 or f is PER_LANE["dot"] and db > 2:
+        # a uniform operand with batch axes, which the lane axis would misalign, and
+        # np.dot of a stack of matrices (not matmul's broadcast): one lane at a time
+        return loop_rule(f, args, vary, n, out, params)
     if va and not vb:
         return np.matmul(a, b)  # [N, k] @ [k, p], [N, m, k] @ [k, p]: lanes are rows
     if vb and not va:
@@ -255,9 +261,10 @@ def einsum_rule(f, args, vary, n, out, params):
     spec = params["subscripts"].replace(" ", "")
     ins, _, result = spec.partition("->")
     ins = ins.split(",")
-    if not _:
-        letters = "".join(ins)
-        result = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if not _:  # NumPy's implicit output: the broadcast axes, then the unsummed letters
+        letters = "".join(ins).replace(".", "")
+        result = ("..." if "..." in spec else "") + \
+            "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     lane = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA"
                 if c not in spec)
     ins = [lane + s if v else s for s, v in zip(ins, vary)]

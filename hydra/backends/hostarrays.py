@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import batched, index_tuple
+from ..batching import FRESH, batched, index_tuple
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
@@ -105,6 +105,10 @@ def array_rule(h, op: Op, env) -> list:
         if len(rows) < COMPACT_BELOW * h.lanes:
             return [_compacted(h, op, fn, args, vary, rows)]
     out = batched(fn, args, vary, h.lanes, op.result.type, op.attrs["params"])
+    if op.result.varying and not any(vary) and fn not in FRESH:
+        # an array the kernel writes into (uniformity's written temporaries): each
+        # lane's own copy
+        out = np.broadcast_to(out, (h.lanes,) + np.shape(out)).copy()
     return [out if out.ndim or op.result.varying else out[()]]
 
 
@@ -192,12 +196,15 @@ def select_rule(h, op: Op, env) -> list:
     """``c ? a : b`` of arrays: whole lane rows (a lane that skipped a branch keeps its
     arrays)."""
     c, a, b = (env[v.id] for v in op.operands)
-    if a is None or b is None:  # an undef from an arm no lane ran
-        return [b if a is None else a]
     t = op.result.type
+    shape = (h.lanes,) + tuple(t.shape)
+    if a is None or b is None:  # an undef from an arm no lane ran
+        v, arm = (b, op.operands[2]) if a is None else (a, op.operands[1])
+        if op.result.varying and not arm.varying:  # still one row per lane
+            v = np.broadcast_to(v, shape).copy()
+        return [v]
     if not op.operands[0].varying:
         return [a if c else b]
-    shape = (h.lanes,) + tuple(t.shape)
     a = a if op.operands[1].varying else np.broadcast_to(a, shape)
     b = b if op.operands[2].varying else np.broadcast_to(b, shape)
     return [np.where(np.asarray(c).reshape((h.lanes,) + (1,) * t.ndim), a, b)]

@@ -65,7 +65,14 @@ ARRAY_FUNCTIONS = frozenset({
     "einsum", "tensordot", "pad",
     "amax", "amin", "argmax", "argmin"})
 _METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
-_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow"}
+_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
+            # ufuncs called by name (np.subtract(a, b)) are the operators' ops
+            "subtract": "sub", "multiply": "mul", "divide": "truediv",
+            "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
+            "right_shift": "rshift", "bitwise_and": "bitand", "bitwise_or": "bitor",
+            "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
+            "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+            "equal": "eq", "not_equal": "ne"}
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "matmul": "@", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
             "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^"}
@@ -86,21 +93,7 @@ class ArrayMixin:
         for v in operands:
             if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
                 raise CompileError(f"{label} of {self.describe(v)} is not supported", loc)
-            if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
-                made_at, params = self.unknown_shapes[v.id]
-                raise NeedShapes(params=params, loc=made_at, message=
-                    f"{label}: the shape of {self._array_name(v)} depends on a value that is "
-                    f"not known when the kernel compiles (here: a varying value, or a uniform "
-                    f"one that is not a constant)",
-                    hint="a per-lane array's shape must be the same on every lane and come "
-                         "from argument shapes and constants (a.shape[0], 16)")
-            if is_array(v) and v.type.shape is None:
-                raise NeedShapes(
-                    f"{label}: the shape of {self._array_name(v)} is not known when the "
-                    f"kernel compiles", loc,
-                    hint="a per-lane array's shape must come from argument shapes and "
-                         "constants, never from a varying value (dump-ir --sig: give "
-                         "shapes, float32[3, 4])")
+            self._check_shaped(v, label, loc)
             ops.append(v)
         types = [v.type for v in ops]
         try:
@@ -115,6 +108,25 @@ class ArrayMixin:
                                   for t in types)
             raise CompileError(f"{label}: shapes {shapes} do not fit: {e}", loc) from None
         return self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+
+    def _check_shaped(self, v, label: str, loc: Loc) -> None:
+        """NeedShapes where ``v`` is an array whose shape its type does not hold: naming
+        the uniform parameters that would give it (``np.zeros(k)``: specialize on k)."""
+        if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+            made_at, params = self.unknown_shapes[v.id]
+            raise NeedShapes(params=params, loc=made_at, message=
+                f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                f"not known when the kernel compiles (here: a varying value, or a uniform "
+                f"one that is not a constant)",
+                hint="a per-lane array's shape must be the same on every lane and come "
+                     "from argument shapes and constants (a.shape[0], 16)")
+        if is_array(v) and v.type.shape is None:
+            raise NeedShapes(
+                f"{label}: the shape of {self._array_name(v)} is not known when the "
+                f"kernel compiles", loc,
+                hint="a per-lane array's shape must come from argument shapes and "
+                     "constants, never from a varying value (dump-ir --sig: give "
+                     "shapes, float32[3, 4])")
 
     def is_array_ref(self, v: Value) -> bool:
         """An argument or captured array (shared memory, bound by reference), as opposed
@@ -175,10 +187,27 @@ class ArrayMixin:
         if isinstance(v, Meta) and v.obj is None:
             return None
         if c is None:
-            param = self.param_names_by_id.get(v.id) if isinstance(v, Value) else None
             raise NeedShapes(f"{what} must be a constant here (a shape never depends on a "
-                             f"varying value)", loc, params=(param,) if param else ())
+                             f"varying value)", loc, params=self._params_behind(v))
         return int(c)
+
+    def _params_behind(self, v) -> tuple:
+        """The parameters a value is computed from in the region being built (``k - 1``:
+        k), which the kernel may specialize on where they are uniform ints."""
+        if not isinstance(v, Value):
+            return ()
+        defs = {r.id: op for op in self.region.ops for r in op.results}
+        names, todo, seen = [], [v], set()
+        while todo:
+            x = todo.pop()
+            if x.id in seen:
+                continue
+            seen.add(x.id)
+            if x.id in self.param_names_by_id:
+                names.append(self.param_names_by_id[x.id])
+            elif x.id in defs:
+                todo.extend(defs[x.id].operands)
+        return tuple(names)
 
     def array_reshape(self, array: Value, shape, loc: Loc) -> Value:
         dims = tuple(self._static_int(d, "the new shape", loc) for d in shape)
@@ -245,6 +274,10 @@ class ArrayMixin:
                                       else (args[1],), loc)
         if fname == "transpose":
             return self.array_op("transpose", [args[0]], loc)
+        if fname == "where" and len(args) != 3:
+            raise CompileError("np.where() takes a condition and two values here: "
+                               "np.where(c) gives the indices where c holds, whose number "
+                               "depends on the data", loc, hint="np.where(c, a, b)")
         if fname in PER_LANE and fname not in ("getitem", "copy", "astype"):
             if kwargs:
                 raise CompileError(f"np.{fname}(): keyword arguments {sorted(kwargs)} are not "
@@ -342,10 +375,30 @@ class ArrayMixin:
     def array_load(self, array: Value, index: ArrayIndex, loc: Loc) -> Value:
         return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
 
+    def array_update(self, array, value, loc: Loc) -> bool:
+        """``a += b`` on an array: NumPy writes the result into ``a`` itself (an argument's
+        row, a view, an alias all see it), so it is a store of ``a + b`` into every element
+        of ``a``, under NumPy's rules (the same shape, a ``same_kind`` cast).  False where
+        ``array`` is not an array (the name is rebound, as for numbers)."""
+        if not (is_array(array) and is_array(value)) or array.type.shape is None:
+            return False
+        if tuple(value.type.shape) != tuple(array.type.shape):
+            raise CompileError(f"an augmented assignment writes its result into the array: "
+                               f"shape {value.type.shape} does not fit the array's "
+                               f"{array.type.shape}", loc)
+        src, dst = value.type.dtype.dtype, array.type.dtype.dtype
+        if not np.can_cast(src, dst, casting="same_kind"):
+            raise CompileError(f"an augmented assignment writes its result into the array: "
+                               f"{src} cannot be cast to the array's {dst} (NumPy's "
+                               f"same_kind rule)", loc,
+                               hint=f"a = a + b (not a += b) makes a new {src} array")
+        full = ArrayIndex((("slice", None, None, None),) * array.type.ndim, [])
+        self.array_store(array, full, value, loc)
+        return True
+
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
-        if array.type.shape is None or is_array(value) and value.type.shape is None:
-            raise NeedShapes(f"the shape of {self._array_name(array)} is not known when the "
-                             f"kernel compiles", loc)
+        self._check_shaped(array, "a store into an array", loc)
+        self._check_shaped(value, "a store into an array", loc)
         place = result_type("getitem", [array.type] + [i.type for i in index.ints],
                             {"index": index.spec})
         sub = place.shape if isinstance(place, ArrayType) else ()
@@ -355,10 +408,17 @@ class ArrayMixin:
             value = self.coerce(value, array.type.dtype, loc)
         else:
             try:
-                np.broadcast_shapes(value.type.shape, sub)
+                # the value broadcasts to the place's shape (NumPy drops its leading 1s)
+                vshape = tuple(value.type.shape)
+                while len(vshape) > len(sub) and vshape[0] == 1:
+                    vshape = vshape[1:]
+                if np.broadcast_shapes(vshape, sub) != tuple(sub):
+                    raise ValueError
             except ValueError:
                 raise CompileError(f"cannot store an array of shape {value.type.shape} into a "
                                    f"place of shape {sub}", loc) from None
+            if vshape != tuple(value.type.shape):  # the stores broadcast rows of sub's rank
+                value = self.array_op("reshape", [value], loc, shape=vshape)
             if value.type.dtype != array.type.dtype:
                 value = self.array_op("astype", [value], loc, dtype=array.type.dtype.name)
         self.emit_op("array_store", [array, value, *index.ints], [], loc,

@@ -445,7 +445,8 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
         if isinstance(node.target, ast.Name):
             current = self.lookup(node.target.id, loc)
             value = self.binop(node.op, current, self.expr(node.value), loc)
-            self.assign(node.target.id, value, loc)
+            if not self.array_update(current, value, loc):
+                self.assign(node.target.id, value, loc)
         elif isinstance(node.target, ast.Subscript):
             array, indices = self.subscript_parts(node.target)
             current = self.load(array, indices, loc)

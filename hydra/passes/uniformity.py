@@ -30,6 +30,8 @@ from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
+#: array fns whose result is a view of their first operand: a store into it writes there
+_VIEWS = frozenset({"getitem", "reshape", "transpose"})
 
 
 def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
@@ -41,11 +43,34 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
         for region in op.regions:
             for a in region.args:
                 a.varying = False
+    written = _written_temporaries(fn)
     changed = True
     while changed:
-        changed = _region(fn.body)
+        changed = _region(fn.body, written)
     _check_uniform_operands(fn)
     return fn
+
+
+def _written_temporaries(fn: Function) -> set[int]:
+    """Ids of arrays the kernel computes (``W.sum(0)``, ``W * 2``) and then writes into,
+    directly or through a view: in the per-example function each lane owns such an array,
+    so it is per-lane even when its operands are uniform, as ``np.zeros`` is (else one
+    lane's store would land in every lane's array)."""
+    producer, targets = {}, []
+    for op in fn.walk():
+        for r in op.results:
+            producer[r.id] = op
+        if op.opcode in ("store", "array_store"):
+            targets.append(op.operands[0])
+    out = set()
+    for v in targets:
+        op = producer.get(v.id)
+        while op is not None and op.opcode == "array" and op.attrs["fn"] in _VIEWS:
+            v = op.operands[0]
+            op = producer.get(v.id)
+        if op is not None and op.opcode == "array" and op.attrs["fn"] not in LANE_ARRAY_FNS:
+            out.add(v.id)
+    return out
 
 
 def _mark(v: Value, varying: bool) -> bool:
@@ -55,17 +80,17 @@ def _mark(v: Value, varying: bool) -> bool:
     return False
 
 
-def _region(region: Region) -> bool:
+def _region(region: Region, written: set[int]) -> bool:
     changed = False
     for op in region.ops:
-        changed |= _op(op)
+        changed |= _op(op, written)
     return changed
 
 
-def _op(op: Op) -> bool:
+def _op(op: Op, written: set[int]) -> bool:
     changed = False
     for region in op.regions:
-        changed |= _region(region)
+        changed |= _region(region, written)
     inputs = any(v.varying for v in op.operands)
     if op.opcode == "if":
         cond = op.operands[0].varying
@@ -89,7 +114,7 @@ def _op(op: Op) -> bool:
     elif op.opcode == "array":
         fn = op.attrs["fn"]
         if fn not in LANE_ARRAY_FNS:
-            changed |= _mark(op.result, inputs or fn in FRESH)
+            changed |= _mark(op.result, inputs or fn in FRESH or op.result.id in written)
         elif fn in INTRINSICS:  # shuffle, rotate, prefixsum of arrays: per lane
             changed |= _mark(op.result, INTRINSICS[fn].varying([v.varying for v in op.operands]))
     elif op.opcode in _ALWAYS_UNIFORM:

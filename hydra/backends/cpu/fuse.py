@@ -412,6 +412,8 @@ class Fused:
                     size = " * ".join([size] + [str(x) for x in self.shape[lv:]])
                 lines.append(f"{'    ' * (lv + indent)}for i{lv} in range({size}):")
             lines += ["    " * (lv + indent + 1) + s for s in body[lv]]
+        if last >= 0 and not body[last]:  # trailing axes of size 1: all work was outside
+            lines.append("    " * (last + indent + 1) + "pass")
         return lines
 
     def _store(self, body, k: int, op: Op, j: int, lv: int, c: int | None) -> None:

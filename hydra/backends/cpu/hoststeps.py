@@ -84,11 +84,14 @@ def quick(op: Op) -> Quick | None:
         def make(env, lanes):
             return env[ids[0]].transpose(axes)
     elif fn == "stack" and all(vary) and len(vary) <= 32 and isinstance(rt, ArrayType) \
-            and all(v.type.dtype == rt.dtype for v in op.operands):
+            and all(isinstance(v.type, ArrayType) and v.type.dtype == rt.dtype
+                    for v in op.operands):  # not a stack of numbers
         make = _stack(op, ids, dtype)
     elif fn == "copy" and vary == [True]:
         def make(env, lanes):
             return np.array(env[ids[0]], copy=True)
+    elif not any(vary) and r.varying and fn not in FRESH and isinstance(rt, ArrayType):
+        pass  # an array the kernel writes (uniformity): the host rule copies it per lane
     elif not any(vary) and fn not in FRESH and op.mask is None:
         make = _uniform(fn, params, ids, dtype, bool(r.varying))
     elif fn == "sum" and vary == [True] and _float_sum(op):
