@@ -2,14 +2,17 @@
 and their compilation (imported on the first fused chain, so that ``import hydra`` and
 cached kernels without chains never import numba).
 
-Takes: the source of a generated ``fused`` function (``fuse.Fused``).  Guarantees:
-``compiled(source)`` is its ``@njit(nogil=True)`` dispatcher, with ``_ld``/``_st``
-(element access by byte offset), ``_sel`` (a branch-free select) and ``_max``/``_min``
-(NumPy's NaN rules) in scope.
+Takes: the source of a generated ``fused`` function (``fuse.Fused``, ``nativeloops``).
+Guarantees: the function is compiled with ``_ld``/``_st`` (element access by element
+offset), ``_sel`` (a branch-free select) and ``_max``/``_min`` (NumPy's NaN rules) in
+scope; ``compiled(source)`` is its ``@njit(nogil=True)`` dispatcher, ``llvm_ir(source,
+signature)`` the LLVM of its native function for one signature (``nativeloops``: what
+hydra's own pipeline turns into a cached object file).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit
 from numba.core import types
@@ -67,8 +70,25 @@ _max = intrinsic(_minmax(">"))
 _min = intrinsic(_minmax("<"))
 
 
-def compiled(source: str):
-    """The ``@njit`` function named ``fused`` that ``source`` defines."""
+def _function(source: str):
     scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max, "_min": _min}
     exec(compile(source, "<hydra fused chain>", "exec"), scope)
-    return njit(nogil=True, error_model="numpy")(scope["fused"])
+    return scope["fused"]
+
+
+def compiled(source: str):
+    """The ``@njit`` function named ``fused`` that ``source`` defines."""
+    return njit(nogil=True, error_model="numpy")(_function(source))
+
+
+def llvm_ir(source: str, signature: tuple) -> tuple[str, str]:
+    """(the optimized LLVM module numba makes of ``fused`` for ``signature``, the
+    symbol of its native function).  ``signature``: per argument ``("s", dtype)`` (a
+    scalar) or ``("a", dtype, ndim)`` (an array, any layout: the loops index by
+    strides).  No Python wrapper is made: the caller calls the native function."""
+    sig = tuple(types.Array(numba.from_dtype(np.dtype(t[1])), t[2], "A") if t[0] == "a"
+                else numba.from_dtype(np.dtype(t[1])) for t in signature)
+    disp = njit(sig, nogil=True, error_model="numpy", no_cpython_wrapper=True,
+                no_cfunc_wrapper=True)(_function(source))
+    (cres,) = disp.overloads.values()
+    return cres.library.get_llvm_str(), cres.fndesc.llvm_func_name
