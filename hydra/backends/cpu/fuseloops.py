@@ -15,7 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba import njit
-from numba.core import types
+from numba.core import compiler, registry, types
+from numba.core.dispatcher import _FunctionCompiler
 from numba.extending import intrinsic
 
 
@@ -81,14 +82,30 @@ def compiled(source: str):
     return njit(nogil=True, error_model="numpy")(_function(source))
 
 
+class _LoweringOnly(_FunctionCompiler):
+    """numba's compiler stopped after lowering (as ``@cfunc``'s is): no Python wrapper,
+    no optimization of the whole module and no machine code, which hydra's pipeline
+    makes instead (``native.optimize``: the passes numba's finalization would run)."""
+
+    def _customize_flags(self, flags):
+        flags.no_cpython_wrapper = True
+        flags.no_cfunc_wrapper = True
+        flags.no_compile = True
+        return flags
+
+
 def llvm_ir(source: str, signature: tuple) -> tuple[str, str]:
-    """(the optimized LLVM module numba makes of ``fused`` for ``signature``, the
-    symbol of its native function).  ``signature``: per argument ``("s", dtype)`` (a
-    scalar) or ``("a", dtype, ndim)`` (an array, any layout: the loops index by
-    strides).  No Python wrapper is made: the caller calls the native function."""
+    """(the LLVM module numba lowers ``fused`` to for ``signature``, its functions
+    optimized one by one, with the numba libraries it calls linked in; the symbol of its
+    native function).  ``signature``: per argument ``("s", dtype)`` (a scalar) or
+    ``("a", dtype, ndim)`` (an array, any layout: the loops index by strides)."""
     sig = tuple(types.Array(numba.from_dtype(np.dtype(t[1])), t[2], "A") if t[0] == "a"
                 else numba.from_dtype(np.dtype(t[1])) for t in signature)
-    disp = njit(sig, nogil=True, error_model="numpy", no_cpython_wrapper=True,
-                no_cfunc_wrapper=True)(_function(source))
-    (cres,) = disp.overloads.values()
-    return cres.library.get_llvm_str(), cres.fndesc.llvm_func_name
+    comp = _LoweringOnly(_function(source), registry.cpu_target,
+                         {"nogil": True, "error_model": "numpy"}, {}, compiler.Compiler)
+    cres = comp.compile(sig, None)
+    lib = cres.library
+    mod = lib._final_module
+    for linked in dict.fromkeys(lib._linking_libraries):  # as numba's ``finalize`` does
+        mod.link_in(linked._get_module_for_linking(), preserve=True)
+    return str(mod), cres.fndesc.llvm_func_name
