@@ -59,10 +59,39 @@ _CTYPES = {"double": ctypes.c_double, "float": ctypes.c_float, "i64": ctypes.c_i
 _DATA, _DIMS, _STRIDES = 16, 32, 40
 
 
+#: glibc's ``mallopt`` parameters, and the values ``target`` sets (see ``_tune_malloc``)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 << 20
+
+
+def _tune_malloc() -> None:
+    """Serve allocations below 32 MiB from the heap and keep up to 64 MiB of freed heap,
+    as glibc itself does once the process has freed a 32 MiB block (its dynamic mmap
+    threshold; glibc only, ``HYDRA_MALLOC=system`` leaves it alone).
+
+    Why: per-lane arrays are fresh NumPy arrays of hundreds of KiB per step; at glibc's
+    initial 128 KiB threshold each is an ``mmap``, page faults and an ``munmap`` (or a
+    heap trimmed and regrown each step), which doubled the time of a digits training
+    step.  A process that compiles with numba or LLVM raises the threshold on the way as
+    a side effect; one that loads everything from the disk cache did not, and ran the
+    same machine code twice as slowly."""
+    if os.environ.get("HYDRA_MALLOC", "") == "system":
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018  (glibc: the knobs below are its own)
+    except (OSError, AttributeError):
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    libc.mallopt(_M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD)
+
+
 @functools.cache
 def target():
     """(target machine, MCJIT engine, cache tag): the host CPU as numba's JIT sees it
-    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES`` and ``NUMBA_ENABLE_AVX=0`` included)."""
+    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES`` and ``NUMBA_ENABLE_AVX=0`` included).
+    The first call also tunes the allocator (``_tune_malloc``)."""
+    _tune_malloc()
     init_llvm()
     cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
     features = os.environ.get("NUMBA_CPU_FEATURES")
