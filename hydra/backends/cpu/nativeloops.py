@@ -89,13 +89,16 @@ class Loop:
     def __init__(self, source: str, label: str = "a generated loop") -> None:
         self.source = source
         self.label = label
-        self._fns: dict[tuple, object] = {}
+        self._fns: dict[tuple, object] = {}  # signature -> ctypes function
+        self._seen: dict[tuple, object] = {}  # argument types -> ctypes function
 
     def __call__(self, *args) -> None:
-        sig = signature(args)
-        fn = self._fns.get(sig)
+        # a cheap stand-in for ``signature`` (this runs at every step of every call)
+        seen = tuple([(a.dtype, a.ndim) if isinstance(a, np.ndarray) else type(a)
+                      for a in args])
+        fn = self._seen.get(seen)
         if fn is None:
-            fn = self.function(sig)
+            fn = self._seen[seen] = self.function(signature(args))
         fn(*args)
 
     def key(self, sig: tuple) -> str:
