@@ -78,7 +78,9 @@ def _function(source: str):
 
 
 def compiled(source: str):
-    """The ``@njit`` function named ``fused`` that ``source`` defines."""
+    """The ``@njit`` function named ``fused`` that ``source`` defines (compiled in this
+    process only; ``nativeloops.Loop`` is the path hydra's steps take, disk cache
+    included)."""
     return njit(nogil=True, error_model="numpy")(_function(source))
 
 

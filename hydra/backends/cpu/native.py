@@ -22,7 +22,10 @@ Guarantees:
 - With ``cache=True`` the object file is stored under ``diskcache.cache_dir()``, named
   by the kernel and the target (triple, CPU name and features, llvmlite's version),
   checksummed (``diskcache.read_object``): a new process loads it without compiling and
-  without importing numba; a damaged file is a miss and is rebuilt.
+  without importing numba; a damaged file is a miss and is rebuilt.  ``load_native``
+  is that path for any native function hydra makes: the generated loops of
+  ``nativeloops`` (fused chains) take it too.
+- The first use tunes glibc's allocator for per-lane arrays (``_tune_malloc``).
 - Compiles hold one lock, and numba's compiler lock when numba is imported (LLVM's
   global context is shared with numba's own compiles; a numba compile that starts on
   another thread while hydra compiles in a process that had not imported numba when
