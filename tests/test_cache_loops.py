@@ -106,7 +106,9 @@ def test_processes_racing_on_loop_entries(tmp_path):
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
-        assert json.loads(out.splitlines()[-1]) == FILLED
+        right, built, _, warned = json.loads(out.splitlines()[-1])
+        # right, no warning; a process may load what a faster one stored
+        assert right and built <= 2 and not warned
     assert [f.name for f in cache.iterdir() if f.name.endswith(".tmp")] == []
     assert run(cache) == HIT
 
@@ -147,3 +149,23 @@ def test_keys_name_the_signature():
     assert len({loop.key(s) for s in sigs}) == 4
     assert loop.key(sigs[0]) != nativeloops.Loop("def fused(n, o0, a0):\n    return\n"
                                                  ).key(sigs[0])
+
+
+def test_a_loop_that_needs_numba_at_run_time_runs_but_is_not_stored(tmp_path, monkeypatch):
+    """A generated loop that calls one of numba's C helpers (here: its random state)
+    could not be loaded by a process without numba: it runs, and only the loop that
+    calls nothing but the process's own functions is stored."""
+    monkeypatch.setenv("HYDRA_CACHE_DIR", str(tmp_path))
+    token = nativeloops.CACHE.set(True)
+    try:
+        out = np.zeros(50)
+        nativeloops.Loop("def fused(n, o0):\n    for i in range(n):\n"
+                         "        _st(o0, i, np.random.random())\n")(50, out)
+        assert 0 < out.min() and out.max() < 1 and len(set(out)) == 50
+        assert loop_files(tmp_path) == []
+        nativeloops.Loop("def fused(n, o0):\n    for i in range(n):\n"
+                         "        _st(o0, i, np.float64(i) * 2.0)\n")(50, out)
+        np.testing.assert_array_equal(out, np.arange(50) * 2.0)
+        assert len(loop_files(tmp_path)) == 1
+    finally:
+        nativeloops.CACHE.reset(token)

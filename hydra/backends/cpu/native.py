@@ -259,16 +259,17 @@ def load(key: str, text: str, modules: list[str], symbol: str, kinds: list[str],
     """The kernel's ctypes function (see the module docstring), compiled or loaded from
     the disk cache once per process."""
     return load_native(key, f"{symbol}_call", wrapper(text, symbol, kinds)[1],
-                       lambda: compile_object(text, modules, symbol, kinds), cache)
+                       lambda: (compile_object(text, modules, symbol, kinds), True), cache)
 
 
 def load_native(key: str, entry: str, argtypes: list, build, cache: bool):
     """The ctypes function (``None`` result, ``argtypes``) at symbol ``entry`` of the
     object file ``key`` names: from this process's engine, else from the disk cache,
-    else made by ``build()`` (which returns the object file's bytes; it runs holding
-    the compile lock) and stored.  Every native function hydra makes (phase kernels,
-    ``nativeloops``' generated loops) goes through here: one cache, one file format,
-    one key scheme (the caller's key of the code, then the target's tag)."""
+    else made by ``build()`` (which returns the object file's bytes and whether another
+    process can load them; it runs holding the compile lock) and stored.  Every native
+    function hydra makes (phase kernels, ``nativeloops``' generated loops) goes through
+    here: one cache, one file format, one key scheme (the caller's key of the code, then
+    the target's tag)."""
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -278,8 +279,8 @@ def load_native(key: str, entry: str, argtypes: list, build, cache: bool):
         name = f"hydra_{key}_{target()[2]}.o"
         data = diskcache.read_object(name) if cache else None
         if data is None:
-            data = build()
-            if cache:
+            data, portable = build()
+            if cache and portable:
                 diskcache.write_object(name, data)
         engine = target()[1]
         engine.add_object_file(llvm.ObjectFileRef.from_data(data))

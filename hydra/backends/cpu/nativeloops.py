@@ -114,9 +114,18 @@ class Loop:
         self._fns[sig] = fn
         return fn
 
-    def build(self, sig: tuple, key: str) -> bytes:
-        """The object file of the loop for ``sig`` (see the module docstring)."""
-        return native.target()[0].emit_object(self.module(sig, key))
+    def build(self, sig: tuple, key: str) -> tuple[bytes, bool]:
+        """The object file of the loop for ``sig`` (see the module docstring), and
+        whether a process without numba can load it: every function it calls is in
+        the process (libm's, found by the dynamic loader), none is one of numba's
+        helpers (which only numba's import makes available); a loop that calls one
+        runs, but is not stored."""
+        mod = self.module(sig, key)
+        process = ctypes.CDLL(None)
+        calls = [f.name for f in mod.functions if f.is_declaration
+                 and not f.name.startswith("llvm.")]
+        return (native.target()[0].emit_object(mod),
+                all(hasattr(process, name) for name in calls))
 
     def module(self, sig: tuple, key: str):
         """The optimized LLVM module of the loop and its wrapper."""
