@@ -253,7 +253,7 @@ class Fused:
     @property
     def kernel(self):
         """The general kernel (strides read from the arrays)."""
-        return _compiled(self.source, self.label())
+        return _compiled(self.source, f"the fused loop of {self.label()}")
 
     def run(self, env: dict, lanes: int) -> None:
         outs = [np.empty((lanes,) + s, d) for s, d in self._outs]
@@ -367,7 +367,8 @@ class Fused:
                 if any(x % size for x in st):
                     return self.kernel
                 strides[k] = tuple(x // size for x in st)
-            kern = self._special[key] = _compiled(self._generate(strides), self.label())
+            kern = self._special[key] = _compiled(self._generate(strides),
+                                                  f"the fused loop of {self.label()}")
         return kern
 
     def _nest(self, axes: dict, c: int | None, indent: int) -> list[str]:

@@ -84,7 +84,8 @@ def argtypes(sig: tuple) -> list:
 
 class Loop:
     """One generated loop's native functions, one per signature (see the module
-    docstring).  ``label`` names it in the progress notice of a slow build."""
+    docstring).  ``label`` names it in the progress notice of a slow build ("building
+    <label>")."""
 
     def __init__(self, source: str, label: str = "a generated loop") -> None:
         self.source = source
@@ -108,7 +109,7 @@ class Loop:
     def function(self, sig: tuple):
         """The ctypes function for argument signature ``sig``, loaded or built."""
         key = self.key(sig)
-        with progress(f"building the fused loop of {self.label}"):
+        with progress(f"building {self.label}"):
             fn = native.load_native(key, f"hydra_{key}_call", argtypes(sig),
                                     lambda: self.build(sig, key), CACHE.get())
         self._fns[sig] = fn
