@@ -3,16 +3,19 @@
     python -m bench startup [--repeat R] [--against DIR]
 
 Each row is a kernel whose machine code is already in its disk cache (one unmeasured
-run fills it), run in 2R fresh processes (R = 5 by default), the rows interleaved (A, B, A, B, ...):
-hydra's cpu backend with ``cache=True`` (the mandelbrot kernel of ``bench/mandelbrot``,
-1024x768 pixels, 256 iterations; one row per thread count, and one without the cache: a
-new process that compiles), and a peer, Numba's ``@njit(cache=True)`` of the same
-scalar loop.  ``--against DIR`` adds the hydra rows of another checkout (its ``hydra`` package
-in DIR) for before/after comparisons.  Printed per row: the median and best of "to
-result" (from before ``import hydra`` / ``import numba`` to the first result, inside the
-process) and "process" (the whole process's wall time, interpreter start included),
-and which of numba and scipy the process imported.  Bytecode is cached as for an
-installed package (``PYTHONDONTWRITEBYTECODE`` is dropped; the unmeasured run writes it).
+run fills it), run in 2R fresh processes (R = 5 by default), the rows interleaved (A, B,
+A, B, ...): hydra's cpu backend with ``cache=True`` (the mandelbrot kernel of
+``bench/mandelbrot``, 1024x768 pixels, 256 iterations; one row per thread count, and
+one without the cache: a new process that compiles), and a peer, Numba's
+``@njit(cache=True)`` of the same scalar loop; and a kernel with per-lane arrays (one
+training step of ``examples/digits_cnn.py``, 256 lanes: its fused elementwise loops are
+cached beside its native phases), with and without the cache.  ``--against DIR`` adds
+the hydra rows of another checkout (its ``hydra`` package in DIR) for before/after
+comparisons.  Printed per row: the median and best of "to result" (from before ``import
+hydra`` / ``import numba`` to the first result, inside the process) and "process" (the
+whole process's wall time, interpreter start included), and which of numba and scipy
+the process imported.  Bytecode is cached as for an installed package
+(``PYTHONDONTWRITEBYTECODE`` is dropped; the unmeasured run writes it).
 """
 
 from __future__ import annotations
@@ -48,6 +51,28 @@ out = k(np.tile(xs, 768), np.repeat(ys, 1024), np.int32(256))
 t1 = time.perf_counter()
 import sys, json
 print(json.dumps([t1 - t0, int(out.sum()), "numba" in sys.modules, "scipy" in sys.modules]))
+'''
+
+# one training step of examples/digits_cnn.py (the checkout's own copy)
+_ARRAYS = '''
+import time
+t0 = time.perf_counter()
+import hydra
+import numpy as np
+import sys
+sys.path.insert(0, {examples!r})
+import digits_cnn
+
+rng = np.random.default_rng(0)
+x = rng.random((256, 1, 10, 10), dtype=np.float32)
+y = rng.integers(0, 10, 256)
+k = hydra.compile(digits_cnn.batch_grads, varying=("x", "label"), backend="cpu",
+                  cache={cache})
+out = k(x, y, *digits_cnn.init())
+t1 = time.perf_counter()
+import json
+print(json.dumps([t1 - t0, round(sum(float(np.sum(o)) for o in out), 3),
+                  "numba" in sys.modules, "scipy" in sys.modules]))
 '''
 
 _NUMBA = '''
@@ -108,14 +133,23 @@ def main(repeat: int = 10, against: str | None = None) -> None:
             env = dict(base, PYTHONPATH=tree,
                        HYDRA_CACHE_DIR=os.path.join(tmp, f"cache{len(rows)}"), HYDRA_QUIET="1")
             rows.append((f"{label} cache={cache}, threads={threads or 'all'}", script, env))
+    for cache in (True, False):
+        for label, tree in trees:
+            script = os.path.join(tmp, f"hydra_{len(rows)}.py")
+            with open(script, "w") as f:
+                f.write(_ARRAYS.format(cache=cache, examples=os.path.join(tree, "examples")))
+            env = dict(base, PYTHONPATH=tree,
+                       HYDRA_CACHE_DIR=os.path.join(tmp, f"cache{len(rows)}"), HYDRA_QUIET="1")
+            rows.append((f"{label} digits step cache={cache}", script, env))
     script = os.path.join(tmp, "numba_peer.py")
     with open(script, "w") as f:
         f.write(_NUMBA)
     rows.append(("numba @njit(cache=True)", script,
                  dict(base, NUMBA_CACHE_DIR=os.path.join(tmp, "numba"))))
     sums = {label: _once(script, env)[2] for label, script, env in rows}  # fill the caches
-    if len(set(sums.values())) != 1:
-        raise SystemExit(f"bench startup: the results differ: {sums}")
+    for digits in (False, True):  # each workload's rows agree
+        if len({v for label, v in sums.items() if ("digits" in label) == digits}) != 1:
+            raise SystemExit(f"bench startup: the results differ: {sums}")
     times: dict[str, list] = {label: [] for label, _, _ in rows}
     for _ in range(repeat):
         for label, script, env in rows:

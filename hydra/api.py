@@ -13,6 +13,7 @@ import contextlib
 import functools
 import inspect
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -67,6 +68,7 @@ class Kernel:
         self.backend.protocol.check_options(options)
         self.options = options
         self._cache: dict[tuple, tuple[Function, object]] = {}
+        self._lock = threading.RLock()  # compiles (see ``specialize``)
 
     def __repr__(self) -> str:
         return (f"<hydra.Kernel {self.pyfunc.__name__} lanes={self.lanes} "
@@ -171,17 +173,36 @@ class Kernel:
 
     # --- compiling --------------------------------------------------------------------
 
-    def specialize(self, types: list[Type]) -> tuple[Function, object]:
-        """The predicated IR and backend runner for these argument types (cached)."""
-        full = list(types)
+    def specialize(self, types: list[Type], shape_values: dict | None = None
+                   ) -> tuple[Function, object]:
+        """The predicated IR and backend runner for these argument types (cached).
+        ``shape_values``: the call's uniform int arguments by name, which a per-lane
+        array's shape may depend on (default: the last call's).  Safe to call from
+        several threads at once, with different shapes: the key is computed from this
+        call's values, and compiles (which may make the kernel specialize on shapes
+        from then on) hold the kernel's lock."""
+        values = shape_values if shape_values is not None else \
+            getattr(self, "_shape_values", {})
+        key = self._key(types, values)[0]
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            return self._compile(list(types), values)
+
+    def _key(self, types: list[Type], values: dict) -> tuple[tuple, list, dict]:
+        """(cache key, the types the IR is built from, pinned shape values)."""
         fixed = getattr(self, "_shape_params", {})
-        values = getattr(self, "_shape_values", {})
         pinned = {name: values[name] for name in fixed if name in values}
         if not getattr(self, "_shaped", False):
             # array shapes join the key only once a kernel needs them (whole-array
             # operations, SPEC section 8): kernels that only index arrays compile once
             types = [t.unshaped() if isinstance(t, ArrayType) else t for t in types]
-        key = tuple(types) + tuple(sorted(pinned.items()))
+        return tuple(types) + tuple(sorted(pinned.items())), types, pinned
+
+    def _compile(self, full: list[Type], values: dict) -> tuple[Function, object]:
+        """``specialize``'s miss, holding ``self._lock``."""
+        key, types, pinned = self._key(full, values)
         if key not in self._cache:
             try:
                 with _progress(f"compiling {self.pyfunc.__name__}"
@@ -192,6 +213,7 @@ class Kernel:
                     finally:
                         SHAPE_VALUES.reset(token)
             except NeedShapes as e:
+                fixed = getattr(self, "_shape_params", {})
                 new = [p for p in e.params if p not in fixed and p not in self.varying
                        and isinstance(values.get(p), (int, np.integer))]
                 if getattr(self, "_shaped", False) and not new:
@@ -199,7 +221,7 @@ class Kernel:
                 self._shaped = True  # from now on this kernel specializes on shapes
                 # and on the values of the uniform ints that shapes depend on
                 self._shape_params = {**fixed, **dict.fromkeys(new)}
-                return self.specialize(full)
+                return self._compile(full, values)
         return self._cache[key]
 
     def _structured(self, types: list[Type], backend=None):
@@ -263,10 +285,12 @@ class Kernel:
         (``args``: bound, one per parameter)."""
         values, types = self._signature(args)
         lanes = self._lanes_for(values)
-        # uniform ints a per-lane array's shape may depend on (see specialize)
-        self._shape_values = {n: v for n, v, t in zip(self.param_names, values, types)
-                              if isinstance(t, ScalarType) and t.kind in "iu"}
-        fn, runner = self.specialize(types)
+        # uniform ints a per-lane array's shape may depend on (see specialize); this
+        # call's, passed on (another thread may be preparing a call with others)
+        shape_values = {n: v for n, v, t in zip(self.param_names, values, types)
+                        if isinstance(t, ScalarType) and t.kind in "iu"}
+        self._shape_values = shape_values  # the default of a later ``specialize(types)``
+        fn, runner = self.specialize(types, shape_values)
         self._refuse_written_lists(fn, args)
         shown = _leaf_names(self.param_names, types)
         values, types = _flatten_tuples(values, types)

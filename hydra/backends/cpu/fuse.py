@@ -5,7 +5,7 @@ Guarantees: ``schedule`` returns the same steps with every maximal chain (a DAG)
 elementwise ``array`` ops (``fusable``) replaced by one ``Fused`` step, placed where the
 first op outside the chain needs one of its values (or where an op with a side effect,
 a region or a native phase comes: those might write what the chain reads).  A
-``Fused`` step runs one generated ``@njit`` loop over all N lanes' rows of the chain's
+``Fused`` step runs one generated native loop over all N lanes' rows of the chain's
 broadcast shape; a chain value is written to memory only where an op outside the chain
 reads it, the others live in registers.  The loop reads its inputs through their
 strides (views, transposes, broadcast uniform arrays and scalars cost no copy).
@@ -15,7 +15,9 @@ maps one lane to one SIMD slot and per-lane buffers to vectors; an elementwise c
 over ``[N, *S]`` strided views is a plain nested loop, which numba types and LLVM
 vectorizes.  The loop is compiled once per chain and per-lane layout of its arguments
 (``kernel_for``: the strides become constants, contiguous trailing axes one unit-stride
-loop); tests/test_arrays_fusion.py checks the asm for packed instructions.
+loop); tests/test_arrays_fusion.py checks the asm for packed instructions.  The
+machine code is ``nativeloops``': numba lowers the loop, hydra's pipeline compiles it,
+and with ``cache=True`` it is kept in the disk cache beside the kernel's phases.
 
 Exactness: each op computes in the dtypes NumPy's own type resolution picks
 (``ufunc.resolve_dtypes`` on the operands' dtypes) and casts its result to the IR's
@@ -32,10 +34,10 @@ import numpy as np
 
 from ...batching import _UFUNCS
 from ...ir.core import Op, Value
-from ...progress import progress, stage
 from ...types import ArrayType, ScalarType
 from ..cut import nested
 from ..host import Host, run_op
+from . import nativeloops
 from .hoststeps import Quick, precompute
 
 #: elementwise ``array`` fns that fuse (see the module docstring for the others)
@@ -194,12 +196,13 @@ _KERNELS: dict[str, object] = {}
 SPECIALIZE = 4
 
 
-def _compiled(source: str):
-    """The ``@njit`` function of a generated source (one per source per process)."""
+def _compiled(source: str, label: str = "a generated loop"):
+    """The native loop of a generated source (one per source per process; its machine
+    code per argument signature, in the disk cache with ``cache=True``:
+    ``nativeloops``)."""
     k = _KERNELS.get(source)
     if k is None:
-        from . import fuseloops  # numba: imported by the first chain, not by ``import hydra``
-        k = _KERNELS[source] = fuseloops.compiled(source)
+        k = _KERNELS.setdefault(source, nativeloops.Loop(source, label))
     return k
 
 
@@ -250,7 +253,7 @@ class Fused:
     @property
     def kernel(self):
         """The general kernel (strides read from the arrays)."""
-        return _compiled(self.source)
+        return _compiled(self.source, f"the fused loop of {self.label()}")
 
     def run(self, env: dict, lanes: int) -> None:
         outs = [np.empty((lanes,) + s, d) for s, d in self._outs]
@@ -269,13 +272,7 @@ class Fused:
         for k in self._vscalars:
             if np.ndim(args[k]) == 0:
                 args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
-        kern = self.kernel_for(args)
-        if kern.overloads:  # ``signatures`` hashes every type of every signature
-            kern(lanes, *outs, *args)
-        else:
-            with progress(f"building the fused loop of {self.label()}"):
-                stage("numba: typing and compiling the loop")
-                kern(lanes, *outs, *args)
+        self.kernel_for(args)(lanes, *outs, *args)
         for v, o in zip(self.outputs, outs):
             env[v.id] = o
 
@@ -370,7 +367,8 @@ class Fused:
                 if any(x % size for x in st):
                     return self.kernel
                 strides[k] = tuple(x // size for x in st)
-            kern = self._special[key] = _compiled(self._generate(strides))
+            kern = self._special[key] = _compiled(self._generate(strides),
+                                                  f"the fused loop of {self.label()}")
         return kern
 
     def _nest(self, axes: dict, c: int | None, indent: int) -> list[str]:

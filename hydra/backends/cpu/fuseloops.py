@@ -2,17 +2,21 @@
 and their compilation (imported on the first fused chain, so that ``import hydra`` and
 cached kernels without chains never import numba).
 
-Takes: the source of a generated ``fused`` function (``fuse.Fused``).  Guarantees:
-``compiled(source)`` is its ``@njit(nogil=True)`` dispatcher, with ``_ld``/``_st``
-(element access by byte offset), ``_sel`` (a branch-free select) and ``_max``/``_min``
-(NumPy's NaN rules) in scope.
+Takes: the source of a generated ``fused`` function (``fuse.Fused``, ``nativeloops``).
+Guarantees: the function is compiled with ``_ld``/``_st`` (element access by element
+offset), ``_sel`` (a branch-free select) and ``_max``/``_min`` (NumPy's NaN rules) in
+scope; ``compiled(source)`` is its ``@njit(nogil=True)`` dispatcher, ``llvm_ir(source,
+signature)`` the LLVM of its native function for one signature (``nativeloops``: what
+hydra's own pipeline turns into a cached object file).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit
-from numba.core import types
+from numba.core import compiler, registry, types
+from numba.core.dispatcher import _FunctionCompiler
 from numba.extending import intrinsic
 
 
@@ -67,8 +71,43 @@ _max = intrinsic(_minmax(">"))
 _min = intrinsic(_minmax("<"))
 
 
-def compiled(source: str):
-    """The ``@njit`` function named ``fused`` that ``source`` defines."""
+def _function(source: str):
     scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max, "_min": _min}
     exec(compile(source, "<hydra fused chain>", "exec"), scope)
-    return njit(nogil=True, error_model="numpy")(scope["fused"])
+    return scope["fused"]
+
+
+def compiled(source: str):
+    """The ``@njit`` function named ``fused`` that ``source`` defines (compiled in this
+    process only; ``nativeloops.Loop`` is the path hydra's steps take, disk cache
+    included)."""
+    return njit(nogil=True, error_model="numpy")(_function(source))
+
+
+class _LoweringOnly(_FunctionCompiler):
+    """numba's compiler stopped after lowering (as ``@cfunc``'s is): no Python wrapper,
+    no optimization of the whole module and no machine code, which hydra's pipeline
+    makes instead (``native.optimize``: the passes numba's finalization would run)."""
+
+    def _customize_flags(self, flags):
+        flags.no_cpython_wrapper = True
+        flags.no_cfunc_wrapper = True
+        flags.no_compile = True
+        return flags
+
+
+def llvm_ir(source: str, signature: tuple) -> tuple[str, str]:
+    """(the LLVM module numba lowers ``fused`` to for ``signature``, its functions
+    optimized one by one, with the numba libraries it calls linked in; the symbol of its
+    native function).  ``signature``: per argument ``("s", dtype)`` (a scalar) or
+    ``("a", dtype, ndim)`` (an array, any layout: the loops index by strides)."""
+    sig = tuple(types.Array(numba.from_dtype(np.dtype(t[1])), t[2], "A") if t[0] == "a"
+                else numba.from_dtype(np.dtype(t[1])) for t in signature)
+    comp = _LoweringOnly(_function(source), registry.cpu_target,
+                         {"nogil": True, "error_model": "numpy"}, {}, compiler.Compiler)
+    cres = comp.compile(sig, None)
+    lib = cres.library
+    mod = lib._final_module
+    for linked in dict.fromkeys(lib._linking_libraries):  # as numba's ``finalize`` does
+        mod.link_in(linked._get_module_for_linking(), preserve=True)
+    return str(mod), cres.fndesc.llvm_func_name

@@ -22,7 +22,10 @@ Guarantees:
 - With ``cache=True`` the object file is stored under ``diskcache.cache_dir()``, named
   by the kernel and the target (triple, CPU name and features, llvmlite's version),
   checksummed (``diskcache.read_object``): a new process loads it without compiling and
-  without importing numba; a damaged file is a miss and is rebuilt.
+  without importing numba; a damaged file is a miss and is rebuilt.  ``load_native``
+  is that path for any native function hydra makes: the generated loops of
+  ``nativeloops`` (fused chains) take it too.
+- The first use tunes glibc's allocator for per-lane arrays (``_tune_malloc``).
 - Compiles hold one lock, and numba's compiler lock when numba is imported (LLVM's
   global context is shared with numba's own compiles; a numba compile that starts on
   another thread while hydra compiles in a process that had not imported numba when
@@ -59,10 +62,39 @@ _CTYPES = {"double": ctypes.c_double, "float": ctypes.c_float, "i64": ctypes.c_i
 _DATA, _DIMS, _STRIDES = 16, 32, 40
 
 
+#: glibc's ``mallopt`` parameters, and the values ``target`` sets (see ``_tune_malloc``)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 << 20
+
+
+def _tune_malloc() -> None:
+    """Serve allocations below 32 MiB from the heap and keep up to 64 MiB of freed heap,
+    as glibc itself does once the process has freed a 32 MiB block (its dynamic mmap
+    threshold; glibc only, ``HYDRA_MALLOC=system`` leaves it alone).
+
+    Why: per-lane arrays are fresh NumPy arrays of hundreds of KiB per step; at glibc's
+    initial 128 KiB threshold each is an ``mmap``, page faults and an ``munmap`` (or a
+    heap trimmed and regrown each step), which doubled the time of a digits training
+    step.  A process that compiles with numba or LLVM raises the threshold on the way as
+    a side effect; one that loads everything from the disk cache did not, and ran the
+    same machine code twice as slowly."""
+    if os.environ.get("HYDRA_MALLOC", "") == "system":
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018  (glibc: the knobs below are its own)
+    except (OSError, AttributeError):
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    libc.mallopt(_M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD)
+
+
 @functools.cache
 def target():
     """(target machine, MCJIT engine, cache tag): the host CPU as numba's JIT sees it
-    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES`` and ``NUMBA_ENABLE_AVX=0`` included)."""
+    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES`` and ``NUMBA_ENABLE_AVX=0`` included).
+    The first call also tunes the allocator (``_tune_malloc``)."""
+    _tune_malloc()
     init_llvm()
     cpu = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
     features = os.environ.get("NUMBA_CPU_FEATURES")
@@ -226,6 +258,18 @@ def load(key: str, text: str, modules: list[str], symbol: str, kinds: list[str],
          cache: bool):
     """The kernel's ctypes function (see the module docstring), compiled or loaded from
     the disk cache once per process."""
+    return load_native(key, f"{symbol}_call", wrapper(text, symbol, kinds)[1],
+                       lambda: (compile_object(text, modules, symbol, kinds), True), cache)
+
+
+def load_native(key: str, entry: str, argtypes: list, build, cache: bool):
+    """The ctypes function (``None`` result, ``argtypes``) at symbol ``entry`` of the
+    object file ``key`` names: from this process's engine, else from the disk cache,
+    else made by ``build()`` (which returns the object file's bytes and whether another
+    process can load them; it runs holding the compile lock) and stored.  Every native
+    function hydra makes (phase kernels, ``nativeloops``' generated loops) goes through
+    here: one cache, one file format, one key scheme (the caller's key of the code, then
+    the target's tag)."""
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
@@ -235,16 +279,15 @@ def load(key: str, text: str, modules: list[str], symbol: str, kinds: list[str],
         name = f"hydra_{key}_{target()[2]}.o"
         data = diskcache.read_object(name) if cache else None
         if data is None:
-            data = compile_object(text, modules, symbol, kinds)
-            if cache:
+            data, portable = build()
+            if cache and portable:
                 diskcache.write_object(name, data)
-        argtypes = wrapper(text, symbol, kinds)[1]
         engine = target()[1]
         engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
-        address = engine.get_function_address(f"{symbol}_call")
+        address = engine.get_function_address(entry)
         if not address:
-            raise RuntimeError(f"hydra: {symbol}_call is not in its object file")
+            raise RuntimeError(f"hydra: {entry} is not in its object file")
         fn = ctypes.CFUNCTYPE(None, *argtypes)(address)
         _LOADED[key] = fn
         return fn

@@ -31,7 +31,7 @@ from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
 from ..host import run_op
 from ..cut import Run, cut, nested, users_of
-from . import persistent
+from . import nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .fuse import STEPS, FusingHost, region_plans, schedule, undefined
@@ -192,6 +192,15 @@ class Plan:
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
         threads = min(int(self.options.get("threads") or cores()), cores())
+        # the fused loops this run builds go to the disk cache with the kernel's phases
+        caching = nativeloops.CACHE.set(bool(self.options.get("cache")))
+        try:
+            self._steps(env, lanes, threads, ref)
+        finally:
+            nativeloops.CACHE.reset(caching)
+        return [env[v.id] for v in fn.body.terminator.operands]
+
+    def _steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
         with np.errstate(all="ignore"):
             for step in self.steps:
                 if isinstance(step, Phase):
@@ -200,7 +209,6 @@ class Plan:
                     step.run(env, lanes)
                 else:
                     run_op(ref, step, env)
-        return [env[v.id] for v in fn.body.terminator.operands]
 
     def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
         vals = []
