@@ -59,6 +59,11 @@ def quick(op: Op) -> Quick | None:
         return _lane_reduce(op, op.result.type.dtype.dtype)
     if fn == "lanesum_outer" and all(v.varying for v in op.operands):
         return _lanesum_outer(op)
+    if fn in ("matmul", "dot"):
+        from .products import product_step  # the products take Quick from here
+        step = product_step(op)
+        if step is not None:
+            return step
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
     r = op.result
