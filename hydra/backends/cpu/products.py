@@ -99,7 +99,7 @@ class _Product:
             run_op(Host(None, lanes), self.op, env)
             return
         out = np.empty((lanes,) + self.out, self.dtype)
-        if kern.signatures:
+        if kern.overloads:
             kern(lanes, out, x, y)
         else:
             with progress(f"building the native product of line {self.op.loc.line}"
