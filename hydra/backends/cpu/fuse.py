@@ -446,7 +446,7 @@ def stack_source(shape: tuple, k: int, axis: int, strides: list[tuple]) -> str:
     # a short last axis is spelled out, all loads before all stores: the store of one
     # element between two loads (the loop's order) keeps LLVM from packing them (the
     # output might alias an input); the spelled-out run packs into vector moves
-    short = bool(shape) and shape[-1] <= STACK_SPELLED
+    short = bool(shape) and 0 < shape[-1] <= STACK_SPELLED
     for j in range(k):
         cur, ocur = f"i0 * a{j}s", f"i0 * {lane} + {j * cs[axis]}"
         ind = "        "
