@@ -109,16 +109,20 @@ def test_non_contiguous_views(n):
     both(views_one, ("x", "y"), [x, y, W], n)
 
 
-def edges_one(a, b, c, d):
-    # size-1 dimensions, a long k (no rows loop: BLAS), an empty dimension
-    return a @ b, c @ c.T, c.T @ c, d @ d.T
+def edges_one(a, b, c, d, e):
+    # size-1 dimensions, a long k (no rows loop: BLAS), an empty dimension, more
+    # columns than a dots loop spells out
+    return a @ b, c @ c.T, c.T @ c, d @ d.T, c @ e.T
 
 
 def test_size_one_empty_and_long(n):
     r = np.random.default_rng(n + 5)
     a, b = r.standard_normal((n, 1, 1)), r.standard_normal((n, 1, 3))
     c, d = r.standard_normal((n, 3, 40)), np.zeros((n, 0, 4))
-    both(edges_one, ("a", "b", "c", "d"), [a, b, c, d], n)
+    e = r.standard_normal((n, 20, 40))
+    both(edges_one, ("a", "b", "c", "d", "e"), [a, b, c, d, e], n)
+    steps = product_steps(plan_of(edges_one, ("a", "b", "c", "d", "e"), [a, b, c, d, e]))
+    assert len(steps) == 4  # d @ d.T (an empty dimension) stays with NumPy
 
 
 def branch_one(x, W, k):
