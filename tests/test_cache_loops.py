@@ -17,29 +17,33 @@ import pytest
 import hydra
 from hydra.backends.cpu import nativeloops
 
-# a fused chain (maximum of an affine map) and an np.stack of per-lane views (one
-# generated copy loop): two loops, no native phase
+# a fused chain (maximum of an affine map), an np.stack of per-lane views (one generated
+# copy loop) and two small per-lane products (a rows loop, and a dots loop compiled with
+# reassociation: integer-valued floats, so every order gives the same bits): four loops,
+# no native phase
 SCRIPT = textwrap.dedent("""
     import sys, json, warnings
     import numpy as np, hydra
 
+    W = np.arange(8, dtype=np.float32).reshape(2, 4) - 3.0
+
     def f(x, b):
         y = np.maximum(x * 2.0 + b, 0.0)
         s = np.stack((x[0:2], x[1:3], x[2:4]))
-        return y, s
+        return y, s, W @ x, x @ x.T
 
     x = np.arange(60, dtype=np.float32).reshape(5, 4, 3) - 20.0
     b = np.linspace(-1, 1, 3).astype(np.float32)
     k = hydra.compile(f, varying=("x",), backend="cpu", cache=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        y, s = k(x, b)
+        out = k(x, b)
     from hydra.backends.cpu import nativeloops
     right = all(np.array_equal(got, np.stack([f(r, b)[j] for r in x]))
-                for j, got in enumerate((y, s)))
+                for j, got in enumerate(out))
     print(json.dumps([right, len(nativeloops.BUILT), "numba" in sys.modules, len(caught)]))
 """)
-FILLED = [True, 2, True, 0]  # right, two loops built, numba imported, no warning
+FILLED = [True, 4, True, 0]  # right, four loops built, numba imported, no warning
 HIT = [True, 0, False, 0]  # right, nothing built, numba not imported
 
 
@@ -67,7 +71,7 @@ def loop_files(cache):
 def test_a_cached_kernel_with_chains_loads_its_loops_without_numba(filled, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(filled, cache)
-    assert len(loop_files(cache)) == 2
+    assert len(loop_files(cache)) == 4
     assert run(cache) == HIT
 
 
@@ -90,7 +94,7 @@ def test_a_loop_entry_for_another_cpu_is_not_loaded(filled, tmp_path):
     shutil.copytree(filled, cache)
     other = dict(NUMBA_CPU_NAME="x86-64", NUMBA_CPU_FEATURES="")
     assert run(cache, **other) == FILLED
-    assert len(loop_files(cache)) == 4  # beside the first CPU's
+    assert len(loop_files(cache)) == 8  # beside the first CPU's
     assert run(cache, **other) == HIT
     assert run(cache) == HIT
 
@@ -108,7 +112,7 @@ def test_processes_racing_on_loop_entries(tmp_path):
         assert p.returncode == 0, err
         right, built, _, warned = json.loads(out.splitlines()[-1])
         # right, no warning; a process may load what a faster one stored
-        assert right and built <= 2 and not warned
+        assert right and built <= 4 and not warned
     assert [f.name for f in cache.iterdir() if f.name.endswith(".tmp")] == []
     assert run(cache) == HIT
 

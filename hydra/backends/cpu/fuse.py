@@ -191,18 +191,19 @@ def _expr(op: Op, names: list[str]) -> str:
 
 # --- one fused chain --------------------------------------------------------------------
 
-_KERNELS: dict[str, object] = {}
+_KERNELS: dict[tuple, object] = {}
 #: per chain, at most this many layouts get a kernel of their own
 SPECIALIZE = 4
 
 
-def _compiled(source: str, label: str = "a generated loop"):
+def _compiled(source: str, label: str = "a generated loop", reassoc: bool = False):
     """The native loop of a generated source (one per source per process; its machine
     code per argument signature, in the disk cache with ``cache=True``:
-    ``nativeloops``)."""
-    k = _KERNELS.get(source)
+    ``nativeloops``); ``reassoc``: its float sums may be reassociated (``products``)."""
+    k = _KERNELS.get((source, reassoc))
     if k is None:
-        k = _KERNELS.setdefault(source, nativeloops.Loop(source, label))
+        k = _KERNELS.setdefault((source, reassoc),
+                                nativeloops.Loop(source, label, reassoc))
     return k
 
 
@@ -443,16 +444,30 @@ def stack_source(shape: tuple, k: int, axis: int, strides: list[tuple]) -> str:
     lines = [f"def fused(n, o0, {', '.join(ins)}):"]
     lines += [f"    a{j}s = a{j}.strides[0] // a{j}.itemsize" for j in range(k)]
     lines.append("    for i0 in range(n):")
+    # a short last axis is spelled out, all loads before all stores: the store of one
+    # element between two loads (the loop's order) keeps LLVM from packing them (the
+    # output might alias an input); the spelled-out run packs into vector moves
+    short = bool(shape) and 0 < shape[-1] <= STACK_SPELLED
     for j in range(k):
         cur, ocur = f"i0 * a{j}s", f"i0 * {lane} + {j * cs[axis]}"
         ind = "        "
-        for d, size in enumerate(shape):
+        for d, size in enumerate(shape[:-1] if short else shape):
             lines.append(f"{ind}for i{d + 1} in range({size}):")
             ind += "    "
             cur = f"{cur} + i{d + 1} * {strides[j][d]}"
             ocur = f"{ocur} + i{d + 1} * {ostr[d]}"
-        lines.append(f"{ind}_st(o0, {ocur}, _ld(a{j}, {cur}))")
+        if not short:
+            lines.append(f"{ind}_st(o0, {ocur}, _ld(a{j}, {cur}))")
+            continue
+        last = len(shape) - 1
+        lines += [f"{ind}v{q} = _ld(a{j}, {cur} + {q * strides[j][last]})"
+                  for q in range(shape[-1])]
+        lines += [f"{ind}_st(o0, {ocur} + {q * ostr[last]}, v{q})" for q in range(shape[-1])]
     return "\n".join(lines) + "\n"
+
+
+#: ``np.stack`` spells out a last axis of at most this many elements (``stack_source``)
+STACK_SPELLED = 16
 
 
 # --- where chains run -------------------------------------------------------------------

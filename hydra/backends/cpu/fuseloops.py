@@ -96,15 +96,20 @@ class _LoweringOnly(_FunctionCompiler):
         return flags
 
 
-def llvm_ir(source: str, signature: tuple) -> tuple[str, str]:
+def llvm_ir(source: str, signature: tuple, reassoc: bool = False) -> tuple[str, str]:
     """(the LLVM module numba lowers ``fused`` to for ``signature``, its functions
     optimized one by one, with the numba libraries it calls linked in; the symbol of its
     native function).  ``signature``: per argument ``("s", dtype)`` (a scalar) or
-    ``("a", dtype, ndim)`` (an array, any layout: the loops index by strides)."""
+    ``("a", dtype, ndim)`` (an array, any layout: the loops index by strides);
+    ``reassoc``: compiled with numba's ``fastmath={"reassoc"}`` (``products``' dot
+    loops, whose sums LLVM may then vectorize in an order the kernel fixes)."""
+    options = {"nogil": True, "error_model": "numpy"}
+    if reassoc:
+        options["fastmath"] = {"reassoc"}
     sig = tuple(types.Array(numba.from_dtype(np.dtype(t[1])), t[2], "A") if t[0] == "a"
                 else numba.from_dtype(np.dtype(t[1])) for t in signature)
     comp = _LoweringOnly(_function(source), registry.cpu_target,
-                         {"nogil": True, "error_model": "numpy"}, {}, compiler.Compiler)
+                         options, {}, compiler.Compiler)
     cres = comp.compile(sig, None)
     lib = cres.library
     mod = lib._final_module

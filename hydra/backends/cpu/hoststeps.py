@@ -59,6 +59,11 @@ def quick(op: Op) -> Quick | None:
         return _lane_reduce(op, op.result.type.dtype.dtype)
     if fn == "lanesum_outer" and all(v.varying for v in op.operands):
         return _lanesum_outer(op)
+    if fn in ("matmul", "dot"):
+        from .products import product_step  # the products take Quick from here
+        step = product_step(op)
+        if step is not None:
+            return step
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
     r = op.result
@@ -96,6 +101,8 @@ def quick(op: Op) -> Quick | None:
         make = _uniform(fn, params, ids, dtype, bool(r.varying))
     elif fn == "sum" and vary == [True] and _float_sum(op):
         make = _einsum_sum(op, ids[0], params)
+    elif fn in _SHORT_UFUNCS and vary == [True] and r.varying and _short(op):
+        make = _short_reduce(op, ids[0], params)
     elif r.varying and fn in REDUCTIONS and fn not in ("argmax", "argmin") and vary == [True]:
         f = PER_LANE[fn]
         axis = _shift_axis(params.get("axis"), op.operands[0].type.ndim)
@@ -152,7 +159,7 @@ def _lanesum_outer(op: Op):
         if (mid is None or env[mid].all()) and all(
                 isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == lanes
                 and a.flags.c_contiguous for a in (d, x)):
-            env[rid] = (d.reshape(lanes, -1).T @ x.reshape(lanes, -1)).astype(dtype)
+            env[rid] = (d.reshape(lanes, -1).T @ x.reshape(lanes, -1)).astype(dtype, copy=False)
         else:
             run_op(Host(None, lanes), op, env)
     return Quick(op, step)
@@ -202,6 +209,51 @@ def _einsum_sum(op: Op, aid: int, params: dict):
     def make(env, lanes):
         out = np.einsum(spec, env[aid])
         return out.reshape((lanes,) + shape) if keep else out
+    return make
+
+
+#: the reductions ``_short_reduce`` runs, by their ufunc
+_SHORT_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _reduced(op: Op) -> tuple:
+    """The per-lane axes ``op`` (a reduction) reduces, in order."""
+    nd = op.operands[0].type.ndim
+    axis = op.attrs["params"].get("axis")
+    return tuple(range(nd)) if axis is None else \
+        tuple(sorted({a % nd for a in (axis if isinstance(axis, tuple) else (axis,))}))
+
+
+def _short(op: Op) -> bool:
+    """A reduction of fewer than ``EINSUM_SUM_FROM`` (and at least one) elements per
+    row, in the operand's own dtype, of numbers: one ``_short_reduce``."""
+    a = op.operands[0].type
+    if not (isinstance(a, ArrayType) and a.shape is not None and a.dtype.kind in "iuf"
+            and op.result.type.dtype == a.dtype and a.ndim >= 1):
+        return False
+    return 1 <= int(np.prod([a.shape[k] for k in _reduced(op)])) < EINSUM_SUM_FROM
+
+
+def _short_reduce(op: Op, aid: int, params: dict):
+    """``sum``, ``max`` or ``min`` over short per-lane rows (``_short``) as one reduce
+    over the leading axis of a copy with the reduced axes moved to the front: NumPy's
+    reduce over a last axis runs its inner loop once per row (~10 us for the max of
+    [256, 10]), over a leading axis it combines whole rows (~2 us).  Max and min give
+    the same values (a NaN propagates either way); a sum adds in index order along the
+    row, where the per-lane ``np.sum`` adds pairwise from 8 elements on: the
+    summation-order tolerance of reductions (SPEC section 8)."""
+    shape = tuple(op.operands[0].type.shape)
+    axes = _reduced(op)
+    kept = [d for d in range(len(shape)) if d not in axes]
+    perm = tuple(1 + d for d in axes) + (0,) + tuple(1 + d for d in kept)
+    rows = int(np.prod([shape[d] for d in axes]))
+    out = tuple(1 if d in axes else n for d, n in enumerate(shape)) \
+        if params.get("keepdims", False) else tuple(shape[d] for d in kept)
+    ufunc = _SHORT_UFUNCS[op.attrs["fn"]]
+
+    def make(env, lanes):
+        x = np.ascontiguousarray(env[aid].transpose(perm)).reshape(rows, -1)
+        return ufunc.reduce(x, axis=0).reshape((lanes,) + out)
     return make
 
 

@@ -87,9 +87,11 @@ class Loop:
     docstring).  ``label`` names it in the progress notice of a slow build ("building
     <label>")."""
 
-    def __init__(self, source: str, label: str = "a generated loop") -> None:
+    def __init__(self, source: str, label: str = "a generated loop",
+                 reassoc: bool = False) -> None:
         self.source = source
         self.label = label
+        self.reassoc = reassoc  # numba's ``fastmath={"reassoc"}``: sums may vectorize
         self._fns: dict[tuple, object] = {}  # signature -> ctypes function
         self._seen: dict[tuple, object] = {}  # argument types -> ctypes function
 
@@ -103,7 +105,7 @@ class Loop:
         fn(*args)
 
     def key(self, sig: tuple) -> str:
-        text = f"{FORMAT}\n{sig!r}\n{self.source}"
+        text = f"{FORMAT}\n{sig!r}\n{self.reassoc}\n{self.source}"
         return "loop_" + hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def function(self, sig: tuple):
@@ -133,7 +135,7 @@ class Loop:
         from . import fuseloops  # numba: only a loop that is not in the cache needs it
         with native._numba_lock():
             stage("numba: typing and lowering the loop")
-            ir, symbol = fuseloops.llvm_ir(self.source, sig)
+            ir, symbol = fuseloops.llvm_ir(self.source, sig, self.reassoc)
             stage("LLVM: optimizing and compiling the loop to machine code")
             entry = f"hydra_{key}_call"
             params = [str(a.type) for a in

@@ -217,7 +217,10 @@ class Plan:
             if isinstance(v.type, ArrayType):
                 vals.append(x)
             elif v.varying:
-                vals.append(np.ascontiguousarray(np.broadcast_to(x, (lanes,)), v.type.dtype))
+                if not (type(x) is np.ndarray and x.shape == (lanes,)  # the common case
+                        and x.dtype == v.type.dtype and x.flags.c_contiguous):
+                    x = np.ascontiguousarray(np.broadcast_to(x, (lanes,)), v.type.dtype)
+                vals.append(x)
             else:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
