@@ -1,20 +1,19 @@
 """The numba half of ``fuse``: the loads, stores and selects its generated loops call,
-and their compilation (imported on the first fused chain, so that ``import hydra`` and
-cached kernels without chains never import numba).
+and their lowering (imported when a generated loop is not in the disk cache, so that
+``import hydra`` and cached kernels never import numba).
 
 Takes: the source of a generated ``fused`` function (``fuse.Fused``, ``nativeloops``).
 Guarantees: the function is compiled with ``_ld``/``_st`` (element access by element
 offset), ``_sel`` (a branch-free select) and ``_max``/``_min`` (NumPy's NaN rules) in
-scope; ``compiled(source)`` is its ``@njit(nogil=True)`` dispatcher, ``llvm_ir(source,
-signature)`` the LLVM of its native function for one signature (``nativeloops``: what
-hydra's own pipeline turns into a cached object file).
+scope; ``llvm_ir(source, signature, reassoc)`` is the LLVM of its native function for
+one signature (``nativeloops``: what hydra's own pipeline turns into a cached object
+file).
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit
 from numba.core import compiler, registry, types
 from numba.core.dispatcher import _FunctionCompiler
 from numba.extending import intrinsic
@@ -75,13 +74,6 @@ def _function(source: str):
     scope = {"np": np, "_ld": _ld, "_st": _st, "_sel": _sel, "_max": _max, "_min": _min}
     exec(compile(source, "<hydra fused chain>", "exec"), scope)
     return scope["fused"]
-
-
-def compiled(source: str):
-    """The ``@njit`` function named ``fused`` that ``source`` defines (compiled in this
-    process only; ``nativeloops.Loop`` is the path hydra's steps take, disk cache
-    included)."""
-    return njit(nogil=True, error_model="numpy")(_function(source))
 
 
 class _LoweringOnly(_FunctionCompiler):
