@@ -50,6 +50,9 @@ def quick(op: Op) -> Quick | None:
         def const(env, lanes):
             env[rid] = value
         return Quick(op, const)
+    if op.opcode == "intrinsic":
+        from .lanesteps import lane_step
+        return lane_step(op)
     if op.opcode != "array" or len(op.results) != 1:
         return None
     fn, params = op.attrs["fn"], op.attrs["params"]
@@ -61,9 +64,8 @@ def quick(op: Op) -> Quick | None:
         return _lanesum_outer(op)
     if fn in ("matmul", "dot"):
         from .products import product_step  # the products take Quick from here
-        step = product_step(op)
-        if step is not None:
-            return step
+        from .lanesteps import lane_step
+        return product_step(op) or lane_step(op)
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
     r = op.result
