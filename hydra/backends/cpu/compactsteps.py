@@ -132,8 +132,9 @@ def _rows(key: tuple, k: int, shape: tuple, dtype):
 
 #: precomputed steps that must not run as they are on compacted rows: indexing
 #: (``xs[t]`` of a live-in gathers rows first), reductions across lanes and stacks
-#: (their fallbacks run the host rules on a host that does not name the original lane)
-_AS_OPS = frozenset({"getitem", "stack", *LANE_ARRAY_FNS})
+#: (their fallbacks run the host rules on a host that does not name the original lane),
+#: and products (planned here: unmasked while every row is active, into scratch rows)
+_AS_OPS = frozenset({"getitem", "stack", "matmul", "dot", *LANE_ARRAY_FNS})
 
 
 def _step(item, mask: int | None, mem: _Memory):

@@ -15,7 +15,8 @@ Guarantees: ``lane_step(op)`` is None or a ``Quick`` step that puts the same val
 
 Anything else goes to the host rule: a reduction over no active lane (its error), a
 product under a mask with few active lanes (``hostarrays.COMPACT_BELOW``: the host
-rule computes the active rows only), an operand with another shape or dtype than the
+rule computes the active rows only; inside a compacted loop ``compactsteps`` plans the
+product itself), an operand with another shape or dtype than the
 IR says (an undefined value, a uniform array a select passed through).
 """
 
@@ -28,7 +29,7 @@ from ...intrinsics import INTRINSICS
 from ...ir.core import Op
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
-from ..hostarrays import COMPACT_BELOW
+from .. import hostarrays
 from .hoststeps import Quick
 
 #: the intrinsics whose reference reduces the active lanes of one scalar
@@ -106,7 +107,7 @@ def _gemm(op: Op) -> Quick | None:
 
     def step(env, lanes):
         args = [env[i] for i in ids]
-        if mid is not None and np.count_nonzero(env[mid]) < COMPACT_BELOW * lanes:
+        if mid is not None and np.count_nonzero(env[mid]) < hostarrays.COMPACT_BELOW * lanes:
             run_op(Host(None, lanes), op, env)
             return
         for x, v, w in zip(args, vary, want):

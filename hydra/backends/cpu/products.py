@@ -41,7 +41,7 @@ import numpy as np
 from ...ir.core import Op
 from ...types import ArrayType
 from ..host import Host, run_op
-from ..hostarrays import COMPACT_BELOW
+from .. import hostarrays
 from .fuse import _compiled
 from .hoststeps import Quick
 
@@ -98,7 +98,7 @@ class _Product:
         x, y = (env[i] for i in self.ids)
         kern = self._kernel(x, y, lanes)
         if kern is None or self.mid is not None and \
-                np.count_nonzero(env[self.mid]) < COMPACT_BELOW * lanes:
+                np.count_nonzero(env[self.mid]) < hostarrays.COMPACT_BELOW * lanes:
             run_op(Host(None, lanes), self.op, env)
             return
         out = np.empty((lanes,) + self.out, self.dtype)
