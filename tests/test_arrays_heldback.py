@@ -1889,10 +1889,6 @@ def slice_by_loop_counter(x):
     return acc
 
 
-@pytest.mark.xfail(strict=True, raises=hydra.CompileError,
-                   reason="SPEC 8 lets a shape depend on uniform values; hydra takes slice "
-                          "bounds only from constants and uniform int arguments (shapes are "
-                          "types), not from a uniform loop counter")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_slice_bounds_from_a_uniform_loop_counter(backend):
     x = np.arange(8.0).reshape(2, 4)

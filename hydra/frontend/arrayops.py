@@ -23,6 +23,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Value
 from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
 from .common import Meta
+from .unroll import shape_reason
 
 #: set while a kernel compiles with array shapes in its types (after a NeedShapes)
 SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
@@ -33,11 +34,13 @@ SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
 class NeedShapes(CompileError):
     """A whole-array operation met an array whose shape is not in its type; ``params``:
     the parameters whose values would make it known (the kernel may specialize on them
-    where they are uniform)."""
+    where they are uniform) and ``loops``: the counters of the loops (``LoopCounter``)
+    whose unrolling would make it known."""
 
     def __init__(self, message, loc=None, hint=None, params=()):
         super().__init__(message, loc, hint)
-        self.params = tuple(params)
+        self.params = tuple(p for p in params if isinstance(p, str))
+        self.loops = tuple(p for p in params if not isinstance(p, str))
 
 
 class ArrayIndex:
@@ -116,8 +119,8 @@ class ArrayMixin:
             made_at, params = self.unknown_shapes[v.id]
             raise NeedShapes(params=params, loc=made_at, message=
                 f"{label}: the shape of {self._array_name(v)} depends on a value that is "
-                f"not known when the kernel compiles (here: a varying value, or a uniform "
-                f"one that is not a constant)",
+                f"not known when the kernel compiles (here: " + (shape_reason(params) or
+                "a varying value, or a uniform one that is not a constant") + ")",
                 hint="a per-lane array's shape must be the same on every lane and come "
                      "from argument shapes and constants (a.shape[0], 16)")
         if is_array(v) and v.type.shape is None:
@@ -187,13 +190,17 @@ class ArrayMixin:
         if isinstance(v, Meta) and v.obj is None:
             return None
         if c is None:
-            raise NeedShapes(f"{what} must be a constant here (a shape never depends on a "
-                             f"varying value)", loc, params=self._params_behind(v))
+            behind = self._params_behind(v)
+            counter = shape_reason(behind)
+            raise NeedShapes(f"{what} must be a constant here, but it depends on {counter}"
+                             if counter else f"{what} must be a constant here (a shape never "
+                             f"depends on a varying value)", loc, params=behind)
         return int(c)
 
     def _params_behind(self, v) -> tuple:
         """The parameters a value is computed from in the region being built (``k - 1``:
-        k), which the kernel may specialize on where they are uniform ints."""
+        k), which the kernel may specialize on where they are uniform ints, and the
+        counters of the loops it comes from (``i + 1``), which it may unroll."""
         if not isinstance(v, Value):
             return ()
         defs = {r.id: op for op in self.region.ops for r in op.results}
@@ -205,6 +212,8 @@ class ArrayMixin:
             seen.add(x.id)
             if x.id in self.param_names_by_id:
                 names.append(self.param_names_by_id[x.id])
+            elif x.id in self.loop_counters:
+                names += [self.loop_counters[x.id], *self.loop_counters[x.id].behind]
             elif x.id in defs:
                 todo.extend(defs[x.id].operands)
         return tuple(names)

@@ -36,6 +36,7 @@ from .exprs import ExprMixin
 from .loops import LoopMixin
 from .source import ParsedFunction, parse_function
 from .subset import STATEMENTS, check_subset
+from .unroll import UnrollMixin, build_unrolling
 
 
 @dataclass(slots=True)
@@ -58,7 +59,7 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
+class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -70,6 +71,9 @@ class Builder(LoopMixin, CallMixin, ArrayMixin, ExprMixin):
         self.array_refs: set[int] = set()
         #: per-lane arrays whose size is not a constant -> where they were made
         self.unknown_shapes: dict[int, tuple[Loc, list[str]]] = {}
+        #: counters of loops not unrolled -> ``LoopCounter`` (shapes may depend on them)
+        self.loop_counters: dict[int, object] = {}
+        self.const_ops: dict[int, Op] = {}  # const values -> their ops (exprs.py)
         self.call_stack: list[object] = []
         self.frame: Frame | None = None
         self.counter = 0
@@ -530,4 +534,4 @@ def build_function(pyfunc, param_types: list[Type]) -> Function:
     """The ``ssa`` stage of ``pyfunc`` for arguments of ``param_types``."""
     parsed = parse_function(pyfunc)
     check_subset(parsed)
-    return Builder(parsed).build(param_types)
+    return build_unrolling(lambda: Builder(parsed).build(param_types))

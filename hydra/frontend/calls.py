@@ -258,8 +258,7 @@ class CallMixin:
                         {"dtype": dtype.name, "fill": fill})
         if shape is None:
             given = args[0] if isinstance(args[0], tuple) else (args[0],)
-            params = [self.param_names_by_id[d.id] for d in given
-                      if isinstance(d, Value) and d.id in self.param_names_by_id]
+            params = [p for d in given for p in self._params_behind(d)]
             self.unknown_shapes[out.id] = (loc, params)
         return out
 

@@ -91,7 +91,9 @@ class ExprMixin:
         attrs = {"value": _python_scalar(value, t)}
         if isinstance(t, ScalarType) and t.weak and t.kind == "i" and attrs["value"] != value:
             attrs["_python"] = int(value)  # a Python int beyond int64: keep its value
-        return self.emit("const", [], t, loc, attrs)
+        v = self.emit("const", [], t, loc, attrs)
+        self.const_ops[v.id] = self.region.ops[-1]
+        return v
 
     def constant_value(self, v):
         """The Python value of a constant, or None."""
@@ -101,7 +103,13 @@ class ExprMixin:
         return None
 
     def _defining_ops(self, v: Value):
-        # Constants are looked up in the region being built (where they were just made).
+        # Constants are looked up in the region being built (where they were just made),
+        # and among those made in enclosing regions (a uniform int a shape depends on, the
+        # counter of an unrolled loop, used in an if's or a loop's body)
+        outer = self.const_ops.get(v.id)
+        if outer is not None:
+            yield outer
+            return
         for op in reversed(self.region.ops):
             if op.results and op.results[0] is v:
                 if op.opcode == "const":

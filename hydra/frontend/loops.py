@@ -37,6 +37,9 @@ class LoopMixin:
             if is_array(array):
                 return self.for_rows(node, array, loc)
         start, stop, step = self.range_args(node.iter)
+        if self.unrolled_for(node, (start, stop, step), loc):
+            return
+        record = self.counter_of(node, (start, stop, step), loc)
         counter = f"$i{self.frame.prefix}.{self.fresh()}"
         self.frame.env[counter] = start
         step_const = self.constant_value(step)
@@ -60,6 +63,7 @@ class LoopMixin:
 
         def before_body() -> None:
             i = self.frame.env[counter]
+            self.loop_counters[i.id] = record  # a shape that depends on it: unroll
             self.store_target(node.target, i)
             self.frame.env[counter] = self.emit("add", [i, step], i.type, loc)
 
