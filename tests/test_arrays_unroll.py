@@ -197,3 +197,13 @@ def test_uniform_int_shape_inside_a_loop_body(backend):
     x = np.random.default_rng(1).standard_normal((5, 8))
     got = hydra.compile(f, varying=("x",), backend=backend)(x, 3)
     np.testing.assert_array_equal(got, np.stack([f(r, 3) for r in x]))
+
+
+def test_a_zero_step_is_still_the_loops_error():
+    def f(x):
+        acc = np.zeros(4)
+        for i in range(0, 4, 0):
+            acc[: i + 1] += x[0]
+        return acc
+    with pytest.raises(hydra.CompileError, match="range\\(\\) arg 3 must not be zero"):
+        hydra.compile(f, varying=("x",), backend="numpy")(np.ones((3, 8)))

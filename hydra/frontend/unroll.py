@@ -69,6 +69,8 @@ class UnrollMixin:
             why = "a return in its body"
         elif None in consts:
             why = "its bounds are not constants when the kernel compiles"
+        elif consts[2] == 0:
+            why = "a zero step"  # the loop itself raises the ValueError
         elif len(range(*consts)) > MAX_TRIPS:
             why = (f"it runs {len(range(*consts))} times; hydra unrolls loops of at most "
                    f"{MAX_TRIPS} trips")
