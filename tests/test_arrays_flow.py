@@ -85,6 +85,31 @@ def test_divergent_if_while_return(be, n):
     check(branches, ("x", "c"), args, n, be)
 
 
+def written_after_flow(x, W, flag):
+    if flag > 0:                 # a uniform condition: t is still each lane's own array
+        t = W[0] + 1.0
+    else:
+        t = W[1] * 2.0
+    t[0] = x[0]
+    u = W[0] * 3.0
+    for _ in range(2):           # and so is an array a loop carries
+        u = u + W[1]
+    u[1:] = x[1:]
+    v = np.exp(W[1])
+    if flag > 1:
+        v = v.T
+    v[2] = x[2]                  # through an if that may pass the same array on
+    return t, u, v
+
+
+@pytest.mark.parametrize("flag", [0, 1, 2])
+def test_arrays_computed_from_uniforms_and_written_after_an_if_or_loop_are_per_lane(
+        be, n, flag):
+    r = np.random.default_rng(4)
+    args = [r.standard_normal((n, 3)), r.standard_normal((2, 3)), flag]
+    check(written_after_flow, ("x",), args, n, be, exact=True)
+
+
 def lane_reductions(x, d):
     g = lanesum(np.outer(d, x)) / nlanes()
     return g, lanemax(x), lanemin(x), laneprod(x[:2]), lanesum(x)

@@ -53,24 +53,54 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
 
 def _written_temporaries(fn: Function) -> set[int]:
     """Ids of arrays the kernel computes (``W.sum(0)``, ``W * 2``) and then writes into,
-    directly or through a view: in the per-example function each lane owns such an array,
-    so it is per-lane even when its operands are uniform, as ``np.zeros`` is (else one
-    lane's store would land in every lane's array)."""
+    directly, through a view, or through the value an ``if`` or a loop passes on (``t``
+    chosen by an ``if``, ``u`` carried by a loop): in the per-example function each lane
+    owns such an array, so it is per-lane even when its operands are uniform, as
+    ``np.zeros`` is (else one lane's store would land in every lane's array)."""
+    may_alias = _AliasSets()
     producer, targets = {}, []
     for op in fn.walk():
         for r in op.results:
             producer[r.id] = op
         if op.opcode in ("store", "array_store"):
             targets.append(op.operands[0])
-    out = set()
-    for v in targets:
-        op = producer.get(v.id)
-        while op is not None and op.opcode == "array" and op.attrs["fn"] in _VIEWS:
-            v = op.operands[0]
-            op = producer.get(v.id)
-        if op is not None and op.opcode == "array" and op.attrs["fn"] not in LANE_ARRAY_FNS:
-            out.add(v.id)
-    return out
+        elif op.opcode == "array" and op.attrs["fn"] in _VIEWS:
+            may_alias.join(op.result, op.operands[0])
+        elif op.opcode == "if":
+            for region in op.regions:
+                for r, y in zip(op.results, region.terminator.operands):
+                    may_alias.join(r, y)
+        elif op.opcode == "while":
+            before, body = op.regions
+            passed = before.terminator.operands[1:]
+            for i, r in enumerate(op.results):
+                for v in (op.operands[i], body.terminator.operands[i], passed[i],
+                          body.args[i], r):
+                    may_alias.join(before.args[i], v)
+    written = {may_alias.find(v.id) for v in targets}
+    return {vid for vid, op in producer.items()
+            if may_alias.find(vid) in written and op.opcode == "array"
+            and op.attrs["fn"] not in LANE_ARRAY_FNS and op.attrs["fn"] not in _VIEWS}
+
+
+class _AliasSets:
+    """Union-find over value ids: the values that may be the same array object."""
+
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, vid: int) -> int:
+        root = vid
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while vid != root:
+            self.parent[vid], vid = root, self.parent[vid]
+        return root
+
+    def join(self, a: Value, b: Value) -> None:
+        ra, rb = self.find(a.id), self.find(b.id)
+        if ra != rb:
+            self.parent[ra] = rb
 
 
 def _mark(v: Value, varying: bool) -> bool:
