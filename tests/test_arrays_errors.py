@@ -57,6 +57,32 @@ def test_unsupported_operations_are_named(be):
         hydra.compile(unsupported_method, varying="x", backend=be)(np.ones((2, 3)))
 
 
+def astype_half(x):
+    return x.astype(np.float16)
+
+
+def zeros_complex(x):
+    return np.zeros(3, dtype="complex128") + x
+
+
+def zeros_of_a_value(x):
+    return np.zeros(3, dtype=x[0]) + x
+
+
+def test_a_dtype_hydra_does_not_compute_in_is_named(be):
+    with pytest.raises(hydra.CompileError) as e:
+        hydra.compile(astype_half, varying="x", backend=be)(np.ones((2, 3)))
+    assert e.value.message == ".astype(): hydra does not compute in float16"
+    assert "float32" in e.value.hint
+    assert e.value.line == astype_half.__code__.co_firstlineno + 1
+    with pytest.raises(hydra.CompileError, match=r"np.zeros\(\): hydra does not compute in "
+                       "complex128"):
+        hydra.compile(zeros_complex, varying="x", backend=be)(np.ones((2, 3)))
+    with pytest.raises(hydra.CompileError, match="must be a NumPy scalar type such as "
+                       "np.float32, not a value computed in the kernel"):
+        hydra.compile(zeros_of_a_value, varying="x", backend=be)(np.ones((2, 3)))
+
+
 def store_wrong_shape(x):
     y = np.zeros((2, 3))
     y[0] = x

@@ -170,18 +170,16 @@ class ArrayMixin:
             shape = args[0] if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
             return self.array_reshape(m.array, shape, loc)
         if name == "astype":
-            return self.array_op("astype", [m.array], loc, dtype=self._dtype(args[0], loc))
+            return self.array_op("astype", [m.array], loc,
+                                 dtype=self._dtype(args[0], ".astype()", loc))
         if name == "copy":
             return self.array_op("copy", [m.array], loc)
         if name == "transpose" and not args:
             return self.array_op("transpose", [m.array], loc)
         return self.call_numpy_array(name, [m.array, *args], kwargs, loc)
 
-    def _dtype(self, arg, loc: Loc) -> str:
-        t = self.scalar_type_of(arg.obj) if isinstance(arg, Meta) else None
-        if t is None:
-            raise CompileError("the dtype must be a NumPy scalar type", loc)
-        return t.name
+    def _dtype(self, arg, what: str, loc: Loc) -> str:
+        return self.dtype_named(arg.obj if isinstance(arg, Meta) else arg, what, loc).name
 
     def _static_int(self, v, what: str, loc: Loc) -> int:
         if isinstance(v, int):
@@ -250,13 +248,13 @@ class ArrayMixin:
             return self.array_op(fname, list(args[0]), loc, axis=axis)
         if fname in ("zeros_like", "ones_like", "empty_like", "full_like"):
             dtype = kwargs.get("dtype")
-            dt = None if dtype is None else self._dtype(dtype, loc)
+            dt = None if dtype is None else self._dtype(dtype, f"np.{fname}()", loc)
             return self.array_op(fname, list(args), loc, dtype=dt)
         if fname == "arange":
             vals = [self._static_int(a, "np.arange()'s bounds", loc) for a in args]
             start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (*vals, 1)[:3]
             dtype = kwargs.get("dtype")
-            dt = "int64" if dtype is None else self._dtype(dtype, loc)
+            dt = "int64" if dtype is None else self._dtype(dtype, "np.arange()", loc)
             return self.array_op("arange", [], loc, start=start, stop=stop, step=step, dtype=dt)
         if fname == "einsum":
             if not args or not isinstance(args[0], Meta) or not isinstance(args[0].obj, str):

@@ -234,13 +234,11 @@ class CallMixin:
             if fill is None:  # a computed (maybe per-lane) fill value: an array op
                 return self.array_op("full", [args[1]], loc, shape=tuple(
                     self._static_int(d, "np.full()'s shape", loc) for d in shape),
-                    dtype=self._dtype(dtype_arg, loc))
+                    dtype=self._dtype(dtype_arg, "np.full()", loc))
         if kwargs:
             raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
-        dtype = FLOAT64 if dtype_arg is None else self.scalar_type_of(
-            dtype_arg.obj if isinstance(dtype_arg, Meta) else None)
-        if dtype is None:
-            raise CompileError(f"np.{fname}(): the dtype must be a NumPy scalar type", loc)
+        dtype = FLOAT64 if dtype_arg is None else self.dtype_named(
+            dtype_arg.obj if isinstance(dtype_arg, Meta) else dtype_arg, f"np.{fname}()", loc)
         if fname == "full":
             self.coerce(args[1], dtype, loc)  # a Python int fill must fit (OverflowError)
         dims = []

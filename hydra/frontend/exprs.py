@@ -197,6 +197,25 @@ class ExprMixin:
                 return None
         return None
 
+    def dtype_named(self, obj, what: str, loc: Loc) -> ScalarType:
+        """The scalar type a ``dtype=`` argument names, or a CompileError that says
+        whether it is no dtype at all or one hydra does not compute in."""
+        t = self.scalar_type_of(obj)
+        if t is not None:
+            return t
+        try:
+            if isinstance(obj, Value):
+                raise TypeError
+            name = np.dtype(obj).name
+        except TypeError:
+            obj = "a value computed in the kernel" if isinstance(obj, Value) else repr(obj)
+            raise CompileError(f"{what}: the dtype must be a NumPy scalar type such as "
+                               f"np.float32, not {obj}", loc) from None
+        raise CompileError(f"{what}: hydra does not compute in {name}", loc,
+                           hint="use one of " + ", ".join(
+                               ("bool" if n == "bool_" else n)
+                               for n in _NUMPY_SCALAR_TYPES.values()))
+
     def from_python(self, obj, name: str, loc: Loc):
         """A free name's value: numbers become constants, arrays captured arrays."""
         if isinstance(obj, (bool, int, float, np.generic)):
