@@ -234,3 +234,27 @@ def test_print_shows_each_lanes_array_as_numpy_does(be, capsys):
     for i in range(3):
         prints(x[i], W)
     assert got == capsys.readouterr().out
+
+
+def counter_times_array(x, n):
+    s = x * 1
+    for t in range(int(n)):      # int(): Python's range yields Python ints
+        s = s + x * t
+    return s
+
+
+def last_product(x, n):
+    s = x * n                    # float64: n is an np.int64
+    for t in range(n):
+        s = x * t
+    return s
+
+
+def test_range_counter_has_its_bounds_type(be):
+    """guide section 3: a NumPy integer bound gives a counter of that type (x * t is
+    float64 for float32 x); range(int(n)) gives Python's weak int (float32)."""
+    x = np.ones((3, 4), f32)
+    check(counter_times_array, ("x",), [x, np.int64(3)], 3, be, exact=True)
+    got = hydra.compile(last_product, varying="x", backend=be)(x, np.int64(3))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, np.full((3, 4), 2.0))
