@@ -310,7 +310,12 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
 
     def build_if(self, cond: Value, then_fn, else_fn, loc: Loc) -> None:
         """Emit an ``if`` whose arms run ``then_fn``/``else_fn`` against copies of the
-        frame's variables, then join the variables that differ (the phis)."""
+        frame's variables, then join the variables that differ (the phis). A condition
+        known when the kernel compiles runs only the arm it picks, in place."""
+        truth = self.static_truth(cond)
+        if truth is not None:
+            (then_fn if truth else else_fn)()
+            return
         frame = self.frame
         before = dict(frame.env)
         before_partial = dict(frame.partial)
@@ -408,10 +413,12 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
         live = [frame.env[f] for f in flags if f in frame.env]
         if not live:
             return None
+        if any(self.static_truth(f) for f in live):  # a return/break every lane took
+            return self.const(False, loc)
         stop = live[0]
         for f in live[1:]:
             stop = self.emit("bitor", [stop, f], BOOL, loc)
-        return self.emit("not", [stop], BOOL, loc)
+        return self.logical_not(stop, loc)
 
     def stmt(self, node: ast.stmt) -> None:
         handler = STATEMENTS.get(type(node))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 import types as pytypes
 
 import numpy as np
@@ -36,6 +37,8 @@ _PYTHON_INT_OPS = {
     "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
     "min": min, "max": max,
 }
+_PYTHON_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt,
+                   "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
 
 _NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -161,8 +164,22 @@ class ExprMixin:
         if isinstance(node, ast.BoolOp):
             return self.boolop(isinstance(node.op, ast.And), node.values, loc, as_condition=True)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return self.emit("not", [self.condition(node.operand)], BOOL, loc)
+            return self.logical_not(self.condition(node.operand), loc)
         return self.truthy(self.expr(node), loc)
+
+    def static_truth(self, cond: Value) -> bool | None:
+        """The truth of a condition known when the kernel compiles (``x.ndim == 2``,
+        ``len(W) > 1``, a module-level ``DEBUG`` flag), else None: an ``if`` on it keeps
+        only the arm Python would run, so the other may hold code that would not
+        type-check for these shapes, as in Numba's dead-branch pruning and JAX's tracing."""
+        c = self.constant_value(cond)
+        return None if c is None else bool(c)
+
+    def logical_not(self, cond: Value, loc: Loc) -> Value:
+        truth = self.static_truth(cond)
+        if truth is not None:
+            return self.const(not truth, loc)
+        return self.emit("not", [cond], BOOL, loc)
 
     def truthy(self, v, loc: Loc) -> Value:
         if isinstance(v, tuple):
@@ -171,6 +188,8 @@ class ExprMixin:
             raise CompileError(f"{self.describe(v)} cannot be used as a condition", loc)
         if v.type.kind == "b":
             return v
+        if self.static_truth(v) is not None:
+            return self.const(self.static_truth(v), loc)
         zero = self.const(0, loc, v.type)
         return self.emit("ne", [v, zero], BOOL, loc)
 
@@ -374,7 +393,7 @@ class ExprMixin:
     def expr_unaryop(self, node: ast.UnaryOp):
         loc = self.loc(node)
         if isinstance(node.op, ast.Not):
-            return self.emit("not", [self.condition(node.operand)], BOOL, loc)
+            return self.logical_not(self.condition(node.operand), loc)
         v = self.expr(node.operand)
         v = self.value(node.operand) if not isinstance(v, Value) else v
         if isinstance(node.op, ast.UAdd):
@@ -420,6 +439,10 @@ class ExprMixin:
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
                                    loc)
+        x, y = self.constant_value(a), self.constant_value(b)
+        if x is not None and y is not None and a.type.kind in "iub" and b.type.kind in "iub":
+            # integers compare by value in NumPy 2 whatever their types, as in Python
+            return self.const(bool(_PYTHON_COMPARE[name](int(x), int(y))), loc)
         if self._unsigned64(a) and self._maybe_negative(b) or \
                 self._unsigned64(b) and self._maybe_negative(a):
             return self.compare_signed_unsigned(name, a, b, loc)
@@ -469,7 +492,11 @@ class ExprMixin:
 
     def if_value(self, cond: Value, then_fn, else_fn, loc: Loc):
         """An ``if`` op that yields the value of then_fn() or else_fn(); each arm runs
-        only on the lanes that take it."""
+        only on the lanes that take it; a condition known when the kernel compiles
+        runs only the arm it picks (see static_truth)."""
+        truth = self.static_truth(cond)
+        if truth is not None:
+            return then_fn() if truth else else_fn()
         arms, values = [], []
         for fn in (then_fn, else_fn):
             region, outer = Region(), self.region
