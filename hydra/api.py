@@ -31,6 +31,7 @@ from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
 from .passes.syncpoints import written_arrays
+from .passes.views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
 from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
@@ -296,6 +297,7 @@ class Kernel:
         values, types = _flatten_tuples(values, types)
         _check_python_ints(fn, values, shown)
         _check_writeable(fn, values)
+        check_layouts(fn, values)
         self._check_aliasing(fn, values, types)
         return fn, runner, values, types, lanes
 

@@ -26,6 +26,7 @@ arrays).
 from __future__ import annotations
 
 from ..ir.core import Function, Op, Value
+from .views import VIEW_FNS
 
 
 def find_sync_points(fn: Function) -> Function:
@@ -69,8 +70,12 @@ def written_arrays(fn: Function) -> list[Value]:
     (varying or uniform) and captured arrays (``global_array`` results), in order.
 
     An array value that reaches a store through other ops (a ``select``, an ``if``'s
-    result, a loop-carried value) counts every array that may flow into it."""
+    result, a loop-carried value, a view) counts every array that may flow into it; an
+    array the kernel computes (``W.sum(0)``, ``W.copy()``, a reshape NumPy copies) is a
+    new one, so writing it writes none of its operands."""
     sources: dict[int, list[Value]] = {}  # value id -> the values it may be
+    copied = {chain[-1].result.id for copies, _, chain in fn.notes.get("shared_reshapes", ())
+              if copies}
 
     def flows(targets: list[Value], values: list[Value]) -> None:
         for t, v in zip(targets, values):
@@ -87,6 +92,9 @@ def written_arrays(fn: Function) -> list[Value]:
             flows(before.args, body.terminator.operands)
             flows(body.args, passed)
             flows(op.results, passed)
+        elif op.opcode == "array" and (op.attrs["fn"] not in VIEW_FNS
+                                       or op.result.id in copied):
+            continue
         elif op.opcode not in ("load", "global_array", "local_array"):
             for r in op.results:  # select, tuple, tuple_get...: any input may flow out
                 sources.setdefault(r.id, []).extend(op.inputs())

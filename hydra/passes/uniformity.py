@@ -27,11 +27,13 @@ from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..batching import FRESH
 from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
+from .views import VIEW_FNS, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
 #: array fns whose result is a view of their first operand: a store into it writes there
-_VIEWS = frozenset({"getitem", "reshape", "transpose"})
+#: (but for the reshapes NumPy copies)
+_VIEWS = VIEW_FNS
 
 
 def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
@@ -56,15 +58,20 @@ def _written_temporaries(fn: Function) -> set[int]:
     directly, through a view, or through the value an ``if`` or a loop passes on (``t``
     chosen by an ``if``, ``u`` carried by a loop): in the per-example function each lane
     owns such an array, so it is per-lane even when its operands are uniform, as
-    ``np.zeros`` is (else one lane's store would land in every lane's array)."""
+    ``np.zeros`` is (else one lane's store would land in every lane's array).  A reshape
+    NumPy copies (``W.T.reshape(6)`` of a shared ``W``: ``views``) is such an array; the
+    decisions for written reshapes of shared arrays go to ``fn.notes`` for the call-time
+    check of the arrays' layouts."""
     may_alias = _AliasSets()
+    reshapes = shared_reshapes(fn)
+    copies = {vid for vid, (copied, _, _) in reshapes.items() if copied}
     producer, targets = {}, []
     for op in fn.walk():
         for r in op.results:
             producer[r.id] = op
         if op.opcode in ("store", "array_store"):
             targets.append(op.operands[0])
-        elif op.opcode == "array" and op.attrs["fn"] in _VIEWS:
+        elif op.opcode == "array" and op.attrs["fn"] in _VIEWS and op.result.id not in copies:
             may_alias.join(op.result, op.operands[0])
         elif op.opcode == "if":
             for region in op.regions:
@@ -78,9 +85,12 @@ def _written_temporaries(fn: Function) -> set[int]:
                           body.args[i], r):
                     may_alias.join(before.args[i], v)
     written = {may_alias.find(v.id) for v in targets}
+    fn.notes["shared_reshapes"] = [decided for vid, decided in reshapes.items()
+                                   if may_alias.find(vid) in written]
     return {vid for vid, op in producer.items()
             if may_alias.find(vid) in written and op.opcode == "array"
-            and op.attrs["fn"] not in LANE_ARRAY_FNS and op.attrs["fn"] not in _VIEWS}
+            and op.attrs["fn"] not in LANE_ARRAY_FNS
+            and (op.attrs["fn"] not in _VIEWS or vid in copies)}
 
 
 class _AliasSets:
