@@ -51,6 +51,20 @@ FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange
                    "full"})
 
 
+def lane_copies(value, n: int) -> np.ndarray:
+    """``n`` copies of ``value``, lane axis first, each laid out in memory as ``value``
+    is: NumPy's results keep their operands' axis order (``W.T * 2`` and
+    ``np.zeros_like(W.T)`` are Fortran-ordered), and whether a reshape of a lane's copy
+    is a view, as per example, depends on it."""
+    value = np.asarray(value)
+    one = np.empty_like(value)  # order K: value's axis order, dense
+    rows = np.empty(n * one.size, one.dtype)
+    out = np.lib.stride_tricks.as_strided(rows, (n,) + one.shape,
+                                          (one.size * one.itemsize,) + one.strides)
+    out[...] = value
+    return out
+
+
 def index_tuple(spec, ints) -> tuple:
     """The index of a static spec (``("int",)``, ``("slice", a, b, c)``, ``("none",)``,
     ``("ellipsis",)``) with its ``("int",)`` places taken from ``ints`` in order."""
@@ -101,7 +115,7 @@ PER_LANE: dict[str, Callable] = {
     "matmul": np.matmul, "dot": np.dot, "outer": np.outer,
     "transpose": lambda a: np.transpose(a),
     "reshape": lambda a, shape: np.reshape(a, shape),
-    "copy": lambda a: np.array(a, copy=True),
+    "copy": lambda a: np.array(a, copy=True, order="C"),  # a.copy() is C-ordered
     "getitem": lambda a, *ints, index: a[index_tuple(index, ints)],
     "concatenate": lambda *arrays, axis=0: np.concatenate(arrays, axis=axis),
     "stack": lambda *arrays, axis=0: np.stack(arrays, axis=axis),
@@ -297,7 +311,7 @@ BATCH: dict[str, Callable] = {
     **{name: reduction_rule for name in REDUCTIONS},
     "matmul": matmul_rule, "dot": matmul_rule, "outer": outer_rule,
     "transpose": transpose_rule, "reshape": reshape_rule,
-    "copy": lambda f, args, vary, n, out, params: np.array(args[0], copy=True),
+    "copy": lambda f, args, vary, n, out, params: np.array(args[0], copy=True, order="C"),
     "concatenate": join_rule, "stack": join_rule,
     "conv2d": conv_rule, "max_pool2d": pool_rule,
     "einsum": einsum_rule, "tensordot": tensordot_rule, "pad": pad_rule,
@@ -313,7 +327,7 @@ def batched(fn: str, args: list, vary: list[bool], n: int, out: Type, params: di
     if not any(vary):
         value = f(*args, **params)
         if fn in FRESH:
-            value = np.broadcast_to(value, (n,) + np.shape(value)).copy()
+            value = lane_copies(value, n)
         return _typed(value, out)
     return _typed(BATCH.get(fn, loop_rule)(f, args, vary, n, out, params), out)
 

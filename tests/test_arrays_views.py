@@ -48,8 +48,22 @@ def transpose_reshape_of_computed(W, x):
     return t, r
 
 
-SHARED_RESHAPES = [reshape_of_transpose, reshape_view_of_shared,
-                   transpose_reshape_of_computed]
+def reshape_of_fortran_result(W, x):
+    t = W.T * 2  # Fortran-ordered, as NumPy keeps W.T's layout: the reshape copies
+    r = t.reshape(6)
+    r[0] = x[0]
+    return t
+
+
+def zeros_like_shared_transposed(W, x):
+    z = np.zeros_like(W.T)  # each lane's own, Fortran-ordered as W.T: the reshape copies
+    r = z.reshape(6)
+    r[0] = x[0]
+    return z, r
+
+
+SHARED_RESHAPES = [zeros_like_shared_transposed, reshape_of_transpose, reshape_view_of_shared,
+                   transpose_reshape_of_computed, reshape_of_fortran_result]
 
 
 @pytest.mark.parametrize("fn", SHARED_RESHAPES, ids=lambda f: f.__name__)
@@ -87,3 +101,32 @@ def test_read_only_shared_array_is_not_written(be):
         check(fn, ("x",), (W, x), 5, be)
     with pytest.raises(ValueError, match="read-only"):
         hydra.compile(reshape_view_of_shared, varying=("x",), backend=be)(W, x)
+
+
+# --- layouts: whether a reshape is a view depends on NumPy's memory layout ------------
+
+def transposed_copy_reshape(x):
+    c = x.T.copy()  # C-ordered: its reshape is a view
+    r = c.reshape(6)
+    r[0] = 1.0
+    return c
+
+
+def transposed_product_reshape(x):
+    t = x.T * 2  # Fortran-ordered per example: its reshape is a copy
+    r = t.reshape(6)
+    r[0] = 5.0
+    return t
+
+
+def zeros_like_transposed(x):
+    z = np.zeros_like(x.T)  # Fortran-ordered, as x.T
+    r = z.reshape(6)
+    r[0] = x[0, 0]
+    return z
+
+
+@pytest.mark.parametrize("fn", [transposed_copy_reshape, transposed_product_reshape,
+                                zeros_like_transposed], ids=lambda f: f.__name__)
+def test_reshape_sees_numpy_layouts(fn, be, n):
+    check(fn, ("x",), (_x(n, 2, 3),), n, be)

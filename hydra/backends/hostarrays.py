@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import FRESH, batched, index_tuple
+from ..batching import FRESH, batched, index_tuple, lane_copies
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
@@ -108,7 +108,7 @@ def array_rule(h, op: Op, env) -> list:
     if op.result.varying and not any(vary) and fn not in FRESH:
         # an array the kernel writes into (uniformity's written temporaries): each
         # lane's own copy
-        out = np.broadcast_to(out, (h.lanes,) + np.shape(out)).copy()
+        out = lane_copies(out, h.lanes)
     return [out if out.ndim or op.result.varying else out[()]]
 
 

@@ -116,6 +116,9 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "varying": (("while",), "a loop that repeats while any lane is active (linearize)"),
     "_python": (("const",), "a Python int constant's exact value, which may exceed 64 bits "
                             "until it meets a type (frontend constant folding)"),
+    "_numpy_layout": (("array",), "a written reshape reads the result, so its memory layout "
+                                  "decides what the write reaches: NumPy's, never a fused "
+                                  "loop's (uniformity)"),
 }
 
 

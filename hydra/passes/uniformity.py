@@ -85,12 +85,31 @@ def _written_temporaries(fn: Function) -> set[int]:
                           body.args[i], r):
                     may_alias.join(before.args[i], v)
     written = {may_alias.find(v.id) for v in targets}
+    _mark_observed_layouts(producer, may_alias, written)
     fn.notes["shared_reshapes"] = [decided for vid, decided in reshapes.items()
                                    if may_alias.find(vid) in written]
     return {vid for vid, op in producer.items()
             if may_alias.find(vid) in written and op.opcode == "array"
             and op.attrs["fn"] not in LANE_ARRAY_FNS
             and (op.attrs["fn"] not in _VIEWS or vid in copies)}
+
+
+def _mark_observed_layouts(producer: dict, may_alias: "_AliasSets", written: set) -> None:
+    """Marks ``_numpy_layout`` on the computed arrays a reshape of a written array reads
+    (``t = x.T * 2; r = t.reshape(6); r[0] = ...``): whether that reshape is a view, so
+    whether the write reaches ``t``, depends on ``t``'s memory layout, which must be
+    NumPy's (``x.T * 2`` is Fortran-ordered per example); a backend that lays out its
+    results otherwise (the cpu backend's fused loops) leaves such an op to NumPy."""
+    for op in producer.values():
+        if op.opcode != "array" or op.attrs["fn"] != "reshape" \
+                or may_alias.find(op.result.id) not in written:
+            continue
+        v = op.operands[0]
+        while v.id in producer and producer[v.id].opcode == "array" \
+                and producer[v.id].attrs["fn"] in _VIEWS:
+            v = producer[v.id].operands[0]
+        if v.id in producer and producer[v.id].opcode == "array":
+            producer[v.id].attrs["_numpy_layout"] = True
 
 
 class _AliasSets:

@@ -90,7 +90,8 @@ def fusable(op: Op, undef: set[int] = frozenset()) -> bool:
         c, a, b = op.operands
         if not (c.varying and isinstance(c.type, ScalarType)) or a.id in undef or b.id in undef:
             return False
-    elif op.opcode != "array" or op.attrs["fn"] not in FUSABLE_FNS or op.mask is not None:
+    elif op.opcode != "array" or op.attrs["fn"] not in FUSABLE_FNS or op.mask is not None \
+            or op.attrs.get("_numpy_layout"):  # a written reshape's view-ness sees it
         return False
     r = op.results[0] if len(op.results) == 1 else None
     if r is None or not r.varying or not isinstance(r.type, ArrayType) \

@@ -96,7 +96,7 @@ def quick(op: Op) -> Quick | None:
         make = _stack(op, ids, dtype)
     elif fn == "copy" and vary == [True]:
         def make(env, lanes):
-            return np.array(env[ids[0]], copy=True)
+            return np.array(env[ids[0]], copy=True, order="C")  # as a.copy() is
     elif not any(vary) and r.varying and fn not in FRESH and isinstance(rt, ArrayType):
         pass  # an array the kernel writes (uniformity): the host rule copies it per lane
     elif not any(vary) and fn not in FRESH and op.mask is None:
