@@ -14,7 +14,7 @@ import pytest
 from arrays_oracle import check
 
 import hydra
-from hydra.errors import KernelValueError
+from hydra.errors import CompileError, KernelValueError
 
 F = np.float32
 
@@ -130,3 +130,19 @@ def zeros_like_transposed(x):
                                 zeros_like_transposed], ids=lambda f: f.__name__)
 def test_reshape_sees_numpy_layouts(fn, be, n):
     check(fn, ("x",), (_x(n, 2, 3),), n, be)
+
+
+def gathered_row_written(W, x, i):
+    r = W[i]  # per example a view of the shared W (basic indexing)
+    r[0] = x[0]
+    return r
+
+
+def test_store_through_a_gathered_row_is_refused(be):
+    """hydra gathers W[i] at a varying i as a per-lane copy (SPEC section 8), so a store
+    through it would silently miss W, where it lands per example: refused."""
+    with pytest.raises(CompileError, match=r"store into W\[\.\.\.\] at a varying index.*"
+                                           r"view") as e:
+        hydra.compile(gathered_row_written, varying=("x", "i"), backend=be)(
+            _w(5, 3), _x(3, 3), np.array([0, 1, 1]))
+    assert e.value.loc.line == gathered_row_written.__code__.co_firstlineno + 2
