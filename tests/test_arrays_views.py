@@ -132,17 +132,220 @@ def test_reshape_sees_numpy_layouts(fn, be, n):
     check(fn, ("x",), (_x(n, 2, 3),), n, be)
 
 
+# --- writes through views of a lane's own arrays --------------------------------------
+
+def slices_of_slices(x):
+    a = x[1:7]
+    b = a[::2]
+    b[1] = -1.0
+    return x
+
+
+def negative_steps(x):
+    a = x[::-1]
+    a[0] = 9.0
+    b = a[1:5][::-2]
+    b[0] = 7.0
+    return x
+
+
+def transpose_store(x):
+    x.T[0] = 1.0
+    x.T[1, 1] = 3.0
+    return x
+
+
+def reshape_views(x):
+    r = x.reshape(6)
+    r[0] = 5.0
+    t = x.T.reshape(6)  # a copy: x keeps its values
+    t[1] = 6.0
+    return x, t
+
+
+def reshape_then_transpose(x):
+    r = x.reshape(3, 2).T
+    r[0, 1] = -4.0
+    return x
+
+
+def reshape_of_reversed(x):
+    r = x[::-1].reshape(2, 3)
+    r[0, 0] = 8.0
+    return x
+
+
+def rows_written(x):
+    for row in x:
+        row[0] = row[1] * 2
+    return x
+
+
+def rows_added_in_place(x):
+    for row in x:
+        row += 1.0
+    return x.sum()
+
+
+LANE_VIEWS = [(slices_of_slices, (8,)), (negative_steps, (8,)), (transpose_store, (2, 3)),
+              (reshape_views, (2, 3)), (reshape_then_transpose, (2, 3)),
+              (reshape_of_reversed, (6,)), (rows_written, (3, 4)),
+              (rows_added_in_place, (3, 4))]
+
+
+@pytest.mark.parametrize("fn,shape", LANE_VIEWS, ids=lambda p: getattr(p, "__name__", ""))
+def test_writes_through_views_of_lane_arrays(fn, shape, be, n):
+    check(fn, ("x",), (_x(n, *shape),), n, be)
+
+
+# --- masks, helpers, aliasing ---------------------------------------------------------
+
+def masked_if(x, c):
+    y = x.copy()
+    if c > 0:
+        y[0] = 100.0
+        x[1] = 50.0
+    return y
+
+
+def masked_while(x, k):
+    i = 0
+    while i < k:
+        x[i] = i
+        i += 1
+    return x
+
+
+def _helper(a):
+    a[0] = 3.0
+    return a
+
+
+def through_helper(x):
+    y = _helper(x[1:])
+    return y, x
+
+
+def same_array_twice(x):
+    y = x * 2
+    return y, y
+
+
+def view_of_argument(x):
+    return x[1:], x
+
+
+def copies_are_copies(x):
+    a = x.astype(np.float32)
+    a[0] = 0.0
+    b = x.copy()
+    b[1] = 0.0
+    return x, a, b
+
+
+def alias_then_add(x, y):
+    z = x
+    z += y
+    return x
+
+
+def local_alias(x):
+    a = np.zeros(4, np.float32)
+    b = a
+    b[1] = x[0]
+    return a
+
+
+def test_masks_helpers_and_aliases(be, n):
+    rng = np.random.default_rng(3)
+    x, c, k = _x(n, 4), _x(n, seed=4), rng.integers(0, 4, n)
+    check(masked_if, ("x", "c"), (x, c), n, be)
+    check(masked_while, ("x", "k"), (_x(n, 4), k), n, be)
+    for fn in (through_helper, same_array_twice, view_of_argument, copies_are_copies,
+               local_alias):
+        check(fn, ("x",), (_x(n, 4),), n, be)
+    check(alias_then_add, ("x", "y"), (_x(n, 4), _x(n, 4, seed=5)), n, be)
+
+
+# --- uniform arrays written ------------------------------------------------------------
+
+def shared_row_written(W, x):
+    r = W[1]  # a view of the shared W: the last lane's store wins, as per example
+    r[0] = x[0]
+    return W
+
+
+def shared_copies_written(W, x):
+    a = W.astype(np.float32)
+    a[0] = x[0]
+    b = W.copy()
+    b[1] = x[1]
+    c = W + 0
+    c[2] = x[2]
+    return a, b, c, W
+
+
+def lane_private_places(W, x):
+    W[hydra.lane()] = x  # lane-private rows of a shared array
+    return W.sum()
+
+
+@pytest.mark.parametrize("fn", [shared_row_written, shared_copies_written],
+                         ids=lambda f: f.__name__)
+def test_uniform_arrays_written(fn, be, n):
+    check(fn, ("x",), (_w(3, 4), _x(n, 4)), n, be)
+
+
+def test_uniform_array_lane_private_rows(be, n):
+    W = np.zeros((n, 4), F)
+    k = hydra.compile(lane_private_places, varying=("x",), backend=be)
+    x = _x(n, 4)
+    k(W, x)
+    assert np.array_equal(W, x)
+
+
 def gathered_row_written(W, x, i):
     r = W[i]  # per example a view of the shared W (basic indexing)
     r[0] = x[0]
     return r
 
 
+def lane_row_written(x, i):
+    x[i][:] = x[i] * 3  # x[i] is a view of the lane's x per example
+    return x
+
+
+def lane_row_updated(x, i):
+    x[i] += 1.0  # a store into x itself: fine
+    x[i, 0] *= 2.0
+    return x
+
+
 def test_store_through_a_gathered_row_is_refused(be):
     """hydra gathers W[i] at a varying i as a per-lane copy (SPEC section 8), so a store
     through it would silently miss W, where it lands per example: refused."""
     with pytest.raises(CompileError, match=r"store into W\[\.\.\.\] at a varying index.*"
-                                           r"view") as e:
+                                           r"view.*shared array") as e:
         hydra.compile(gathered_row_written, varying=("x", "i"), backend=be)(
             _w(5, 3), _x(3, 3), np.array([0, 1, 1]))
     assert e.value.loc.line == gathered_row_written.__code__.co_firstlineno + 2
+    with pytest.raises(CompileError, match=r"store into x\[\.\.\.\] at a varying index.*"
+                                           r"the lane's array"):
+        hydra.compile(lane_row_written, varying=("x", "i"), backend=be)(
+            _x(3, 3, 2), np.array([0, 1, 1]))
+
+
+def test_stores_at_a_varying_index_into_the_array_itself(be, n):
+    i = np.random.default_rng(6).integers(0, 3, n)
+    check(lane_row_updated, ("x", "i"), (_x(n, 3, 2), i), n, be)
+
+
+def same_argument_twice(x, y):
+    x[0] = y[1] + 1.0  # x and y are one array: y sees the store
+    y[2] = x[0] * 2
+    return y
+
+
+def test_one_array_passed_twice(be, n):
+    a = _x(n, 4)
+    check(same_argument_twice, ("x", "y"), (a, a), n, be)

@@ -188,9 +188,10 @@ def _op(op: Op, written: set[int]) -> bool:
 
 
 def _check_gathered_stores(fn: Function) -> None:
-    """A store through ``r = W[i]`` of a shared ``W`` at a varying ``i`` is refused: per
-    example ``r`` is a view and the store lands in ``W``, where hydra gathers a per-lane
-    copy (SPEC section 8), which the store would silently leave ``W`` out of."""
+    """A store through ``r = W[i]`` at a varying ``i`` is refused: per example ``r`` is a
+    view (basic indexing) and the store lands in ``W`` (a shared array, or the lane's
+    own), where hydra gathers a per-lane copy (SPEC section 8), which the store would
+    silently leave ``W`` out of."""
     producer = {op.result.id: op for op in fn.walk() if op.opcode == "array"}
     for op in fn.walk():
         if op.opcode not in ("store", "array_store"):
@@ -199,12 +200,12 @@ def _check_gathered_stores(fn: Function) -> None:
         while v.id in producer and producer[v.id].attrs["fn"] in _VIEWS:
             view = producer[v.id]
             base = view.operands[0]
-            if view.attrs["fn"] == "getitem" and not base.varying \
-                    and any(i.varying for i in view.operands[1:]):
+            if view.attrs["fn"] == "getitem" and any(i.varying for i in view.operands[1:]):
+                what = "the lane's array" if base.varying else "the shared array"
                 raise CompileError(
-                    f"a store into {base.name or 'a shared array'}[...] at a varying index: "
-                    f"per example that is a view, so the store would land in the shared "
-                    f"array, where hydra gathers a per-lane copy", op.loc,
+                    f"a store into {base.name or 'an array'}[...] at a varying index: "
+                    f"per example that is a view, so the store would land in {what}, "
+                    f"where hydra gathers a per-lane copy", op.loc,
                     hint="store into the shared array itself (W[i, j] = ...), or copy "
                          "the row first (r = W[i].copy())")
             v = base
