@@ -62,7 +62,52 @@ def zeros_like_shared_transposed(W, x):
     return z, r
 
 
-SHARED_RESHAPES = [zeros_like_shared_transposed, reshape_of_transpose, reshape_view_of_shared,
+G = np.arange(6, dtype=F).reshape(2, 3)
+
+
+def captured_reshape(W, x):
+    r = G.T.reshape(6)  # a captured array: as an argument
+    r[0] = x[0]
+    return r
+
+
+def _flat(a):
+    return a.T.reshape(-1)
+
+
+def reshape_in_helper(W, x):
+    r = _flat(W)
+    r[1] = x[1]
+    return r, W
+
+
+def reshape_in_branches(W, x):
+    if x[2] > 0:
+        r = W.T.reshape(6)
+    else:
+        r = W.reshape(6) * 1
+    r[0] = x[0]
+    return r, W
+
+
+def reshape_copy_viewed(W, x):
+    r = W.T.reshape(6)[1:]
+    r[0] = x[0]
+    q = W.T.reshape(3, 2).T
+    q[0, 0] = x[1]
+    return r, q, W
+
+
+def computed_rows_written(W, x):
+    t = W * 1
+    for row in t:
+        row[0] = x[0]
+    return t
+
+
+SHARED_RESHAPES = [captured_reshape, reshape_in_helper, reshape_in_branches,
+                   reshape_copy_viewed, computed_rows_written, zeros_like_shared_transposed,
+                   reshape_of_transpose, reshape_view_of_shared,
                    transpose_reshape_of_computed, reshape_of_fortran_result]
 
 
@@ -126,8 +171,31 @@ def zeros_like_transposed(x):
     return z
 
 
+def where_of_transposed(x):
+    w = np.where(x.T > 0, x.T, 0.0)  # Fortran-ordered: its operands are
+    r = w.reshape(6)
+    r[0] = 5.0
+    return w
+
+
+def exp_of_transposed(x):
+    w = np.exp(x.T) + x.T
+    r = w.reshape(6)
+    r[0] = 5.0
+    return w
+
+
+def base_written_after_reshape(x):
+    t = x.T * 2
+    r = t.reshape(6)  # a copy: the store into t does not reach r
+    t[0, 0] = 5.0
+    return r, t
+
+
 @pytest.mark.parametrize("fn", [transposed_copy_reshape, transposed_product_reshape,
-                                zeros_like_transposed], ids=lambda f: f.__name__)
+                                zeros_like_transposed, where_of_transposed,
+                                exp_of_transposed, base_written_after_reshape],
+                         ids=lambda f: f.__name__)
 def test_reshape_sees_numpy_layouts(fn, be, n):
     check(fn, ("x",), (_x(n, 2, 3),), n, be)
 

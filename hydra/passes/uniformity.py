@@ -95,21 +95,22 @@ def _written_temporaries(fn: Function) -> set[int]:
 
 
 def _mark_observed_layouts(producer: dict, may_alias: "_AliasSets", written: set) -> None:
-    """Marks ``_numpy_layout`` on the computed arrays a reshape of a written array reads
-    (``t = x.T * 2; r = t.reshape(6); r[0] = ...``): whether that reshape is a view, so
-    whether the write reaches ``t``, depends on ``t``'s memory layout, which must be
-    NumPy's (``x.T * 2`` is Fortran-ordered per example); a backend that lays out its
-    results otherwise (the cpu backend's fused loops) leaves such an op to NumPy."""
+    """Marks ``_numpy_layout`` on the arrays a reshape of a written array is computed
+    from (``t = x.T * 2; r = t.reshape(6); r[0] = ...``): whether that reshape is a view,
+    so whether the write reaches ``t``, depends on ``t``'s memory layout, which must be
+    NumPy's (``x.T * 2`` is Fortran-ordered per example, as ``x.T`` is); a backend that
+    lays out its results otherwise (the cpu backend's fused loops) leaves such an op to
+    NumPy."""
     for op in producer.values():
         if op.opcode != "array" or op.attrs["fn"] != "reshape" \
                 or may_alias.find(op.result.id) not in written:
             continue
-        v = op.operands[0]
-        while v.id in producer and producer[v.id].opcode == "array" \
-                and producer[v.id].attrs["fn"] in _VIEWS:
-            v = producer[v.id].operands[0]
-        if v.id in producer and producer[v.id].opcode == "array":
-            producer[v.id].attrs["_numpy_layout"] = True
+        todo = [op.operands[0]]  # and what it is computed from: NumPy's result takes
+        while todo:  # its operands' layout (order K), so theirs must be NumPy's too
+            p = producer.get(todo.pop().id)
+            if p is not None and p.opcode == "array" and not p.attrs.get("_numpy_layout"):
+                p.attrs["_numpy_layout"] = True
+                todo += [v for v in p.operands if getattr(v.type, "shape", None)]
 
 
 class _AliasSets:
