@@ -50,6 +50,7 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
     while changed:
         changed = _region(fn.body, written)
     _check_uniform_operands(fn)
+    _check_merged_stores(fn)
     return fn
 
 
@@ -92,6 +93,44 @@ def _written_temporaries(fn: Function) -> set[int]:
             if may_alias.find(vid) in written and op.opcode == "array"
             and op.attrs["fn"] not in LANE_ARRAY_FNS
             and (op.attrs["fn"] not in _VIEWS or vid in copies)}
+
+
+def _check_merged_stores(fn: Function) -> None:
+    """A store into (a view of) an array that a varying ``if`` chose, where one of its
+    arms is (a view of) an argument or a captured array, is refused: per example the
+    store lands in the caller's array on the lanes that chose it, where hydra joins the
+    arms into per-lane rows (a copy), which the store would silently leave out."""
+    made = {r.id: op for op in fn.walk() for r in op.results}
+    copied = {chain[-1].result.id for copies, _, chain in fn.notes["shared_reshapes"]
+              if copies}
+
+    def origin(v: Value) -> Value:  # back through views
+        while v.id in made and made[v.id].opcode == "array" \
+                and made[v.id].attrs["fn"] in _VIEWS and v.id not in copied:
+            v = made[v.id].operands[0]
+        return v
+
+    callers = {op.result.id for op in fn.walk() if op.opcode == "global_array"}
+    callers.update(p.id for p in fn.params)
+    for op in fn.walk():
+        if op.opcode not in ("store", "array_store"):
+            continue
+        v = origin(op.operands[0])
+        merge = made.get(v.id)
+        if merge is None or merge.opcode != "if" or not merge.operands[0].varying:
+            continue
+        i = merge.results.index(v)
+        arms = [origin(reg.terminator.operands[i]) for reg in merge.regions]
+        caller = next((a for a in arms if a.id in callers), None)
+        if caller is not None and arms[0] is not arms[1]:
+            name = caller.name or "an argument"
+            raise CompileError(
+                f"a store into an array that is {name} (or a view of it) on some lanes "
+                f"and another array on others, as a varying if chose: per example the "
+                f"store lands in {name} on those lanes, where hydra joins the two into "
+                f"per-lane rows (a copy)", op.loc,
+                hint=f"store into {name} itself under the same condition, or make the "
+                     f"other arm's array first and copy {name} into it")
 
 
 def _mark_observed_layouts(producer: dict, may_alias: "_AliasSets", written: set) -> None:
