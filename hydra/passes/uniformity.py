@@ -27,7 +27,7 @@ from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..batching import FRESH
 from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
-from .views import VIEW_FNS, shared_reshapes
+from .views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
@@ -50,7 +50,7 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
     while changed:
         changed = _region(fn.body, written)
     _check_uniform_operands(fn)
-    _check_merged_stores(fn)
+    check_stores(fn)
     return fn
 
 
@@ -93,44 +93,6 @@ def _written_temporaries(fn: Function) -> set[int]:
             if may_alias.find(vid) in written and op.opcode == "array"
             and op.attrs["fn"] not in LANE_ARRAY_FNS
             and (op.attrs["fn"] not in _VIEWS or vid in copies)}
-
-
-def _check_merged_stores(fn: Function) -> None:
-    """A store into (a view of) an array that a varying ``if`` chose, where one of its
-    arms is (a view of) an argument or a captured array, is refused: per example the
-    store lands in the caller's array on the lanes that chose it, where hydra joins the
-    arms into per-lane rows (a copy), which the store would silently leave out."""
-    made = {r.id: op for op in fn.walk() for r in op.results}
-    copied = {chain[-1].result.id for copies, _, chain in fn.notes["shared_reshapes"]
-              if copies}
-
-    def origin(v: Value) -> Value:  # back through views
-        while v.id in made and made[v.id].opcode == "array" \
-                and made[v.id].attrs["fn"] in _VIEWS and v.id not in copied:
-            v = made[v.id].operands[0]
-        return v
-
-    callers = {op.result.id for op in fn.walk() if op.opcode == "global_array"}
-    callers.update(p.id for p in fn.params)
-    for op in fn.walk():
-        if op.opcode not in ("store", "array_store"):
-            continue
-        v = origin(op.operands[0])
-        merge = made.get(v.id)
-        if merge is None or merge.opcode != "if" or not merge.operands[0].varying:
-            continue
-        i = merge.results.index(v)
-        arms = [origin(reg.terminator.operands[i]) for reg in merge.regions]
-        caller = next((a for a in arms if a.id in callers), None)
-        if caller is not None and arms[0] is not arms[1]:
-            name = caller.name or "an argument"
-            raise CompileError(
-                f"a store into an array that is {name} (or a view of it) on some lanes "
-                f"and another array on others, as a varying if chose: per example the "
-                f"store lands in {name} on those lanes, where hydra joins the two into "
-                f"per-lane rows (a copy)", op.loc,
-                hint=f"store into {name} itself under the same condition, or make the "
-                     f"other arm's array first and copy {name} into it")
 
 
 def _mark_observed_layouts(producer: dict, may_alias: "_AliasSets", written: set) -> None:
@@ -227,32 +189,7 @@ def _op(op: Op, written: set[int]) -> bool:
     return changed
 
 
-def _check_gathered_stores(fn: Function) -> None:
-    """A store through ``r = W[i]`` at a varying ``i`` is refused: per example ``r`` is a
-    view (basic indexing) and the store lands in ``W`` (a shared array, or the lane's
-    own), where hydra gathers a per-lane copy (SPEC section 8), which the store would
-    silently leave ``W`` out of."""
-    producer = {op.result.id: op for op in fn.walk() if op.opcode == "array"}
-    for op in fn.walk():
-        if op.opcode not in ("store", "array_store"):
-            continue
-        v = op.operands[0]
-        while v.id in producer and producer[v.id].attrs["fn"] in _VIEWS:
-            view = producer[v.id]
-            base = view.operands[0]
-            if view.attrs["fn"] == "getitem" and any(i.varying for i in view.operands[1:]):
-                what = "the lane's array" if base.varying else "the shared array"
-                raise CompileError(
-                    f"a store into {base.name or 'an array'}[...] at a varying index: "
-                    f"per example that is a view, so the store would land in {what}, "
-                    f"where hydra gathers a per-lane copy", op.loc,
-                    hint="store into the shared array itself (W[i, j] = ...), or copy "
-                         "the row first (r = W[i].copy())")
-            v = base
-
-
 def _check_uniform_operands(fn: Function) -> None:
-    _check_gathered_stores(fn)
     for op in fn.walk():
         if op.opcode == "local_array" and any(v.varying for v in op.operands):
             raise CompileError("the size of a per-lane array must be the same on every lane",

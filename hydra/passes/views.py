@@ -17,6 +17,11 @@ copy=False)`` says whether a copy is needed.  Arguments and captured arrays are 
 C-contiguous; ``check_layouts`` verifies that assumption at each call for the reshapes
 it decided something for, and refuses an argument whose layout would make NumPy choose
 otherwise (its strides are not part of the kernel's type).
+
+``check_stores`` refuses, as ``CompileError``s, the stores that land in a base per
+example but would miss it in hydra's batched form: through a gather at a varying index
+(a view per example), and into an array a varying ``if`` chose (hydra joins the arms
+into per-lane rows, a copy) where the base is observed elsewhere.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batching import index_tuple
-from ..errors import KernelValueError
+from ..errors import CompileError, KernelValueError
 from ..ir.core import Function, Op, Value
 
 #: array fns whose result may be a view of their first operand
@@ -115,3 +120,127 @@ def check_layouts(fn: Function, values: list) -> None:
                 f"as for a C-contiguous array; pass np.ascontiguousarray(...)", None,
                 chain[-1].loc)
 
+
+
+def check_stores(fn: Function) -> None:
+    """The stores a view carries per example that hydra's batched form would lose (see
+    the module docstring), as ``CompileError``s naming the store; after uniformity."""
+    made = {r.id: op for op in fn.walk() for r in op.results}
+    copied = {chain[-1].result.id for copies, _, chain in fn.notes.get("shared_reshapes", ())
+              if copies}
+    stores = [op for op in fn.walk() if op.opcode in ("store", "array_store")]
+    for op in stores:
+        _gathered(op, made, copied)
+    merged = _Merges(fn, made, copied)
+    for op in stores:
+        merged.check(op)
+
+
+def _views_back(v: Value, made: dict, copied: set):
+    """``v`` and the arrays it is a view of, nearest first."""
+    yield v
+    while v.id in made and made[v.id].opcode == "array" \
+            and made[v.id].attrs["fn"] in VIEW_FNS and v.id not in copied:
+        v = made[v.id].operands[0]
+        yield v
+
+
+def _gathered(op: Op, made: dict, copied: set) -> None:
+    """A store through ``r = W[i]`` at a varying ``i``: per example ``r`` is a view (basic
+    indexing) and the store lands in ``W`` (a shared array, or the lane's own), where
+    hydra gathers a per-lane copy (SPEC section 8)."""
+    for v in _views_back(op.operands[0], made, copied):
+        view = made.get(v.id)
+        if view is None or view.opcode != "array" or view.attrs["fn"] != "getitem" \
+                or v.id in copied:
+            continue
+        base = view.operands[0]
+        if any(i.varying for i in view.operands[1:]):
+            what = "the lane's array" if base.varying else "the shared array"
+            raise CompileError(
+                f"a store into {base.name or 'an array'}[...] at a varying index: per "
+                f"example that is a view, so the store would land in {what}, where hydra "
+                f"gathers a per-lane copy", op.loc,
+                hint="store into the array itself (W[i, j] = ...), or copy the row first "
+                     "(r = W[i].copy())")
+
+
+class _Merges:
+    """Stores into (a view of) an array a varying ``if`` chose.  Per example the store
+    lands in the array the lane's arm chose; hydra joins the arms into per-lane rows (a
+    copy), so the store misses an arm's own array.  That is refused where the miss can
+    be seen: the arm is (a view of) an argument or a captured array, or that array (or
+    a view of it) is read after the ``if``, or in a later trip of a loop around it."""
+
+    def __init__(self, fn: Function, made: dict, copied: set) -> None:
+        self.made, self.copied = made, copied
+        self.order = list(fn.walk())
+        self.pos = {id(op): k for k, op in enumerate(self.order)}
+        self.end: dict[int, int] = {}
+        self.loops: dict[int, list[Op]] = {}  # id(op) -> the whiles around it
+        self._span(fn.body, [])
+        self.callers = {p.id for p in fn.params}
+        self.callers.update(op.result.id for op in self.order if op.opcode == "global_array")
+        self.uses: dict[int, list[Op]] = {}
+        for op in self.order:
+            for v in op.operands:
+                self.uses.setdefault(v.id, []).append(op)
+
+    def _span(self, region, loops: list) -> None:
+        for op in region.ops:
+            self.loops[id(op)] = loops
+            inner = loops + [op] if op.opcode == "while" else loops
+            for r in op.regions:
+                self._span(r, inner)
+                for a in r.args:  # made afresh each trip, at the op
+                    self.made.setdefault(a.id, op)
+            self.end[id(op)] = self.pos[id(op)] + sum(1 for r in op.regions for _ in r.walk())
+
+    def check(self, op: Op) -> None:
+        *_, v = _views_back(op.operands[0], self.made, self.copied)
+        merge = self.made.get(v.id)
+        if merge is None or merge.opcode != "if" or not merge.operands[0].varying:
+            return
+        i = merge.results.index(v)
+        arms = [list(_views_back(reg.terminator.operands[i], self.made, self.copied))[-1]
+                for reg in merge.regions]
+        if arms[0] is arms[1]:
+            return
+        for arm in arms:
+            if arm.id in self.callers:
+                seen = f"{arm.name or 'an argument'}, the caller's array"
+            elif self._read_later(arm, merge):
+                seen = f"{arm.name or 'an array'}, which is read after the if"
+            else:
+                continue
+            raise CompileError(
+                f"a store into an array that a varying if chose: per example it lands in "
+                f"{seen}, on the lanes whose arm chose it, where hydra joins the arms into "
+                f"per-lane rows (a copy)", op.loc,
+                hint="store into each array under the if's condition, or copy the array "
+                     "the other arm chose (z = y.copy())")
+
+    def _read_later(self, base: Value, merge: Op) -> bool:
+        """Is ``base`` or a view of it read after ``merge``, or anywhere in a loop around
+        ``merge`` that ``base`` comes from outside of?"""
+        start, end = self.pos[id(merge)], self.end[id(merge)]
+        defined = self.made.get(base.id)
+        at = self.pos[id(defined)] if defined is not None else -1
+        loops = [w for w in self.loops[id(merge)] if self.pos[id(w)] > at]
+        todo, seen = [base], set()
+        while todo:
+            v = todo.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            for use in self.uses.get(v.id, []):
+                k = self.pos[id(use)]
+                if start <= k <= end:
+                    continue
+                if use.opcode == "array" and use.attrs["fn"] in VIEW_FNS \
+                        and use.result.id not in self.copied:
+                    todo.append(use.result)  # a view: its reads are base's
+                    continue
+                if k > end or any(self.pos[id(w)] <= k <= self.end[id(w)] for w in loops):
+                    return True
+        return False
