@@ -623,6 +623,18 @@ def lane_row_written(x, i):
     return x
 
 
+def lane_row_chained(x, i):
+    x[i][:] = x[i] * 3  # x[i, :] = ...: a store into x itself
+    x[i][1] += 1.0
+    return x
+
+
+def shared_elements_chained(W, x, i):
+    W[i][2] = x[2]  # W[i, 2] = ...
+    W[i][::2] = x[:2]
+    return W
+
+
 def lane_row_updated(x, i):
     x[i] += 1.0  # a store into x itself: fine
     x[i, 0] *= 2.0
@@ -644,8 +656,11 @@ def test_store_through_a_gathered_row_is_refused(be):
 
 
 def test_stores_at_a_varying_index_into_the_array_itself(be, n):
-    i = np.random.default_rng(6).integers(0, 3, n)
-    check(lane_row_updated, ("x", "i"), (_x(n, 3, 2), i), n, be)
+    rng = np.random.default_rng(6)
+    for fn in (lane_row_updated, lane_row_chained):
+        check(fn, ("x", "i"), (_x(n, 3, 2), rng.integers(0, 3, n)), n, be)
+    W = np.zeros((n, 4), F)
+    check(shared_elements_chained, ("x", "i"), (W, _x(n, 3), rng.permutation(n)), n, be)
 
 
 def same_argument_twice(x, y):

@@ -542,10 +542,37 @@ class ExprMixin:
 
     def subscript_parts(self, node: ast.Subscript) -> tuple[Value, list[Value]]:
         loc = self.loc(node)
-        base = self.expr(node.value)
+        if isinstance(node.value, ast.Subscript):  # W[i][j] = v
+            inner = node.value
+            at = self.loc(inner)
+            outer = self.expr(inner.value)
+            if isinstance(outer, Value) and isinstance(outer.type, ArrayType):
+                index = self.indices(outer, inner.slice, at)
+                base = self.load(outer, index, at)
+                composed = self._composed(outer, index, base, node.slice, loc)
+                if composed is not None:
+                    return composed
+            else:
+                base = self.subscript_of(outer, inner, at)
+        else:
+            base = self.expr(node.value)
         if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
             raise CompileError(f"cannot assign to an item of {self.describe(base)}", loc)
         return base, self.indices(base, node.slice, loc)
+
+    def _composed(self, outer: Value, index, view, node_slice, loc: Loc):
+        """``W[i][j] = v`` as ``W[i, j] = v`` where ``W[i]`` takes integers only: the same
+        place per NumPy (``W[i]`` is a view), and a store into ``W`` itself, which hydra
+        makes even where ``W[i]`` alone would be a per-lane gather (a varying ``i``).
+        None where the inner index is anything else (slices, ``None``)."""
+        if not isinstance(index, ArrayIndex) or any(item[0] != "int" for item in index.spec) \
+                or not isinstance(view, Value) or not isinstance(view.type, ArrayType):
+            return None
+        inner = self.indices(view, node_slice, loc)
+        if isinstance(inner, ArrayIndex):
+            return outer, ArrayIndex(tuple(index.spec) + tuple(inner.spec),
+                                     list(index.ints) + list(inner.ints))
+        return outer, list(index.ints) + list(inner)
 
     def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
@@ -576,8 +603,11 @@ class ExprMixin:
         return out
 
     def expr_subscript(self, node: ast.Subscript):
-        loc = self.loc(node)
-        base = self.expr(node.value)
+        return self.subscript_of(self.expr(node.value), node, self.loc(node))
+
+    def subscript_of(self, base, node: ast.Subscript, loc: Loc):
+        """``base[...]`` of an evaluated ``base``: a tuple's item, an array's element or
+        sub-array."""
         if isinstance(base, tuple):
             index = self.constant_value(self.expr(node.slice)) \
                 if not isinstance(node.slice, ast.Slice) else None
