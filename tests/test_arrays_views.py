@@ -611,6 +611,38 @@ def test_stores_into_a_join_nothing_else_reads(be, n):
     check(chosen_in_loop, ("x", "c"), (_x(n, 3, 4), _x(n, 3, seed=2)), n, be)
 
 
+def rows_at_private_places(W, x, i):
+    W[i] = x  # i: a permutation of the lanes, so every place is one lane's
+    return W
+
+
+def columns_at_private_places(W, x, i):
+    W.T[i] = x
+    return W
+
+
+def view_rows_at_private_places(W, x, i):
+    v = W[1:]
+    v[i, ::-1] = x
+    return W
+
+
+def reshape_rows_at_private_places(W, x, i):
+    v = W.reshape(-1, 3)
+    v[i] = x
+    return W
+
+
+@pytest.mark.parametrize("fn,shape", [
+    (rows_at_private_places, lambda n: (n, 3)), (columns_at_private_places, lambda n: (3, n)),
+    (view_rows_at_private_places, lambda n: (n + 1, 3)),
+    (reshape_rows_at_private_places, lambda n: (3 * n,))], ids=lambda p: getattr(
+        p, "__name__", ""))
+def test_shared_arrays_written_at_lane_private_places(fn, shape, be, n):
+    i = np.random.default_rng(10).permutation(n)
+    check(fn, ("x", "i"), (np.zeros(shape(n), F), _x(n, 3), i), n, be)
+
+
 def gathered_row_written(W, x, i):
     r = W[i]  # per example a view of the shared W (basic indexing)
     r[0] = x[0]
