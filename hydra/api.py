@@ -31,7 +31,7 @@ from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
 from .passes.syncpoints import written_arrays
-from .passes.views import check_layouts
+from .views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
 from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python

@@ -26,7 +26,7 @@ arrays).
 from __future__ import annotations
 
 from ..ir.core import Function, Op, Value
-from .views import VIEW_FNS
+from ..views import VIEW_FNS
 
 
 def find_sync_points(fn: Function) -> Function:

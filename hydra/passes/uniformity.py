@@ -27,7 +27,7 @@ from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..batching import FRESH
 from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
-from .views import VIEW_FNS, check_stores, shared_reshapes
+from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
@@ -60,7 +60,7 @@ def _written_temporaries(fn: Function) -> set[int]:
     chosen by an ``if``, ``u`` carried by a loop): in the per-example function each lane
     owns such an array, so it is per-lane even when its operands are uniform, as
     ``np.zeros`` is (else one lane's store would land in every lane's array).  A reshape
-    NumPy copies (``W.T.reshape(6)`` of a shared ``W``: ``views``) is such an array; the
+    NumPy copies (``W.T.reshape(6)`` of a shared ``W``: ``hydra.views``) is such an array; the
     decisions for written reshapes of shared arrays go to ``fn.notes`` for the call-time
     check of the arrays' layouts."""
     may_alias = _AliasSets()

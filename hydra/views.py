@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import index_tuple
-from ..errors import CompileError, KernelValueError
-from ..ir.core import Function, Op, Value
+from .batching import index_tuple
+from .errors import CompileError, KernelValueError
+from .ir.core import Function, Op, Value
 
 #: array fns whose result may be a view of their first operand
 VIEW_FNS = frozenset({"getitem", "reshape", "transpose"})
