@@ -44,7 +44,7 @@ def assert_same(got, want, exact=False):
 def check(fn, varying, args, n, backend, exact=False):
     """Compile fn for ``backend`` and compare every result with the per-example run."""
     # on copies (fn may write its arguments); one array passed twice stays one array
-    made = {id(a): a.copy() for a in args if isinstance(a, np.ndarray)}
+    made = {id(a): a.copy(order="K") for a in args if isinstance(a, np.ndarray)}
     copies = [made.get(id(a), a) for a in args]
     want = per_example(fn, varying, copies, n)
     got = hydra.compile(fn, varying=varying, backend=backend)(*args)

@@ -704,3 +704,64 @@ def same_argument_twice(x, y):
 def test_one_array_passed_twice(be, n):
     a = _x(n, 4)
     check(same_argument_twice, ("x", "y"), (a, a), n, be)
+
+
+# --- keywords that decide copies and layouts -------------------------------------------
+
+def astype_copy_keyword(x):
+    r = x.astype(np.float32, copy=False)  # x itself: the store lands in x
+    r[0, 0] = 5.0
+    q = x.astype(np.float64, copy=False)  # another dtype: a copy all the same
+    q[0, 1] = 6.0
+    s = x.astype(np.float32, copy=True)
+    s[1, 1] = 7.0
+    return x, q, s
+
+
+def default_orders_and_axes(x):
+    r = x.reshape(6, order="C")
+    r[0] = 5.0
+    c = x.copy(order="C")
+    c[0, 0] = 1.0
+    t = x.transpose(1, 0)
+    t[0, 1] = 2.0
+    u = np.transpose(x, (1, 0))
+    u[2, 0] = 3.0
+    v = np.reshape(x, (3, 2), order="C")
+    v[2, 1] = 4.0
+    return x, c
+
+
+@pytest.mark.parametrize("fn", [astype_copy_keyword, default_orders_and_axes],
+                         ids=lambda f: f.__name__)
+def test_copy_and_order_keywords(fn, be, n):
+    check(fn, ("x",), (_x(n, 2, 3),), n, be)
+
+
+def fortran_reshape(x):
+    return x.reshape(24, order="F")
+
+
+def fortran_copy(x):
+    return x.copy(order="F")
+
+
+def transpose_some_axes(x):
+    return x.transpose(0, 2, 1)
+
+
+def np_transpose_some_axes(x):
+    return np.transpose(x, axes=(1, 0, 2))
+
+
+@pytest.mark.parametrize("fn,message", [
+    (fortran_reshape, r"\.reshape\(\): only order='C' is supported here \(got 'F'\)"),
+    (fortran_copy, r"\.copy\(\): only order='C' is supported here \(got 'F'\)"),
+    (transpose_some_axes, r"transpose with axes \(0, 2, 1\) is not supported"),
+    (np_transpose_some_axes, r"transpose with axes \(1, 0, 2\) is not supported")],
+    ids=lambda p: getattr(p, "__name__", ""))
+def test_orders_and_axes_hydra_does_not_follow_are_refused(fn, message):
+    """They were ignored: x.transpose(0, 2, 1) reversed all axes, order='F' was C."""
+    with pytest.raises(CompileError, match=message) as e:
+        hydra.compile(fn, varying=("x",), backend="numpy")(_x(2, 2, 3, 4))
+    assert e.value.loc.line == fn.__code__.co_firstlineno + 1

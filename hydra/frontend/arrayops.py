@@ -167,16 +167,60 @@ class ArrayMixin:
     def call_array_method(self, m: ArrayMethod, args, kwargs, loc: Loc):
         name = m.name
         if name == "reshape":
+            self._layout_keywords(".reshape()", kwargs, {"order": "C"}, loc)
             shape = args[0] if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
             return self.array_reshape(m.array, shape, loc)
         if name == "astype":
-            return self.array_op("astype", [m.array], loc,
-                                 dtype=self._dtype(args[0], ".astype()", loc))
+            copy = self._layout_keywords(".astype()", kwargs, {"copy": True}, loc)
+            if len(args) != 1:
+                raise CompileError(".astype() takes the dtype only here", loc)
+            dtype = self._dtype(args[0], ".astype()", loc)
+            if not copy and dtype == m.array.type.dtype.name:
+                return m.array  # NumPy's astype(copy=False) is the array itself then
+            return self.array_op("astype", [m.array], loc, dtype=dtype)
         if name == "copy":
+            self._layout_keywords(".copy()", kwargs, {"order": "C"}, loc)
+            if args:
+                raise CompileError(".copy() takes no positional arguments here", loc)
             return self.array_op("copy", [m.array], loc)
-        if name == "transpose" and not args:
-            return self.array_op("transpose", [m.array], loc)
+        if name == "transpose":
+            axes = args[0] if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
+            return self.array_transpose(m.array, axes, loc)
         return self.call_numpy_array(name, [m.array, *args], kwargs, loc)
+
+    def _layout_keywords(self, what: str, kwargs: dict, known: dict, loc: Loc):
+        """The one keyword of ``known`` that a method takes here, as a constant (its
+        value, or the default); a CompileError for any other keyword or value.  An order
+        or a copy flag hydra ignored would change what a write through the result
+        reaches."""
+        unknown = sorted(set(kwargs) - set(known))
+        if unknown:
+            raise CompileError(f"{what}: keyword arguments {unknown} are not supported", loc)
+        (key, default), = known.items()
+        if key not in kwargs:
+            return default
+        value = kwargs[key]
+        value = value.obj if isinstance(value, Meta) else \
+            self.constant_value(value) if isinstance(value, Value) else value
+        if key == "copy" and isinstance(value, (bool, np.bool_, int)):
+            return bool(value)
+        if value != default:
+            raise CompileError(f"{what}: only {key}={default!r} is supported here (got "
+                               f"{value!r})", loc)
+        return default
+
+    def array_transpose(self, array: Value, axes: tuple, loc: Loc) -> Value:
+        """``a.T``, ``a.transpose()``, ``np.transpose(a)``; axes only where they reverse
+        the axes (the default), which is all hydra's transpose does."""
+        if axes and (len(axes) == 1 and isinstance(axes[0], Meta) and axes[0].obj is None):
+            axes = ()
+        if axes:
+            given = tuple(self._static_int(a, "an axis of transpose", loc) for a in axes)
+            nd = array.type.ndim
+            if tuple(a % nd if nd else a for a in given) != tuple(range(nd - 1, -1, -1)):
+                raise CompileError(f"transpose with axes {given} is not supported (only the "
+                                   f"reversal of all axes, as .T)", loc)
+        return self.array_op("transpose", [array], loc)
 
     def _dtype(self, arg, what: str, loc: Loc) -> str:
         return self.dtype_named(arg.obj if isinstance(arg, Meta) else arg, what, loc).name
@@ -277,10 +321,17 @@ class ArrayMixin:
                 width = width * nd
             return self.array_op("pad", [args[0]], loc, pad_width=width)
         if fname == "reshape":
+            self._layout_keywords("np.reshape()", kwargs, {"order": "C"}, loc)
             return self.array_reshape(args[0], args[1] if isinstance(args[1], tuple)
                                       else (args[1],), loc)
         if fname == "transpose":
-            return self.array_op("transpose", [args[0]], loc)
+            if kwargs.keys() - {"axes"}:
+                raise CompileError(f"np.transpose(): keyword arguments "
+                                   f"{sorted(kwargs.keys() - {'axes'})} are not supported", loc)
+            axes = kwargs.get("axes", args[1] if len(args) > 1 else None)
+            axes = axes if isinstance(axes, tuple) else () if axes is None or \
+                isinstance(axes, Meta) and axes.obj is None else (axes,)
+            return self.array_transpose(args[0], axes, loc)
         if fname == "where" and len(args) != 3:
             raise CompileError("np.where() takes a condition and two values here: "
                                "np.where(c) gives the indices where c holds, whose number "
