@@ -706,6 +706,17 @@ def test_one_array_passed_twice(be, n):
     check(same_argument_twice, ("x", "y"), (a, a), n, be)
 
 
+def shared_twice(W, V, x):
+    W[0] = x[0]
+    return V.sum()
+
+
+def test_one_array_passed_as_two_written_shared_arguments_is_refused(be):
+    W = _w(4)
+    with pytest.raises(ValueError, match="'W' and 'V' share memory"):
+        hydra.compile(shared_twice, varying=("x",), backend=be)(W, W[::-1], _x(3, 4))
+
+
 # --- keywords that decide copies and layouts -------------------------------------------
 
 def astype_copy_keyword(x):
