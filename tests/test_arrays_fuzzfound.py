@@ -1,0 +1,61 @@
+"""Per-lane array programs that tests/test_random_array_programs.py found hydra getting
+wrong, each reduced to its core and checked against the per-example function on both
+backends, with compaction forced on and off where a loop or a product is involved."""
+
+import numpy as np
+import pytest
+from arrays_oracle import check
+
+import hydra.backends.compact as compact
+import hydra.backends.hostarrays as hostarrays
+
+
+@pytest.fixture(params=[0.0, 1.01], ids=["masked", "compacted"])
+def compaction(request, monkeypatch):
+    """COMPACT_BELOW 0: never compact (per op and per loop); 1.01: always."""
+    monkeypatch.setattr(hostarrays, "COMPACT_BELOW", request.param)
+    monkeypatch.setattr(compact, "COMPACT_BELOW", request.param)
+    return request.param
+
+
+def args_xkWb(n, b, seed=0):
+    r = np.random.default_rng(seed)
+    return [r.integers(-4, 5, (n, 4)).astype(float), r.integers(0, 4, n),
+            r.integers(-2, 3, (3, 4)).astype(float), np.array(b)]
+
+
+# --- a uniform array passed on where the program's value is per lane -----------------
+
+def uniform_if_arm(x, k, W, b):
+    if b[0] > 0:             # uniform: one arm yields a lane's own array, the other not
+        h = np.zeros(3)
+    else:
+        h = b * 1.0
+    return h + x[:3]
+
+
+def uniform_loop_entry(x, k, W, b):
+    h = b * 1.0              # uniform on entry, each lane's own after the first trip
+    w = 0
+    while w < k and (x[:3] >= np.where(b > 0, h, h)).any():
+        w += 1
+        h = np.zeros(3)
+    return h
+
+
+def uniform_loop_entry_heavy(x, k, W, b):
+    h = b * 1.0              # the same in a loop that compacts (a product in its body)
+    w = 0
+    while w < k and (x[:3] >= h).any():
+        w += 1
+        h = np.zeros(3) + W @ x
+    return h
+
+
+@pytest.mark.parametrize("fn", [uniform_if_arm, uniform_loop_entry, uniform_loop_entry_heavy])
+@pytest.mark.parametrize("b", [[1.0, -1.0, 2.0], [-1.0, 1.0, 2.0]])
+def test_uniform_array_into_a_per_lane_slot_gets_one_row_per_lane(fn, b, be, compaction):
+    """A uniform array yielded by an if under a uniform condition, or carried into a
+    loop, where the result is per lane: was passed on without its lane axis ('cannot
+    reshape array of size 3 into shape (17,1)' in the next operation)."""
+    check(fn, ("x", "k"), args_xkWb(17, b), 17, be, exact=True)
