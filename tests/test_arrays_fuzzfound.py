@@ -59,3 +59,18 @@ def test_uniform_array_into_a_per_lane_slot_gets_one_row_per_lane(fn, b, be, com
     loop, where the result is per lane: was passed on without its lane axis ('cannot
     reshape array of size 3 into shape (17,1)' in the next operation)."""
     check(fn, ("x", "k"), args_xkWb(17, b), 17, be, exact=True)
+
+
+# --- a per-lane number from a product under a mask with few lanes --------------------
+
+def dot_under_mask(x, k, W, b):
+    s = 0.0
+    if k > 2:                # few lanes active: the product runs on their rows only
+        s = x @ W[1]
+    return s
+
+
+def test_product_giving_a_number_runs_on_the_active_rows(be, compaction):
+    """x @ y is a number per lane: the compacted product made its zeros with the dtype
+    of an array type ('Float64DType' object has no attribute 'dtype')."""
+    check(dot_under_mask, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be, exact=True)
