@@ -74,3 +74,27 @@ def test_product_giving_a_number_runs_on_the_active_rows(be, compaction):
     """x @ y is a number per lane: the compacted product made its zeros with the dtype
     of an array type ('Float64DType' object has no attribute 'dtype')."""
     check(dot_under_mask, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be, exact=True)
+
+
+# --- an early return no lane takes -----------------------------------------------------
+
+def return_no_lane_takes(x, v, k, W, b):
+    a = x.copy()
+    if v < 0.5:              # no lane enters: a's value for "returned here" is undefined
+        if b.sum() > 0:
+            return a, v
+    w = 0
+    while w < 3 and v > 0:
+        w += 1
+        a = np.clip(a, -16.0, 16.0)
+    return a, v
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_early_return_that_no_lane_takes_keeps_the_arrays_dtype(be, n):
+    """The select joining 'returned early' with the rest read two undefined arrays (an
+    if no lane entered) and made an object array of Nones: the numpy backend returned
+    dtype object, the cpu backend's fused chain failed to compile."""
+    args = [np.arange(4.0 * n).reshape(n, 4), np.full(n, 3.0), np.ones(n, np.int64),
+            np.ones((3, 4)), -np.ones(3)]
+    check(return_no_lane_takes, ("x", "v", "k"), args, n, be, exact=True)

@@ -203,7 +203,8 @@ def select_rule(h, op: Op, env) -> list:
     shape = (h.lanes,) + tuple(t.shape)
     if a is None or b is None:  # an undef from an arm no lane ran
         v, arm = (b, op.operands[2]) if a is None else (a, op.operands[1])
-        if op.result.varying and not arm.varying:  # still one row per lane
+        # (both undef: a value no lane defined, as from an if that no lane entered)
+        if op.result.varying and not arm.varying and v is not None:  # one row per lane
             v = np.broadcast_to(v, shape).copy()
         return [v]
     if not op.operands[0].varying:
