@@ -98,3 +98,19 @@ def test_early_return_that_no_lane_takes_keeps_the_arrays_dtype(be, n):
     args = [np.arange(4.0 * n).reshape(n, 4), np.full(n, 3.0), np.ones(n, np.int64),
             np.ones((3, 4)), -np.ones(3)]
     check(return_no_lane_takes, ("x", "v", "k"), args, n, be, exact=True)
+
+
+# --- an array made from constants inside a compacted loop ----------------------------
+
+def arange_in_compacted_loop(x, k, W, b):
+    h = x * 1.0
+    for _ in range(k):       # a product in the body: the loop compacts
+        h = W.T @ (W @ h) + np.arange(4.0)
+    return h
+
+
+def test_array_op_without_operands_in_a_compacted_loop(be, compaction):
+    """np.arange(4.0) in a compacted loop: the check for an `xs[t]` gather read the
+    op's first operand before asking whether it was a getitem (IndexError)."""
+    check(arange_in_compacted_loop, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be,
+          exact=True)

@@ -317,8 +317,10 @@ class LoopEnv(dict):
         return value
 
     def gather_rows(self, host: CompactHost, op: Op) -> bool:
+        if op.attrs["fn"] != "getitem":  # (np.arange(4.0) has no operand at all)
+            return False
         array = op.operands[0]
-        if (op.attrs["fn"] != "getitem" or array.id not in self.live_ins or array.id in self
+        if (array.id not in self.live_ins or array.id in self
                 or any(v.varying for v in op.operands[1:]) or not op.result.varying):
             return False
         view = _Overlay(self)  # the indices are the loop's own values
