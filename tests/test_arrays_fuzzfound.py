@@ -114,3 +114,34 @@ def test_array_op_without_operands_in_a_compacted_loop(be, compaction):
     op's first operand before asking whether it was a getitem (IndexError)."""
     check(arange_in_compacted_loop, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be,
           exact=True)
+
+
+# --- a uniform number passed on where the program's number is per lane ---------------
+
+def number_carried_into_array_op(x, v, W):
+    s = v * 1.0              # per lane on entry
+    a = x.copy()
+    for _ in range(2):
+        a -= np.clip(s, -2.0, 2.0)
+        for _ in range(3):
+            s = np.clip(abs(-2.0), -3.0, 3.0)   # uniform after the first trip
+    return a, s
+
+
+def number_from_a_uniform_if(x, v, W):
+    s = v * 1.0
+    if W[0, 0] > 0:
+        s = 2.0
+    return np.clip(s, -1.0, 1.0) + x
+
+
+@pytest.mark.parametrize("fn", [number_carried_into_array_op, number_from_a_uniform_if])
+@pytest.mark.parametrize("w", [1.0, -1.0])
+def test_uniform_number_into_a_per_lane_slot_feeds_array_ops(fn, w, be):
+    """A uniform number carried by a loop or yielded by an if under a uniform condition
+    into a per-lane slot reached an array operation without its lane axis ('cannot
+    reshape array of size 1 into shape (5,1)')."""
+    r = np.random.default_rng(7)
+    args = [r.integers(-4, 5, (5, 4)).astype(float), r.integers(-3, 4, 5).astype(float),
+            np.full((3, 4), w)]
+    check(fn, ("x", "v"), args, 5, be, exact=True)

@@ -342,12 +342,12 @@ def _check(h: Host, op: Op, env) -> list:
 
 def lane_rows(h: Host, values: list, sources, targets) -> list:
     """``values`` (of the IR values ``sources``) passed on into ``targets``: a uniform
-    array that lands in a varying slot (an ``if`` result under a uniform condition, a
-    loop's carried value) becomes one row per lane, each lane's own, as the varying
-    array the slot's users expect; numbers broadcast by themselves."""
+    array or number that lands in a varying slot (an ``if`` result under a uniform
+    condition, a loop's carried value) becomes one row per lane, each lane's own, as
+    the varying value the slot's users expect (the array rules read the lane axis)."""
     out = []
     for x, s, t in zip(values, sources, targets):
-        if t.varying and not s.varying and isinstance(t.type, ArrayType) and x is not None:
+        if t.varying and not s.varying and x is not None:
             x = np.broadcast_to(x, (h.lanes,) + np.shape(x)).copy()
         out.append(x)
     return out
