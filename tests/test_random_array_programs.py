@@ -204,15 +204,19 @@ class Writer:
         if depth <= 0 or self.chance(0.25):
             return self.arr_leaf(shape, tier)
         d = depth - 1
-        kinds = ["bin", "bin", "scalar", "where", "maxmin", "abs", "clip", "neg", "stack"]
+        kinds = ["bin", "bin", "scalar", "where", "maxmin", "abs", "clip", "neg", "stack",
+                 "intops", "floor"]
         if tier >= 1:
-            kinds += ["tanh", "exp", "div", "half"]
+            kinds += ["tanh", "exp", "div", "half", "sqrtlog"]
+            if not self.float32:
+                kinds.append("single")
         if shape in (V4, V3):
-            kinds += ["matvec", "matvec", "reduce", "concat", "slice", "trunc"]
+            kinds += ["matvec", "matvec", "reduce", "concat", "slice", "trunc", "matmat",
+                      "einsum"]
         if shape == V4:
-            kinds += ["reshape"]
+            kinds += ["reshape", "argmax"]
         if shape == M:
-            kinds += ["outer", "outer", "keepdims", "rowscale"]
+            kinds += ["outer", "outer", "keepdims", "rowscale", "tupleaxis"]
         if self.cross_lane:
             kinds.append("cross")
         kind = self.choice(kinds)
@@ -246,6 +250,40 @@ class Writer:
             return f"({self.arr(shape, tier, d)} / (np.abs({self.arr(shape, tier, d)}) + 1.0))"
         if kind == "half":
             return f"({self.arr(shape, tier, d)} * 0.5)"
+        if kind == "intops":   # exact on integral values (ops that stay out of fused chains)
+            a = f"np.clip({self.arr(shape, tier, d)}, -{BOUND}.0, {BOUND}.0)"
+            return self.choice([f"({a} ** 2)", f"({a} // {self.choice(['3.0', '-2.0'])})",
+                                f"({a} % {self.choice(['3.0', '-2.0', '5.0'])})",
+                                f"np.square({a})"])
+        if kind == "floor":   # a half, then floored: integral again
+            return f"np.{self.choice(['floor', 'ceil'])}({self.arr(shape, tier, d)} * 0.5)"
+        if kind == "sqrtlog":
+            a = self.arr(shape, tier, d)
+            return self.choice([f"np.sqrt(np.abs({a}))", f"np.log(np.abs({a}) + 1.0)"])
+        if kind == "single":   # rounded to float32 and back: once per element
+            return f"{self.arr(shape, tier, d)}.astype(np.float32).astype(FT)"
+        if kind == "matmat":   # of leaves: three factors stay exact in float32
+            if shape == V3:
+                m = self.arr(M, inner, 0)
+                return self.choice([f"(({m} @ {m}.T) @ {self.arr(V3, inner, 0)})",
+                                    f"({m} @ ({m}.T @ {self.arr(V3, inner, 0)}))",
+                                    f"np.dot(W @ {m}.T, {self.arr(V3, inner, 0)})"])
+            m = self.arr(M, inner, 0)
+            return self.choice([f"(({m}.T @ {m}) @ {self.arr(V4, inner, 0)})",
+                                f"(np.outer({self.arr(V4, inner, 0)}, {self.arr(V4, inner, 0)})"
+                                f" @ {self.arr(V4, inner, 0)})"])
+        if kind == "einsum":
+            if shape == V3:
+                return (f"np.einsum('ij,j->i', {self.arr(M, inner, d)}, "
+                        f"{self.arr(V4, inner, d)})")
+            return f"np.einsum('ij,i->j', {self.arr(M, inner, d)}, {self.arr(V3, inner, d)})"
+        if kind == "argmax":   # an int array from exactly known values, as floats
+            fn = self.choice(["argmax", "argmin"])
+            return f"np.{fn}({self.arr(M, 1, d)}, axis=0).astype(FT)"
+        if kind == "tupleaxis":
+            fn = self.choice(["sum", "max", "min"])
+            m = self.arr(M, inner if fn == "sum" else tier, d)
+            return f"({self.arr(M, tier, d)} - {m}.{fn}(axis=(0, 1), keepdims=True))"
         if kind == "trunc":   # float -> int -> float: exact for elementwise values
             it = self.choice(["np.int64", "np.int32"])
             return f"{self.arr(shape, min(tier, 1), d)}.astype({it}).astype(FT)"
