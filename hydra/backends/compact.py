@@ -49,7 +49,7 @@ import numpy as np
 from ..ir.core import HEAVY_ARRAY_FNS, Op, Region, Value
 from ..types import ArrayType
 from . import hostarrays
-from .host import Host, run_op
+from .host import Host, lane_rows, run_op
 
 #: compact a loop once fewer than this fraction of its lanes are active.  For one
 #: product the crossover is about 0.9 (``hostarrays.COMPACT_BELOW``: a gather and a
@@ -317,8 +317,10 @@ class LoopEnv(dict):
         return value
 
     def gather_rows(self, host: CompactHost, op: Op) -> bool:
+        if op.attrs["fn"] != "getitem":  # (np.arange(4.0) has no operand at all)
+            return False
         array = op.operands[0]
-        if (op.attrs["fn"] != "getitem" or array.id not in self.live_ins or array.id in self
+        if (array.id not in self.live_ins or array.id in self
                 or any(v.varying for v in op.operands[1:]) or not op.result.varying):
             return False
         view = _Overlay(self)  # the indices are the loop's own values
@@ -392,13 +394,15 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
     """Run the varying loop ``op`` as ``host._while`` does, compacted (see the module
     docstring); returns its results over all of ``h``'s lanes."""
     before, body = op.regions
-    values = [env[v.id] for v in op.operands]
+    values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
     host, cenv = h, env
     rows = None  # the positions in h's lanes of host's lanes, once compacted
     out = None   # the results over h's lanes, once compacted
     while True:
         _bind(before, values, cenv)
         go, *fwd = _region(host, before, cenv)
+        fwd = lane_rows(host, fwd, before.terminator.operands[1:],
+                        body.args if go else op.results)
         if not go:
             break
         keep, full = _shrink(fwd[0], host.lanes, rows is not None)
@@ -425,7 +429,8 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
         if rows is not None:
             host.full = body.args[0].id if full else None
         _bind(body, fwd, cenv)
-        values = _region(host, body, cenv)
+        values = lane_rows(host, _region(host, body, cenv), body.terminator.operands,
+                           before.args)
     if out is None:
         return fwd
     for i, (v, (t, how)) in enumerate(zip(fwd, p.forwarded)):

@@ -340,9 +340,22 @@ def _check(h: Host, op: Op, env) -> list:
     return []
 
 
+def lane_rows(h: Host, values: list, sources, targets) -> list:
+    """``values`` (of the IR values ``sources``) passed on into ``targets``: a uniform
+    array or number that lands in a varying slot (an ``if`` result under a uniform
+    condition, a loop's carried value) becomes one row per lane, each lane's own, as
+    the varying value the slot's users expect (the array rules read the lane axis)."""
+    out = []
+    for x, s, t in zip(values, sources, targets):
+        if t.varying and not s.varying and x is not None:
+            x = np.broadcast_to(x, (h.lanes,) + np.shape(x)).copy()
+        out.append(x)
+    return out
+
+
 def _if(h: Host, op: Op, env) -> list:
     taken = op.regions[0] if env[op.operands[0].id] else op.regions[1]
-    return h.region(taken, env)
+    return lane_rows(h, h.region(taken, env), taken.terminator.operands, op.results)
 
 
 def _while(h: Host, op: Op, env) -> list:
@@ -350,16 +363,18 @@ def _while(h: Host, op: Op, env) -> list:
     if plan is not None:  # heavy per-lane array work: run it on the active lanes' rows
         return compact.run(h, op, env, plan)
     before, body = op.regions
-    values = [env[v.id] for v in op.operands]
+    values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
     while True:
         for a, v in zip(before.args, values):
             env[a.id] = v
         go, *values = h.region(before, env)
+        values = lane_rows(h, values, before.terminator.operands[1:],
+                           body.args if go else op.results)
         if not go:
             return values
         for a, v in zip(body.args, values):
             env[a.id] = v
-        values = h.region(body, env)
+        values = lane_rows(h, h.region(body, env), body.terminator.operands, before.args)
 
 
 #: opcode -> rule(host, op, env) -> its result values (terminators have none: the

@@ -15,6 +15,7 @@ from ..batching import FRESH, batched, index_tuple, lane_copies
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
+from ..types import ArrayType
 
 
 def _args(op: Op, env):
@@ -122,7 +123,9 @@ def _compacted(h, op: Op, fn: str, args, vary, rows):
     the rows of inactive lanes are zeros, which no lane ever observes."""
     t = op.result.type
     shape = tuple(t.shape) if hasattr(t, "shape") else ()
-    out = np.zeros((h.lanes,) + shape, t.dtype.dtype)
+    # a product or reduction may give each lane a number (x @ y): a ScalarType
+    dtype = t.dtype.dtype if isinstance(t, ArrayType) else t.dtype
+    out = np.zeros((h.lanes,) + shape, dtype)
     if len(rows):
         part = [a[rows] if v else a for a, v in zip(args, vary)]
         out[rows] = batched(fn, part, vary, len(rows), t, op.attrs["params"])
@@ -200,7 +203,8 @@ def select_rule(h, op: Op, env) -> list:
     shape = (h.lanes,) + tuple(t.shape)
     if a is None or b is None:  # an undef from an arm no lane ran
         v, arm = (b, op.operands[2]) if a is None else (a, op.operands[1])
-        if op.result.varying and not arm.varying:  # still one row per lane
+        # (both undef: a value no lane defined, as from an if that no lane entered)
+        if op.result.varying and not arm.varying and v is not None:  # one row per lane
             v = np.broadcast_to(v, shape).copy()
         return [v]
     if not op.operands[0].varying:
