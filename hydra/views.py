@@ -170,7 +170,8 @@ class _Merges:
     lands in the array the lane's arm chose; hydra joins the arms into per-lane rows (a
     copy), so the store misses an arm's own array.  That is refused where the miss can
     be seen: the arm is (a view of) an argument or a captured array, or that array (or
-    a view of it) is read after the ``if``, or in a later trip of a loop around it."""
+    a view of it, or a value joined from it) is read after the store on a lane that ran
+    it, or in a later trip of a loop around it."""
 
     def __init__(self, fn: Function, made: dict, copied: set) -> None:
         self.made, self.copied = made, copied
@@ -178,7 +179,10 @@ class _Merges:
         self.pos = {id(op): k for k, op in enumerate(self.order)}
         self.end: dict[int, int] = {}
         self.loops: dict[int, list[Op]] = {}  # id(op) -> the whiles around it
-        self._span(fn.body, [])
+        self.arms: dict[int, dict[int, int]] = {}  # id(op) -> {id(if around it): its arm}
+        self.owner: dict[int, Op] = {}  # id(terminator) -> the op whose region it ends
+        self._span(fn.body, [], {})
+        self.returned = fn.notes.get("kernel_return_ids", set())
         self.callers = {p.id for p in fn.params}
         self.callers.update(op.result.id for op in self.order if op.opcode == "global_array")
         self.uses: dict[int, list[Op]] = {}
@@ -186,12 +190,14 @@ class _Merges:
             for v in op.operands:
                 self.uses.setdefault(v.id, []).append(op)
 
-    def _span(self, region, loops: list) -> None:
+    def _span(self, region, loops: list, arms: dict) -> None:
         for op in region.ops:
-            self.loops[id(op)] = loops
+            self.loops[id(op)], self.arms[id(op)] = loops, arms
             inner = loops + [op] if op.opcode == "while" else loops
-            for r in op.regions:
-                self._span(r, inner)
+            for k, r in enumerate(op.regions):
+                if r.ops:
+                    self.owner[id(r.terminator)] = op
+                self._span(r, inner, {**arms, id(op): k} if op.opcode == "if" else arms)
                 for a in r.args:  # made afresh each trip, at the op
                     self.made.setdefault(a.id, op)
             self.end[id(op)] = self.pos[id(op)] + sum(1 for r in op.regions for _ in r.walk())
@@ -209,8 +215,8 @@ class _Merges:
         for arm in arms:
             if arm.id in self.callers:
                 seen = f"{arm.name or 'an argument'}, the caller's array"
-            elif self._read_later(arm, merge):
-                seen = f"{arm.name or 'an array'}, which is read after the if"
+            elif self._read_later(arm, v, op, {k for k, a in enumerate(arms) if a is arm}):
+                seen = f"{arm.name or 'an array'}, which is read after the store"
             else:
                 continue
             raise CompileError(
@@ -220,13 +226,20 @@ class _Merges:
                 hint="store into each array under the if's condition, or copy the array "
                      "the other arm chose (z = y.copy())")
 
-    def _read_later(self, base: Value, merge: Op) -> bool:
-        """Is ``base`` or a view of it read after ``merge``, or anywhere in a loop around
-        ``merge`` that ``base`` comes from outside of?"""
-        start, end = self.pos[id(merge)], self.end[id(merge)]
+    def _read_later(self, base: Value, chosen: Value, store: Op, chose: set) -> bool:
+        """Is ``base`` or a view of it read after ``store`` on a lane that ran the store
+        (not in the other arm of an ``if`` around both), or anywhere in a loop around
+        ``store`` that ``base`` comes from outside of?  Reads before the store cannot
+        see it, but a value joined from ``base`` before the store is ``base`` too (except
+        ``chosen``, the join the store goes through: its reads see the store).  ``chose``:
+        the arms of ``chosen``'s ``if`` that chose ``base`` (on the others the store
+        lands elsewhere, so what they do with ``base`` cannot see it)."""
+        merge = self.made[chosen.id]
+        start, end, after = self.pos[id(merge)], self.end[id(merge)], self.pos[id(store)]
         defined = self.made.get(base.id)
         at = self.pos[id(defined)] if defined is not None else -1
-        loops = [w for w in self.loops[id(merge)] if self.pos[id(w)] > at]
+        loops = [w for w in self.loops[id(store)] if self.pos[id(w)] > at]
+        store_arms = self.arms[id(store)]
         todo, seen = [base], set()
         while todo:
             v = todo.pop()
@@ -235,12 +248,26 @@ class _Merges:
             seen.add(v.id)
             for use in self.uses.get(v.id, []):
                 k = self.pos[id(use)]
-                if start <= k <= end:
+                if start <= k <= end and self.arms[id(use)][id(merge)] not in chose:
                     continue
+                owner = self.owner.get(id(use))
                 if use.opcode == "array" and use.attrs["fn"] in VIEW_FNS \
                         and use.result.id not in self.copied:
                     todo.append(use.result)  # a view: its reads are base's
                     continue
-                if k > end or any(self.pos[id(w)] <= k <= self.end[id(w)] for w in loops):
+                if owner is not None and (owner is merge or k < after):
+                    # joined into another value (not a read): follow it, but not into
+                    # the kernel's return value (lanes that return run no later store)
+                    todo.extend(r for j, r in enumerate(owner.results)
+                                if r is not chosen and r.id not in self.returned
+                                and (owner.opcode != "if" or use.operands[j] is v))
+                    if owner is merge:
+                        continue
+                if any(self.pos[id(w)] <= k <= self.end[id(w)] for w in loops):
+                    return True  # a later trip reads it
+                if k < after:
+                    continue  # before the store
+                use_arms = self.arms[id(use)]
+                if not any(use_arms.get(i, arm) != arm for i, arm in store_arms.items()):
                     return True
         return False

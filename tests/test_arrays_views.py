@@ -597,18 +597,88 @@ def chosen_in_loop(x, c):
     return acc
 
 
+def chosen_array_joined_then_read(x, c, d):
+    y = x * 1
+    z = y
+    w = x * 3
+    if c > 0:
+        z = x * 2
+    if d > 0:
+        w = y  # w is y on these lanes: reading w after the store reads y
+    z[0] = 5.0
+    return w
+
+
+def chosen_array_read_before_the_store(x, c):
+    y = x * 1
+    z = y
+    if c > 0:
+        z = x * 2
+    s = y.sum()  # before the store: cannot see it
+    z[0] = 5.0
+    return z, s
+
+
+def chosen_array_read_in_the_other_arm(x, c, d):
+    y = x * 1
+    if d > 0:
+        z = y
+        if c > 0:
+            z = x * 2
+        z[0] = 5.0
+        r = z.sum()
+    else:
+        r = y.sum()  # a lane here never ran the store
+    return r
+
+
+def chosen_array_in_an_arm_of_a_loop(x, c, k):
+    a = x * 1
+    t = 0
+    while t < k:
+        t += 1
+        if c > t:
+            if c > 0:
+                a = np.clip(x * 2, -1, 1)
+            a -= 0.5  # the old a flows on only through the other arm's join
+        else:
+            a = a + 1
+    return a
+
+
+def chosen_array_returned_before_the_store(x, c, d):
+    h = x * 1
+    for t in range(2):
+        if c > t:
+            h = np.clip(h * 2, -4, 4)
+        elif d > 0:
+            return h  # a lane that returns h here runs no later store
+        h[1] += 1.0
+    return h
+
+
 @pytest.mark.parametrize("fn", [chosen_argument_written, rebound_argument_written,
-                                chosen_own_array_read_after], ids=lambda f: f.__name__)
+                                chosen_own_array_read_after, chosen_array_joined_then_read],
+                         ids=lambda f: f.__name__)
 def test_store_into_an_array_a_varying_if_chose_is_refused(fn, be):
     with pytest.raises(CompileError, match=r"store into an array that a varying if chose: "
                                            r"per example it lands in [xy], ") as e:
-        hydra.compile(fn, varying=("x", "c"), backend=be)(_x(3, 4), _x(3, seed=2))
+        count = fn.__code__.co_argcount
+        hydra.compile(fn, varying=("x", "c", "d")[:count], backend=be)(
+            *(_x(3, 4), _x(3, seed=2), _x(3, seed=3))[:count])
     assert "z[0]" in e.value.loc.source_line() or "x[1]" in e.value.loc.source_line()
 
 
 def test_stores_into_a_join_nothing_else_reads(be, n):
     check(rebound_in_branch, ("x", "c"), (_x(n, 4), _x(n, seed=2)), n, be)
     check(chosen_in_loop, ("x", "c"), (_x(n, 3, 4), _x(n, 3, seed=2)), n, be)
+    check(chosen_array_read_before_the_store, ("x", "c"), (_x(n, 4), _x(n, seed=2)), n, be)
+    check(chosen_array_read_in_the_other_arm, ("x", "c", "d"),
+          (_x(n, 4), _x(n, seed=2), _x(n, seed=3)), n, be)
+    check(chosen_array_returned_before_the_store, ("x", "c", "d"),
+          (_x(n, 4), _x(n, seed=2) * 2, _x(n, seed=3)), n, be)
+    check(chosen_array_in_an_arm_of_a_loop, ("x", "c", "k"),
+          (_x(n, 4), _x(n, seed=2) * 3, np.arange(n) % 4), n, be)
 
 
 def rows_at_private_places(W, x, i):

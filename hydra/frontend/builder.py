@@ -80,6 +80,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
         self.param_names_by_id: dict[int, str] = {}
         #: Python int parameters -> {type they meet: where}, checked at the call
         self.python_int_params: dict[str, dict[str, Loc]] = {}
+        #: ids of the if/while results that carry the kernel's return value: a lane
+        #: whose value they hold has returned and runs nothing more (views.py)
+        self.kernel_return_ids: set[int] = set()
 
     # --- emitting ---------------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
         fn = Function(self.root.name, params, param_names, self.region, loc)
         fn.notes["result_tree"] = tree
         fn.notes["python_int_params"] = self.python_int_params
+        fn.notes["kernel_return_ids"] = self.kernel_return_ids
         _finalize_types(fn)
         return fn
 
@@ -299,6 +303,16 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
             return next(results)
         return shape
 
+    def joined(self, name: str, shape, results):
+        """Variable ``name``'s value after an if or while: rebuilt from the op's
+        results, named after it (temporaries, ``$...``, stay unnamed)."""
+        value = self.rebuild(shape, results)
+        if isinstance(value, Value) and not name.startswith("$"):
+            value.name = name
+        if name == "$retval":  # the kernel's own, not an inlined helper's ($retval@k)
+            self.kernel_return_ids.update(v.id for v in _leaves(value, shape))
+        return value
+
     def value_loc(self, value, default: Loc) -> Loc:
         if isinstance(value, Value):
             return value.loc
@@ -368,10 +382,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
         op = self.emit_op("if", [cond], types, loc, regions=[r_then, r_else])
         results = iter(op.results)
         for name, shape, _, _ in phis:
-            value = self.rebuild(shape, results)
-            joined_env[name] = value
-            if isinstance(value, Value) and not name.startswith("$"):
-                value.name = name
+            joined_env[name] = self.joined(name, shape, results)
         frame.env = joined_env
         frame.partial = joined_partial
 
@@ -542,3 +553,10 @@ def build_function(pyfunc, param_types: list[Type]) -> Function:
     parsed = parse_function(pyfunc)
     check_subset(parsed)
     return build_unrolling(lambda: Builder(parsed).build(param_types))
+
+
+def _leaves(value, shape) -> list[Value]:
+    """The op results ``rebuild`` took for ``value`` of join ``shape``."""
+    if isinstance(shape, tuple):
+        return [v for item, s in zip(value, shape) for v in _leaves(item, s)]
+    return [value] if isinstance(shape, Type) else []

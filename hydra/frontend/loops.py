@@ -191,10 +191,7 @@ class LoopMixin:
             frame.env, frame.partial = dict(entry_env), dict(entry_partial)
             results = iter(op.results)
             for n in carried:
-                value = self.rebuild(shapes[n], results)
-                frame.env[n] = value
-                if isinstance(value, Value) and not n.startswith("$"):
-                    value.name = n
+                value = frame.env[n] = self.joined(n, shapes[n], results)
                 if n not in entry_env and not n.startswith("$") and not runs_once:
                     frame.partial[n] = Partial(self.value_loc(value, loc), loc)
             if brk:
