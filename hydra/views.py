@@ -255,19 +255,18 @@ class _Merges:
                         and use.result.id not in self.copied:
                     todo.append(use.result)  # a view: its reads are base's
                     continue
+                in_loop = any(self.pos[id(w)] <= k <= self.end[id(w)] for w in loops)
+                if in_loop and owner is not merge:
+                    return True  # a later trip reads it
+                use_arms = self.arms[id(use)]
+                if any(use_arms.get(i, arm) != arm for i, arm in store_arms.items()):
+                    continue  # the other arm of an if around the store: not its lanes
                 if owner is not None and (owner is merge or k < after):
                     # joined into another value (not a read): follow it, but not into
                     # the kernel's return value (lanes that return run no later store)
                     todo.extend(r for j, r in enumerate(owner.results)
                                 if r is not chosen and r.id not in self.returned
                                 and (owner.opcode != "if" or use.operands[j] is v))
-                    if owner is merge:
-                        continue
-                if any(self.pos[id(w)] <= k <= self.end[id(w)] for w in loops):
-                    return True  # a later trip reads it
-                if k < after:
-                    continue  # before the store
-                use_arms = self.arms[id(use)]
-                if not any(use_arms.get(i, arm) != arm for i, arm in store_arms.items()):
+                elif k > after:
                     return True
         return False

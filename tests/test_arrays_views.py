@@ -657,6 +657,18 @@ def chosen_array_returned_before_the_store(x, c, d):
     return h
 
 
+def chosen_array_passed_on_by_the_other_arm(x, c, d):
+    a = x * 1
+    if c > 0:
+        s = a.sum()  # these lanes pass the old a on, and never store
+    else:
+        if d > 0:
+            a = x * 2
+        a[0] = 7.0
+        s = a.sum()
+    return a, s
+
+
 @pytest.mark.parametrize("fn", [chosen_argument_written, rebound_argument_written,
                                 chosen_own_array_read_after, chosen_array_joined_then_read],
                          ids=lambda f: f.__name__)
@@ -677,6 +689,8 @@ def test_stores_into_a_join_nothing_else_reads(be, n):
           (_x(n, 4), _x(n, seed=2), _x(n, seed=3)), n, be)
     check(chosen_array_returned_before_the_store, ("x", "c", "d"),
           (_x(n, 4), _x(n, seed=2) * 2, _x(n, seed=3)), n, be)
+    check(chosen_array_passed_on_by_the_other_arm, ("x", "c", "d"),
+          (_x(n, 4), _x(n, seed=2), _x(n, seed=3)), n, be)
     check(chosen_array_in_an_arm_of_a_loop, ("x", "c", "k"),
           (_x(n, 4), _x(n, seed=2) * 3, np.arange(n) % 4), n, be)
 
