@@ -90,7 +90,9 @@ PROTOCOLS = {
         boundscheck="False skips the bounds checks of array indexing",
         cache="kernels' object files on disk: a second process compiles nothing, "
               "imports no numba",
-        exactmath="math functions call libm per lane: the numpy backend's bits (slower)",
+        exactmath="math functions call libm per lane: the numpy backend's bits (slower), "
+                  "except those NumPy computes with its own SIMD code (float32 exp, log, "
+                  "sin, cos, tanh; float64 tanh)",
     ), ("numba", "llvm", "asm"), False, {
         **_HOST_ONLY,
         "global_array": "a captured array: its data is passed to the kernels",
