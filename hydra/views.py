@@ -261,12 +261,28 @@ class _Merges:
                 use_arms = self.arms[id(use)]
                 if any(use_arms.get(i, arm) != arm for i, arm in store_arms.items()):
                     continue  # the other arm of an if around the store: not its lanes
-                if owner is not None and (owner is merge or k < after):
+                if use.opcode == "while" and k < after \
+                        or owner is not None and (owner is merge or k < after):
                     # joined into another value (not a read): follow it, but not into
                     # the kernel's return value (lanes that return run no later store)
-                    todo.extend(r for j, r in enumerate(owner.results)
-                                if r is not chosen and r.id not in self.returned
-                                and (owner.opcode != "if" or use.operands[j] is v))
+                    todo.extend(r for r in _carried_to(owner, use, v)
+                                if r is not chosen and r.id not in self.returned)
                 elif k > after:
                     return True
         return False
+
+
+def _carried_to(owner: Op | None, end: Op, v: Value) -> list[Value]:
+    """The values that ``end``, a terminator of one of ``owner``'s regions or a
+    ``while`` (its operands: the initial carried values), passes ``v`` on to: an if's
+    result; a while's first trip or next trip (from its body); a while's body and
+    results (from its condition, whose first operand is the test)."""
+    at = [j for j, o in enumerate(end.operands) if o is v]
+    if end.opcode == "while":
+        return [end.regions[0].args[j] for j in at]
+    if owner.opcode == "if":
+        return [owner.results[j] for j in at]
+    if end.opcode == "condition":
+        return [r for j in at if j > 0 for r in (owner.regions[1].args[j - 1],
+                                                 owner.results[j - 1])]
+    return [owner.regions[0].args[j] for j in at]

@@ -669,8 +669,35 @@ def chosen_array_passed_on_by_the_other_arm(x, c, d):
     return a, s
 
 
+def chosen_array_carried_by_a_loop(x, c, d):
+    y = x * 1
+    z = y
+    w = y
+    for t in range(2):
+        if d > t:
+            w = x * 3  # lanes with d <= 0 keep w = y through the loop
+    if c > 0:
+        z = x * 2
+    z[0] = 5.0
+    return w
+
+
+def chosen_array_after_a_loop_of_other_names(x, c, d):
+    y = x * 1
+    s = np.float32(0)
+    for t in range(3):
+        if d > t:
+            s += y[1]
+    z = y
+    if c > 0:
+        z = x * 2
+    z[0] = 5.0
+    return z, s
+
+
 @pytest.mark.parametrize("fn", [chosen_argument_written, rebound_argument_written,
-                                chosen_own_array_read_after, chosen_array_joined_then_read],
+                                chosen_own_array_read_after, chosen_array_joined_then_read,
+                                chosen_array_carried_by_a_loop],
                          ids=lambda f: f.__name__)
 def test_store_into_an_array_a_varying_if_chose_is_refused(fn, be):
     with pytest.raises(CompileError, match=r"store into an array that a varying if chose: "
@@ -689,6 +716,8 @@ def test_stores_into_a_join_nothing_else_reads(be, n):
           (_x(n, 4), _x(n, seed=2), _x(n, seed=3)), n, be)
     check(chosen_array_returned_before_the_store, ("x", "c", "d"),
           (_x(n, 4), _x(n, seed=2) * 2, _x(n, seed=3)), n, be)
+    check(chosen_array_after_a_loop_of_other_names, ("x", "c", "d"),
+          (_x(n, 4), _x(n, seed=2), _x(n, seed=3) * 2), n, be)
     check(chosen_array_passed_on_by_the_other_arm, ("x", "c", "d"),
           (_x(n, 4), _x(n, seed=2), _x(n, seed=3)), n, be)
     check(chosen_array_in_an_arm_of_a_loop, ("x", "c", "k"),
