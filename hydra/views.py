@@ -248,7 +248,7 @@ class _Merges:
             seen.add(v.id)
             for use in self.uses.get(v.id, []):
                 k = self.pos[id(use)]
-                if start <= k <= end and self.arms[id(use)][id(merge)] not in chose:
+                if start <= k <= end and self.arms[id(use)].get(id(merge)) not in chose:
                     continue
                 owner = self.owner.get(id(use))
                 if use.opcode == "array" and use.attrs["fn"] in VIEW_FNS \
