@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..batching import lane_copies
 from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
@@ -348,7 +349,7 @@ def lane_rows(h: Host, values: list, sources, targets) -> list:
     out = []
     for x, s, t in zip(values, sources, targets):
         if t.varying and not s.varying and x is not None:
-            x = np.broadcast_to(x, (h.lanes,) + np.shape(x)).copy()
+            x = lane_copies(x, h.lanes)
         out.append(x)
     return out
 

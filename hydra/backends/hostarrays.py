@@ -205,7 +205,7 @@ def select_rule(h, op: Op, env) -> list:
         v, arm = (b, op.operands[2]) if a is None else (a, op.operands[1])
         # (both undef: a value no lane defined, as from an if that no lane entered)
         if op.result.varying and not arm.varying and v is not None:  # one row per lane
-            v = np.broadcast_to(v, shape).copy()
+            v = lane_copies(v, h.lanes)
         return [v]
     if not op.operands[0].varying:
         return [a if c else b]

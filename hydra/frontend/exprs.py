@@ -188,8 +188,9 @@ class ExprMixin:
             raise CompileError(f"{self.describe(v)} cannot be used as a condition", loc)
         if v.type.kind == "b":
             return v
-        if self.static_truth(v) is not None:
-            return self.const(self.static_truth(v), loc)
+        truth = self.static_truth(v)
+        if truth is not None:
+            return self.const(truth, loc)
         zero = self.const(0, loc, v.type)
         return self.emit("ne", [v, zero], BOOL, loc)
 

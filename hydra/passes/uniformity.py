@@ -31,9 +31,6 @@ from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask"}
-#: array fns whose result is a view of their first operand: a store into it writes there
-#: (but for the reshapes NumPy copies)
-_VIEWS = VIEW_FNS
 
 
 def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
@@ -72,7 +69,7 @@ def _written_temporaries(fn: Function) -> set[int]:
             producer[r.id] = op
         if op.opcode in ("store", "array_store"):
             targets.append(op.operands[0])
-        elif op.opcode == "array" and op.attrs["fn"] in _VIEWS and op.result.id not in copies:
+        elif op.opcode == "array" and op.attrs["fn"] in VIEW_FNS and op.result.id not in copies:
             may_alias.join(op.result, op.operands[0])
         elif op.opcode == "if":
             for region in op.regions:
@@ -92,7 +89,7 @@ def _written_temporaries(fn: Function) -> set[int]:
     return {vid for vid, op in producer.items()
             if may_alias.find(vid) in written and op.opcode == "array"
             and op.attrs["fn"] not in LANE_ARRAY_FNS
-            and (op.attrs["fn"] not in _VIEWS or vid in copies)}
+            and (op.attrs["fn"] not in VIEW_FNS or vid in copies)}
 
 
 def _mark_observed_layouts(producer: dict, may_alias: "_AliasSets", written: set) -> None:
