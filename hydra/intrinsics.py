@@ -46,6 +46,15 @@ LOWERING_SIGNATURES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Monoid:
+    """A reduction's combining ufunc and its identity (None: reducing no elements is an
+    error, as the maximum of nothing is)."""
+
+    ufunc: np.ufunc
+    identity: object
+
+
 @dataclass(slots=True)
 class Intrinsic:
     name: str
@@ -58,6 +67,7 @@ class Intrinsic:
     effect: bool = False
     traps: bool = False
     uniform: tuple | None = None  # (argument index, message, hint)
+    monoid: Monoid | None = None  # a reduction over the lanes: how it combines
     lowerings: dict[str, Callable] = field(default_factory=dict)
 
     @property
@@ -88,7 +98,10 @@ def _check_range(src: np.ndarray, mask: np.ndarray, lanes: int, fail, what: str)
         fail("index", f"{what}: lane index {int(src[i])} is out of range for {lanes} lanes", i)
 
 
-def _reduce(name: str, ufunc, empty):
+def _reduce(name: str, monoid: Monoid):
+    """The reference of a lane reduction that combines by ``monoid``."""
+    ufunc, empty = monoid.ufunc, monoid.identity
+
     def ref(args, mask, lanes, fail):
         (x,) = args
         # all lanes active (the common case): no copy (0.5 ms of mc-pi's 2.4); the same
@@ -158,6 +171,11 @@ def _ref_atomic_add(args, mask, lanes, fail):
 INTRINSICS: dict[str, Intrinsic] = {}
 
 
+def _lane_reduction(name: str, doc: str, result, monoid: Monoid) -> Intrinsic:
+    return Intrinsic(name, ("x",), doc, result, lambda vs: False, _reduce(name, monoid),
+                     monoid=monoid)
+
+
 def _add(*entries: Intrinsic) -> None:
     for e in entries:
         INTRINSICS[e.name] = e
@@ -168,19 +186,18 @@ _add(
               lambda vs: True, _ref_lane, cross_lane=False),
     Intrinsic("nlanes", (), "the number of lanes N", lambda ts: WEAK_INT,
               lambda vs: False, _ref_nlanes, cross_lane=False),
-    Intrinsic("lanesum", ("x",), "sum of x over the active lanes, in the type of x (int32 "
-              "stays int32; bools count as int64)", _summed,
-              lambda vs: False, _reduce("lanesum", np.add, 0)),
-    Intrinsic("laneprod", ("x",), "product of x over the active lanes, in the type of x",
-              _summed, lambda vs: False, _reduce("laneprod", np.multiply, 1)),
-    Intrinsic("lanemin", ("x",), "minimum of x over the active lanes", _same,
-              lambda vs: False, _reduce("lanemin", np.minimum, None)),
-    Intrinsic("lanemax", ("x",), "maximum of x over the active lanes", _same,
-              lambda vs: False, _reduce("lanemax", np.maximum, None)),
-    Intrinsic("laneany", ("x",), "is x true on any active lane", lambda ts: BOOL,
-              lambda vs: False, _reduce("laneany", np.logical_or, False)),
-    Intrinsic("laneall", ("x",), "is x true on every active lane", lambda ts: BOOL,
-              lambda vs: False, _reduce("laneall", np.logical_and, True)),
+    _lane_reduction("lanesum", "sum of x over the active lanes, in the type of x (int32 "
+                    "stays int32; bools count as int64)", _summed, Monoid(np.add, 0)),
+    _lane_reduction("laneprod", "product of x over the active lanes, in the type of x",
+                    _summed, Monoid(np.multiply, 1)),
+    _lane_reduction("lanemin", "minimum of x over the active lanes", _same,
+                    Monoid(np.minimum, None)),
+    _lane_reduction("lanemax", "maximum of x over the active lanes", _same,
+                    Monoid(np.maximum, None)),
+    _lane_reduction("laneany", "is x true on any active lane", lambda ts: BOOL,
+                    Monoid(np.logical_or, False)),
+    _lane_reduction("laneall", "is x true on every active lane", lambda ts: BOOL,
+                    Monoid(np.logical_and, True)),
     Intrinsic("broadcast", ("x", "k"), "x on lane k (k uniform, lane k active)", _same,
               lambda vs: False, _ref_broadcast,
               uniform=(1, "broadcast(x, k) needs the same k on every lane",

@@ -15,6 +15,7 @@ from ..batching import FRESH, batched, index_tuple, lane_copies
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
+from ..registry import record
 from ..types import ArrayType
 
 
@@ -141,8 +142,7 @@ def _lane_reduce(h, op: Op, env):
              for v in op.operands]
     dtype = op.result.type.dtype.dtype
     if fn == "lanesum_outer":
-        d, x = (r[mask].reshape(int(mask.sum()), -1) for r in lanes)
-        return (d.T @ x).astype(dtype)
+        return record("array", fn).definition(lanes, mask, h.lanes, None).astype(dtype)
     if fn == "prefixsum":
         x = lanes[0]
         vals = np.where(mask.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0).astype(dtype)

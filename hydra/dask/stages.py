@@ -38,8 +38,8 @@ from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Value
 
-REDUCTIONS = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
-              "lanemax": np.maximum, "laneany": np.logical_or, "laneall": np.logical_and}
+#: the lane reductions and how they combine partial results
+REDUCTIONS = {n: e.monoid.ufunc for n, e in INTRINSICS.items() if e.monoid is not None}
 STAGED = frozenset(REDUCTIONS) | {"prefixsum", "broadcast"}
 #: how many partials one combine task takes (dask.array.reduction's split_every)
 SPLIT_EVERY = 8

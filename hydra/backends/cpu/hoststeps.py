@@ -18,6 +18,7 @@ import numpy as np
 
 from ...batching import ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, _shift_axis, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
+from ...registry import monoid
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
 
@@ -56,7 +57,7 @@ def quick(op: Op) -> Quick | None:
     if op.opcode != "array" or len(op.results) != 1:
         return None
     fn, params = op.attrs["fn"], op.attrs["params"]
-    if fn in _LANE_UFUNCS and len(op.operands) == 1 and op.operands[0].varying \
+    if fn in _LANE_REDUCTIONS and len(op.operands) == 1 and op.operands[0].varying \
             and isinstance(op.operands[0].type, ArrayType) \
             and isinstance(op.result.type, ArrayType):
         return _lane_reduce(op, op.result.type.dtype.dtype)
@@ -103,7 +104,7 @@ def quick(op: Op) -> Quick | None:
         make = _uniform(fn, params, ids, dtype, bool(r.varying))
     elif fn == "sum" and vary == [True] and _float_sum(op):
         make = _einsum_sum(op, ids[0], params)
-    elif fn in _SHORT_UFUNCS and vary == [True] and r.varying and _short(op):
+    elif fn in _SHORT_REDUCTIONS and vary == [True] and r.varying and _short(op):
         make = _short_reduce(op, ids[0], params)
     elif r.varying and fn in REDUCTIONS and fn not in ("argmax", "argmin") and vary == [True]:
         f = PER_LANE[fn]
@@ -123,16 +124,15 @@ def quick(op: Op) -> Quick | None:
     return Quick(op, step)
 
 
-#: the cross-lane reductions of arrays and their ufuncs (as ``intrinsics`` reduces)
-_LANE_UFUNCS = {"lanesum": np.add, "laneprod": np.multiply, "lanemin": np.minimum,
-                "lanemax": np.maximum}
+#: the cross-lane reductions of numbers' arrays (their ufuncs: the records' monoids)
+_LANE_REDUCTIONS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax"})
 
 
 def _lane_reduce(op: Op, dtype):
     """``lanesum(g)`` and kin of a per-lane array with every lane active: the reduction
     over the lane axis of the array itself, where the host rule first copies the
     active rows (``x[mask]``): the same values in the same order, so the same bits."""
-    ufunc = _LANE_UFUNCS[op.attrs["fn"]]
+    ufunc = monoid(op.attrs["fn"]).ufunc
     xid, rid = op.operands[0].id, op.result.id
     mid = op.mask.id if op.mask is not None else None
     nd = op.operands[0].type.ndim + 1
@@ -214,8 +214,8 @@ def _einsum_sum(op: Op, aid: int, params: dict):
     return make
 
 
-#: the reductions ``_short_reduce`` runs, by their ufunc
-_SHORT_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+#: the reductions ``_short_reduce`` runs (by their records' monoids)
+_SHORT_REDUCTIONS = frozenset({"sum", "max", "min"})
 
 
 def _reduced(op: Op) -> tuple:
@@ -251,7 +251,7 @@ def _short_reduce(op: Op, aid: int, params: dict):
     rows = int(np.prod([shape[d] for d in axes]))
     out = tuple(1 if d in axes else n for d, n in enumerate(shape)) \
         if params.get("keepdims", False) else tuple(shape[d] for d in kept)
-    ufunc = _SHORT_UFUNCS[op.attrs["fn"]]
+    ufunc = monoid(op.attrs["fn"]).ufunc
 
     def make(env, lanes):
         x = np.ascontiguousarray(env[aid].transpose(perm)).reshape(rows, -1)

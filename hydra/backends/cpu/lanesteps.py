@@ -33,8 +33,8 @@ from .. import hostarrays
 from .hoststeps import Quick
 
 #: the intrinsics whose reference reduces the active lanes of one scalar
-LANE_REDUCTIONS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "laneany",
-                             "laneall"})
+#: the lane reductions: the intrinsics that combine by a monoid
+LANE_REDUCTIONS = frozenset(n for n, e in INTRINSICS.items() if e.monoid is not None)
 
 
 def lane_step(op: Op) -> Quick | None:

@@ -1,0 +1,308 @@
+"""The operation registry: one record per operation hydra accepts.
+
+Every operation a kernel can contain has one ``OpRecord`` here, found by
+``record(kind, name)``:
+
+- ``"op"``: an IR opcode (``hydra.ir.core.OPCODES``): scalar arithmetic, casts, memory,
+  control flow;
+- ``"math"``: a math function of numbers (``math.sqrt(x)``, ``np.tanh(x)``): the
+  ``math`` opcode's ``fn``;
+- ``"array"``: a NumPy operation on whole per-lane arrays (SPEC section 8): the
+  ``array`` opcode's ``fn``, including the cross-lane reductions of arrays
+  (``lanesum(g)``);
+- ``"intrinsic"``: a lane intrinsic (``hydra.intrinsics``);
+- ``"layer"``: a ``hydra.nn`` layer.
+
+A record holds the operation's facts in named slots, so that an analysis or a
+transformation asks the record instead of keeping a table of its own:
+
+- ``definition``: the semantics (for arrays the NumPy code of one lane; for intrinsics
+  the reference over all lanes; for opcodes the reference interpreter's host rule is
+  keyed by the opcode: see ``hydra.backends.host.HOST_RULES``);
+- ``type_rule``: argument types (and static params) -> result type;
+- ``batching``: how all lanes run at once (``hydra.batching``): a rule, or None where the
+  definition already runs over all lanes (elementwise NumPy on ``[N]`` values);
+- ``monoid``: the reduction's ufunc and identity, for a reduction (a lane reduction's
+  is its intrinsic's, ``hydra.intrinsics.Monoid``);
+- ``adjoint``: the reverse-mode rule (SPEC section 11), or why there is none.
+
+The registry is built from the tables that define these facts today (``OPCODES``,
+``hydra.batching``, the intrinsics table, the frontend's math table, ``hydra.nn``); a
+test (``tests/test_registry.py``) keeps it complete: every operation the frontend
+accepts has a record with every slot filled.  The executor issue moves those tables
+onto the records one by one; the gradients issue fills the ``adjoint`` slots.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import batching, nn
+from .intrinsics import INTRINSICS, Monoid
+from .ir.core import LANE_ARRAY_FNS, OPCODES
+from .types import BOOL
+
+
+class AdjointState(enum.Enum):
+    RULE = "rule"                      # ``Adjoint.rule`` is the reverse-mode rule
+    NOT_DIFFERENTIABLE = "none"        # no gradient flows through it: ``reason`` says why
+    MISSING = "missing"                # differentiable in principle; no rule written yet
+
+
+@dataclass(frozen=True, slots=True)
+class Adjoint:
+    """The adjoint slot of a record (SPEC section 11; JAX's transpose rules are the
+    model).  A missing rule is a ``CompileError`` naming the operation when a gradient
+    asks for it."""
+
+    state: AdjointState
+    rule: Callable | None = None
+    reason: str = ""
+
+    @classmethod
+    def of(cls, rule: Callable) -> "Adjoint":
+        return cls(AdjointState.RULE, rule=rule)
+
+    @classmethod
+    def none(cls, reason: str) -> "Adjoint":
+        return cls(AdjointState.NOT_DIFFERENTIABLE, reason=reason)
+
+
+#: differentiable, but its rule is not written yet
+NO_RULE_YET = Adjoint(AdjointState.MISSING, reason="no adjoint rule has been written yet")
+
+
+@dataclass(slots=True)
+class OpRecord:
+    kind: str
+    name: str
+    doc: str
+    definition: Callable | None
+    type_rule: Callable | None
+    batching: Callable | None
+    adjoint: Adjoint
+    monoid: Monoid | None = None
+    #: names of the frontend spellings that lead here (``np.amax`` -> array ``max``)
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.kind, self.name
+
+
+RECORDS: dict[tuple[str, str], OpRecord] = {}
+
+
+def record(kind: str, name: str) -> OpRecord:
+    """The record of operation ``name`` of ``kind`` ("op", "math", "array", "intrinsic",
+    "layer"); a KeyError names what is missing."""
+    try:
+        return RECORDS[kind, name]
+    except KeyError:
+        raise KeyError(f"no record for the {kind} operation {name!r}") from None
+
+
+def records(kind: str) -> list[OpRecord]:
+    return [r for (k, _), r in RECORDS.items() if k == kind]
+
+
+def monoid(name: str) -> Monoid | None:
+    """The monoid of the reduction called ``name`` (an array reduction or a lane
+    reduction), or None."""
+    for kind in ("array", "intrinsic"):
+        r = RECORDS.get((kind, name))
+        if r is not None and r.monoid is not None:
+            return r.monoid
+    return None
+
+
+def _add(r: OpRecord) -> None:
+    assert r.key not in RECORDS, r.key
+    RECORDS[r.key] = r
+
+
+# --- why some operations carry no gradient (SPEC section 11) ----------------------------
+
+_NO_GRAD_RESULT = "its result is an integer or a bool: no gradient flows through it"
+_NO_GRAD_STEP = "piecewise constant: its derivative is 0 almost everywhere (SPEC section 11)"
+_NO_GRAD_EFFECT = ("a store into shared memory or a cross-lane effect is not "
+                   "differentiable (SPEC section 11)")
+_NO_GRAD_VALUE = "it makes a value of its own: nothing flows into it"
+_STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "
+               "masks and carried values), not by a rule")
+
+# --- opcodes ---------------------------------------------------------------------------
+
+_OPCODE_ADJOINTS = {
+    **{name: Adjoint.none(_NO_GRAD_RESULT) for name in (
+        "lt", "le", "gt", "ge", "eq", "ne", "not", "invert", "lshift", "rshift", "bitand",
+        "bitor", "bitxor", "any", "entry_mask", "array_dim")},
+    **{name: Adjoint.none(_NO_GRAD_VALUE) for name in (
+        "const", "undef", "global_array", "local_array")},
+    **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("print", "check")},
+    **{name: Adjoint.none(_STRUCTURAL) for name in ("if", "while", "yield", "condition")},
+    "floordiv": Adjoint.none(_NO_GRAD_STEP),
+}
+
+
+def _opcode_batching(name: str) -> Callable | None:
+    """None: the host rule runs all lanes at once.  ``array`` ops and selects of arrays
+    batch by ``hydra.batching``."""
+    return batching.batched if name == "array" else None
+
+
+for _name, _info in OPCODES.items():
+    _add(OpRecord("op", _name, _info.doc, definition=None, type_rule=None,
+                  batching=_opcode_batching(_name),
+                  adjoint=_OPCODE_ADJOINTS.get(_name, NO_RULE_YET)))
+
+# --- math functions of numbers -----------------------------------------------------------
+
+_MATH_STEPS = frozenset({"floor", "ceil", "trunc", "rint"})
+_MATH_PREDICATES = frozenset({"isnan", "isinf", "isfinite"})
+
+
+def _math_records() -> None:
+    # the frontend's table of math functions: name -> (IR fn, arity, result kind);
+    # ``round(x)`` is emitted as rint
+    from .frontend.calls import MATH_FUNCTIONS
+
+    table = {**MATH_FUNCTIONS, "round": ("rint", 1, "float")}
+    for name, (fn, arity, result) in table.items():
+        if ("math", fn) in RECORDS:
+            continue
+        adjoint = (Adjoint.none(_NO_GRAD_RESULT) if fn in _MATH_PREDICATES
+                   else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS else NO_RULE_YET)
+        _add(OpRecord("math", fn, f"{name}: {arity} operand(s), {result} result",
+                      definition=_math_definition(fn), type_rule=_math_type(result),
+                      batching=None, adjoint=adjoint))
+
+
+_NUMPY_MATH_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
+                     "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
+                     "pow": "power"}
+
+
+def _math_definition(fn: str) -> Callable:
+    """The math function of one number, as the per-example Python program computes it."""
+    import math
+    ufunc = getattr(np, _NUMPY_MATH_NAMES.get(fn, fn), None)
+    return ufunc if ufunc is not None else getattr(math, fn)
+
+
+def _math_type(result: str) -> Callable:
+    """The frontend's rule: the operands promote; an integer or bool result of that is
+    float64 (a weak float where every operand is a weak Python number)."""
+    from .types import FLOAT64, WEAK_FLOAT, promote
+
+    def rule(types):
+        t = types[0]
+        for u in types[1:]:
+            t = promote(t, u)
+        if t.kind != "f":
+            t = WEAK_FLOAT if t.weak else FLOAT64
+        return BOOL if result == "bool" else t
+    return rule
+
+
+# --- array operations --------------------------------------------------------------------
+
+def lanesum_outer(args, mask, lanes, fail):
+    """``lanesum(np.outer(d, x))`` over the active lanes: ``D.T @ X`` of their rows,
+    one GEMM (the per-lane outer products are never made)."""
+    d, x = (np.asarray(a)[mask].reshape(int(mask.sum()), -1) for a in args)
+    return d.T @ x
+
+
+def _lanesum_outer_type(types):
+    from .types import ArrayType, promote
+    d, x = types
+    return ArrayType(promote(d.dtype, x.dtype), 2, (d.shape[0], x.shape[0]))
+
+
+_ARRAY_MONOIDS = {"sum": Monoid(np.add, 0), "prod": Monoid(np.multiply, 1),
+                  "max": Monoid(np.maximum, None), "min": Monoid(np.minimum, None),
+                  "any": Monoid(np.logical_or, False), "all": Monoid(np.logical_and, True)}
+_ARRAY_NO_GRAD = {
+    **{name: Adjoint.none(_NO_GRAD_RESULT) for name in (
+        "lt", "le", "gt", "ge", "eq", "ne", "not", "invert", "lshift", "rshift", "bitand",
+        "bitor", "bitxor", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
+        "logical_or", "logical_xor", "signbit", "argmax", "argmin", "any", "all", "gcd",
+        "lcm")},
+    **{name: Adjoint.none(_NO_GRAD_STEP) for name in (
+        "floor", "ceil", "trunc", "rint", "sign", "floordiv", "heaviside", "spacing",
+        "nextafter")},
+    **{name: Adjoint.none(_NO_GRAD_VALUE) for name in (
+        "zeros_like", "ones_like", "empty_like", "arange")},
+    **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in (
+        "laneprod", "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle",
+        "rotate", "prefixsum", "lanesum", "lanesum_outer")},
+}
+
+
+def _array_type_rule(fn: str) -> Callable:
+    def rule(types, params):
+        return batching.result_type(fn, types, params)
+    return rule
+
+
+def _array_records() -> None:
+    from .frontend.arrayops import _ALIASES
+
+    aliases: dict[str, list[str]] = {}
+    for alias, target in _ALIASES.items():
+        aliases.setdefault(target, []).append(alias)
+    for fn, f in batching.PER_LANE.items():
+        if fn in _ALIASES:  # np.absolute is abs: one record, under the name the IR uses
+            continue
+        _add(OpRecord("array", fn, (f.__doc__ or fn).strip().splitlines()[0],
+                      definition=f, type_rule=_array_type_rule(fn),
+                      batching=batching.BATCH.get(fn, batching.loop_rule),
+                      adjoint=_ARRAY_NO_GRAD.get(fn, NO_RULE_YET),
+                      monoid=_ARRAY_MONOIDS.get(fn), aliases=tuple(aliases.get(fn, ()))))
+    # the cross-lane reductions of arrays: the intrinsics' references over the lane axis
+    for fn in sorted(LANE_ARRAY_FNS):
+        entry = INTRINSICS.get(fn)
+        _add(OpRecord("array", fn, entry.doc if entry else lanesum_outer.__doc__,
+                      definition=entry.reference if entry else lanesum_outer,
+                      type_rule=entry.result if entry else _lanesum_outer_type,
+                      batching=None, adjoint=_ARRAY_NO_GRAD[fn],
+                      monoid=entry.monoid if entry else None))
+
+
+# --- intrinsics --------------------------------------------------------------------------
+
+def _intrinsic_records() -> None:
+    for name, entry in INTRINSICS.items():
+        adjoint = (Adjoint.none(_NO_GRAD_RESULT) if name in ("lane", "nlanes")
+                   else Adjoint.none(_NO_GRAD_EFFECT))
+        _add(OpRecord("intrinsic", name, entry.doc, definition=entry.reference,
+                      type_rule=entry.result, batching=None, adjoint=adjoint,
+                      monoid=entry.monoid))
+
+
+# --- hydra.nn layers -----------------------------------------------------------------------
+
+def _layer_records() -> None:
+    for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d"):
+        layer = getattr(nn, name)
+        own = getattr(layer, "__hydra_array_op__", None)
+        if own is not None:  # an array operation of its own: its array record
+            array = record("array", own[0])
+            _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
+                          definition=layer, type_rule=array.type_rule,
+                          batching=array.batching, adjoint=array.adjoint))
+        else:  # compiled from its body: the records of the operations it uses
+            _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
+                          definition=layer, type_rule=None, batching=None,
+                          adjoint=NO_RULE_YET))
+
+
+_math_records()
+_array_records()
+_intrinsic_records()
+_layer_records()
