@@ -513,3 +513,21 @@ def test_a_stage_task_run_twice_on_the_same_inputs_gives_the_same_result():
     assert first.error is None and first.printed == second.printed
     assert np.array_equal(first.rows[1], second.rows[1])
     assert np.array_equal(second.rows[1], [3 + 21 + 3, 4 + 21 + 6, 5 + 21 + 10])
+
+
+CAPTURED_W = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+
+
+def captured_layer(x, k):
+    a = np.zeros(k, np.float32)  # its shape: the uniform k, a constant on the workers too
+    a[:4] = np.tanh(CAPTURED_W @ x)
+    return a
+
+
+def test_captured_weights_and_shapes_from_uniform_ints_reach_the_workers(where):
+    x = np.linspace(-1, 1, 30, dtype=np.float32).reshape(10, 3)
+    k = hydra.compile(captured_layer, varying="x")
+    got = compute(k(da.from_array(x, chunks=4), 6), where)
+    want = np.stack([captured_layer(row, 6) for row in x])  # the undecorated function
+    np.testing.assert_allclose(got, k(x, 6), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

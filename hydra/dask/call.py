@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..errors import HydraError, Loc
-from ..frontend import build_function
+from ..frontend import build_specialized
 from ..ir.core import Function
 from ..passes import run_pipeline
 from . import stages
@@ -63,7 +63,7 @@ def call(kernel, args: tuple):
     lanes = kernel._lanes_for(args)
     first = next(a for n, a in zip(names, args) if n in kernel.varying and is_dask_array(a))
     lane_chunks = first.chunks[0]
-    fn = _ir(kernel, types)
+    fn, shape_values = _ir(kernel, types, values)
     from ..api import _flatten_tuples
     flat_values, flat_types = _flatten_tuples(list(values), list(types))
     kernel._check_aliasing(fn, flat_values, flat_types)
@@ -73,7 +73,8 @@ def call(kernel, args: tuple):
 
 
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
-                      tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross))
+                      tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
+                      shape_values)
     deps, sources, layers = [], [], {}
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
@@ -104,14 +105,22 @@ def call(kernel, args: tuple):
     return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
 
 
-def _ir(kernel, types) -> Function:
-    """The predicated IR of this call (cached per kernel and types; no backend compile)."""
+def _ir(kernel, types, values) -> tuple[Function, tuple]:
+    """The predicated IR of this call (cached per kernel, types and uniform ints; no
+    backend compile), built as a local call builds it (``build_specialized``: shapes of
+    arguments and captured arrays known), and the uniform ints (name, value) that shapes
+    depend on: the workers build the same IR from them."""
     from ..api import CHECK_IR
     per_kernel = _ir_cache.setdefault(kernel, {})
-    key = tuple(types)
+    ints = tuple((n, v) for n, v in zip(kernel.param_names, values)
+                 if n not in kernel.varying and isinstance(v, (int, np.integer))
+                 and not isinstance(v, (bool, np.bool_)))
+    key = (tuple(types), ints)
     if key not in per_kernel:
-        fn = build_function(kernel.pyfunc, list(types))
-        per_kernel[key] = run_pipeline(fn, set(kernel.varying), check=CHECK_IR)
+        fn, _, pinned = build_specialized(kernel.pyfunc, list(types), dict(ints),
+                                          kernel.varying, shaped=True)
+        per_kernel[key] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
+                           tuple(sorted(pinned.items())))
     return per_kernel[key]
 
 
