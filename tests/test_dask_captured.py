@@ -66,10 +66,14 @@ def unrolled_rows(x):
     return acc
 
 
+def uniform_results(x):
+    return x * W[0], W[1] * 2, np.tanh(W.T @ B)  # the last two: one array for all lanes
+
+
 #: the kernels whose chunked run equals a local call bit for bit (no products)
 ELEMENTWISE = {"row_times", "zeros_of"}
 KERNELS = [matvec, row_times, layer, closure(), tuple_and_scalar, varying_loop,
-           unrolled_rows]
+           unrolled_rows, uniform_results]
 
 
 def check_dask(fn, args, varying="x", backend="cpu", scheduler="sync"):
@@ -85,7 +89,10 @@ def check_dask(fn, args, varying="x", backend="cpu", scheduler="sync"):
     want = per_example(fn, varying, args, len(X))
     if not isinstance(local, tuple):
         got, local, want = (got,), (local,), [(w,) for w in want]
-    assert all(isinstance(g, da.Array) for g in got)
+    for g, loc in zip(got, local):  # a local call's shapes, before anything runs (but a
+        # varying per-lane array's other axes: unknown until then)
+        assert isinstance(g, da.Array) and len(g.shape) == np.ndim(loc)
+        assert all(a == b or np.isnan(a) for a, b in zip(g.shape, np.shape(loc)))
     got = dask.compute(*got, scheduler=scheduler)
     for j, (g, loc) in enumerate(zip(got, local)):
         if fn.__name__ in ELEMENTWISE:
@@ -100,6 +107,23 @@ def check_dask(fn, args, varying="x", backend="cpu", scheduler="sync"):
 def test_captured_arrays_with_dask_arrays(fn, backend):
     check_dask(fn, [X], backend=backend,
                scheduler="threads" if fn is matvec else "sync")
+
+
+def printing(x):
+    print(x)
+    return W[1] * 2
+
+
+def test_a_uniform_array_result_of_a_call_that_prints(capsys):
+    k = hydra.compile(printing, varying="x", backend="numpy")
+    call = k(da.from_array(X[:, 0], chunks=CHUNKS))
+    assert not capsys.readouterr().out  # nothing ran yet
+    got = call.compute(scheduler="sync")
+    printed = capsys.readouterr().out
+    np.testing.assert_array_equal(got, k(X[:, 0]))
+    assert printed == capsys.readouterr().out  # what the local call printed
+    np.testing.assert_array_equal(got, [printing(v) for v in X[:, 0]][0])
+    assert printed == capsys.readouterr().out
 
 
 def zeros_of(x, k):

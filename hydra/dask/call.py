@@ -257,9 +257,11 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
                      for c, k in enumerate(chunk_keys)}
             # a per-lane array's shape is known when it runs: unknown sizes until then
             chunks = (lane_chunks, *[(np.nan,)] * _ndim(v.type))
-        else:  # the same on every chunk (or, after a reduction, the global value)
-            layer = {(name,): (_leaf, chunk_keys[0], i, gates[-1])}
-            chunks = ()
+        else:  # the same on every chunk (or, after a reduction, the global value):
+            # one block, of the uniform per-lane array's shape where it is one
+            shape = getattr(v.type, "shape", None) or (np.nan,) * _ndim(v.type)
+            layer = {(name, *[0] * _ndim(v.type)): (_leaf, chunk_keys[0], i, gates[-1])}
+            chunks = tuple((n,) for n in shape)
         g = HighLevelGraph({**graph.layers, name: layer},
                            {**graph.dependencies, name: set(graph.layers)})
         dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype
