@@ -524,10 +524,20 @@ def captured_layer(x, k):
     return a
 
 
-def test_captured_weights_and_shapes_from_uniform_ints_reach_the_workers(where):
+def closure_layer():
+    V = CAPTURED_W[::-1] * 2  # a closure cell, not a module global
+
+    def layer(x):
+        return np.tanh(V @ x)
+    return layer
+
+
+@pytest.mark.parametrize("fn", [captured_layer, closure_layer()], ids=["module", "closure"])
+def test_captured_weights_and_shapes_from_uniform_ints_reach_the_workers(where, fn):
     x = np.linspace(-1, 1, 30, dtype=np.float32).reshape(10, 3)
-    k = hydra.compile(captured_layer, varying="x")
-    got = compute(k(da.from_array(x, chunks=4), 6), where)
-    want = np.stack([captured_layer(row, 6) for row in x])  # the undecorated function
-    np.testing.assert_allclose(got, k(x, 6), rtol=1e-6, atol=1e-6)
+    extra = (6,) if fn is captured_layer else ()
+    k = hydra.compile(fn, varying="x")
+    got = compute(k(da.from_array(x, chunks=4), *extra), where)
+    want = np.stack([fn(row, *extra) for row in x])  # the undecorated function
+    np.testing.assert_allclose(got, k(x, *extra), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
