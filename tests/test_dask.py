@@ -234,8 +234,13 @@ def test_refused_before_anything_runs():
 
     def crosswrite(v, a):
         a[0] = v
+
+    def of_an_array(v):
+        return lanesum(np.zeros(3) + v)
     cases = [(swap, "shuffle across Dask chunks"),
              (in_loop, "lanesum inside a loop"),
+             (of_an_array, r"lanesum of a per-lane array across Dask chunks(.|\n)*"
+                           r"hint: apply it to numbers"),
              (crosswrite, "lanes write at other lanes' indices")]
     for fn, words in cases:
         k = hydra.compile(fn, varying="v")

@@ -75,6 +75,10 @@ def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
         reason = op.attrs.get("sync")
         if not reason or op.opcode == "print":
             continue
+        if op.opcode == "array" and op.cross_lane:
+            refuse(op.loc, f"{op.attrs['fn']} of a per-lane array across Dask chunks is not "
+                   f"supported", f"apply it to numbers ({op.attrs['fn']}(h[0]), "
+                   f"{op.attrs['fn']}(h.sum())), or call the kernel with NumPy arrays")
         name = op.attrs["name"] if op.opcode == "intrinsic" else None
         if name == "atomic_add" and op.operands[0].id in added:
             continue
