@@ -138,6 +138,25 @@ def test_shape_from_a_uniform_int_with_dask_arrays(backend):
         check_dask(zeros_of, [X, k], backend=backend)
 
 
+def scaled(x, n):
+    return np.tanh(W @ x) * n  # n: a uniform int no shape depends on
+
+
+def test_the_client_builds_once_per_value_of_an_int_a_shape_depends_on(monkeypatch):
+    import sys
+    call = sys.modules["hydra.dask.call"]
+    builds = []
+    real = call.build_specialized
+    monkeypatch.setattr(call, "build_specialized",
+                        lambda *a, **kw: builds.append(a[0]) or real(*a, **kw))
+    lazy = da.from_array(X, chunks=(CHUNKS, 3))
+    for fn, values in [(zeros_of, (5, 7, 5)), (scaled, (2, 3, 2))]:
+        k = hydra.compile(fn, varying="x", backend="numpy")
+        for n in values:
+            k(lazy, n)
+    assert builds == [zeros_of, zeros_of, scaled]
+
+
 def lane_sized(x):
     a = np.zeros(lane() + 1)
     return a.sum() + x

@@ -106,22 +106,27 @@ def call(kernel, args: tuple):
 
 
 def _ir(kernel, types, values) -> tuple[Function, tuple]:
-    """The predicated IR of this call (cached per kernel, types and uniform ints; no
-    backend compile), built as a local call builds it (``build_specialized``: shapes of
-    arguments and captured arrays known), and the uniform ints (name, value) that shapes
-    depend on: the workers build the same IR from them."""
+    """The predicated IR of this call (no backend compile), built as a local call builds
+    it (``build_specialized``: shapes of arguments and captured arrays known), and the
+    uniform ints (name, value) that shapes depend on: the workers build the same IR from
+    them.  Cached per kernel, types and the values of those ints (as a local call's
+    specializations: another value of an int no shape depends on builds nothing)."""
     from ..api import CHECK_IR
-    per_kernel = _ir_cache.setdefault(kernel, {})
-    ints = tuple((n, v) for n, v in zip(kernel.param_names, values)
-                 if n not in kernel.varying and isinstance(v, (int, np.integer))
-                 and not isinstance(v, (bool, np.bool_)))
-    key = (tuple(types), ints)
-    if key not in per_kernel:
-        fn, _, pinned = build_specialized(kernel.pyfunc, list(types), dict(ints),
-                                          kernel.varying, shaped=True)
-        per_kernel[key] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
-                           tuple(sorted(pinned.items())))
-    return per_kernel[key]
+    cache = _ir_cache.setdefault(kernel, {"names": {}, "built": {}})
+    types = tuple(types)
+    ints = {n: v for n, v in zip(kernel.param_names, values)
+            if n not in kernel.varying and isinstance(v, (int, np.integer))
+            and not isinstance(v, (bool, np.bool_))}
+
+    def key() -> tuple:
+        return types, tuple((n, ints.get(n)) for n in sorted(cache["names"].get(types, ())))
+    if key() not in cache["built"]:
+        fn, _, pinned = build_specialized(kernel.pyfunc, list(types), ints, kernel.varying,
+                                          shaped=True)
+        cache["names"][types] = cache["names"].get(types, frozenset()) | set(pinned)
+        cache["built"][key()] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
+                                 tuple(sorted(pinned.items())))
+    return cache["built"][key()]
 
 
 def _check_writes(fn: Function, flat_values: list) -> list[int]:
