@@ -23,7 +23,7 @@ from .arrays import check_argument, copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
 from .errors import KernelValueError
-from .frontend import build_function, check_subset, parse_function
+from .frontend import build_function, build_specialized, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
 from .frontend.arrayops import SHAPE_VALUES, SHAPED, NeedShapes
 from .frontend.early import check_early
@@ -218,7 +218,8 @@ class Kernel:
                 new = [p for p in e.params if p not in fixed and p not in self.varying
                        and isinstance(values.get(p), (int, np.integer))]
                 if getattr(self, "_shaped", False) and not new:
-                    raise  # the shape is not known even from the arguments
+                    # the shape is not known even from the arguments
+                    raise e.plain() from None
                 self._shaped = True  # from now on this kernel specializes on shapes
                 # and on the values of the uniform ints that shapes depend on
                 self._shape_params = {**fixed, **dict.fromkeys(new)}
@@ -254,21 +255,7 @@ class Kernel:
         unless whole-array code needs them (then with shapes and the uniform ints that
         shapes depend on, as ``specialize`` does)."""
         known = dict(zip(self.param_names, values)) if values is not None else {}
-        shaped, pinned = False, {}
-        while True:
-            s_token, v_token = SHAPED.set(shaped), SHAPE_VALUES.set(pinned)
-            try:
-                return build_function(self.pyfunc, types if shaped else [
-                    t.unshaped() if isinstance(t, ArrayType) else t for t in types])
-            except NeedShapes as e:
-                new = {p: known[p] for p in e.params if p not in pinned
-                       and p not in self.varying and isinstance(known.get(p), (int, np.integer))}
-                if shaped and not new:
-                    raise
-                shaped, pinned = True, {**pinned, **new}
-            finally:
-                SHAPED.reset(s_token)
-                SHAPE_VALUES.reset(v_token)
+        return build_specialized(self.pyfunc, types, known, self.varying)[0]
 
     def __call__(self, *args, **kwargs):
         args = self._bind(*args, **kwargs)

@@ -234,8 +234,13 @@ def test_refused_before_anything_runs():
 
     def crosswrite(v, a):
         a[0] = v
+
+    def of_an_array(v):
+        return prefixsum(np.zeros(3) + v)
     cases = [(swap, "shuffle across Dask chunks"),
              (in_loop, "lanesum inside a loop"),
+             (of_an_array, r"prefixsum of a per-lane array across Dask chunks(.|\n)*"
+                           r"hint: the lane reductions of per-lane arrays are"),
              (crosswrite, "lanes write at other lanes' indices")]
     for fn, words in cases:
         k = hydra.compile(fn, varying="v")
@@ -513,3 +518,57 @@ def test_a_stage_task_run_twice_on_the_same_inputs_gives_the_same_result():
     assert first.error is None and first.printed == second.printed
     assert np.array_equal(first.rows[1], second.rows[1])
     assert np.array_equal(second.rows[1], [3 + 21 + 3, 4 + 21 + 6, 5 + 21 + 10])
+
+
+CAPTURED_W = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+
+
+def captured_layer(x, k):
+    a = np.zeros(k, np.float32)  # its shape: the uniform k, a constant on the workers too
+    a[:4] = np.tanh(CAPTURED_W @ x)
+    return a
+
+
+def closure_layer():
+    V = CAPTURED_W[::-1] * 2  # a closure cell, not a module global
+
+    def layer(x):
+        return np.tanh(V @ x)
+    return layer
+
+
+@pytest.mark.parametrize("fn", [captured_layer, closure_layer()], ids=["module", "closure"])
+def test_captured_weights_and_shapes_from_uniform_ints_reach_the_workers(where, fn):
+    x = np.linspace(-1, 1, 30, dtype=np.float32).reshape(10, 3)
+    extra = (6,) if fn is captured_layer else ()
+    k = hydra.compile(fn, varying="x")
+    got = compute(k(da.from_array(x, chunks=4), *extra), where)
+    want = np.stack([fn(row, *extra) for row in x])  # the undecorated function
+    np.testing.assert_allclose(got, k(x, *extra), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def array_reductions(x):
+    h = np.tanh(CAPTURED_W @ x)
+    g = np.zeros(4, np.float32)
+    if x[0] > 0:  # a varying if: only some lanes, some chunks none
+        g = lanesum(h)
+    return (lanesum(h), lanemax(h), lanemin(h), laneprod(h * 0.1 + 1), laneany(h > 0.9),
+            laneall(h > -0.9), g, lanesum(np.outer(h, x)))  # the last: one product a chunk
+
+
+def test_lane_reductions_of_per_lane_arrays_across_chunks(where):
+    x = np.linspace(-1, 1, 30, dtype=np.float32).reshape(10, 3)
+    backend = "numpy" if where == "sync" else "cpu"  # the backends of per-lane arrays
+    k = hydra.compile(array_reductions, varying="x", backend=backend)
+    got = compute(k(da.from_array(x, chunks=3)), where)
+    local = k(x)
+    h = np.tanh(x @ CAPTURED_W.T)
+    np.testing.assert_allclose(got[0], h.sum(0), rtol=1e-5)  # NumPy, all lanes at once
+    np.testing.assert_allclose(got[7], h.T @ x, rtol=1e-5, atol=1e-6)
+    for g, want in zip(got, local):
+        assert g.shape == want.shape and g.dtype == want.dtype
+        if g.dtype == np.bool_ or g is got[1] or g is got[2]:
+            np.testing.assert_array_equal(g, want)  # min, max, any, all: exact
+        else:  # float sums and products in another order (the guide's bound)
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)

@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..errors import HydraError, Loc
-from ..frontend import build_function
+from ..frontend import build_specialized
 from ..ir.core import Function
 from ..passes import run_pipeline
 from . import stages
@@ -63,7 +63,7 @@ def call(kernel, args: tuple):
     lanes = kernel._lanes_for(args)
     first = next(a for n, a in zip(names, args) if n in kernel.varying and is_dask_array(a))
     lane_chunks = first.chunks[0]
-    fn = _ir(kernel, types)
+    fn, shape_values = _ir(kernel, types, values)
     from ..api import _flatten_tuples
     flat_values, flat_types = _flatten_tuples(list(values), list(types))
     kernel._check_aliasing(fn, flat_values, flat_types)
@@ -73,7 +73,8 @@ def call(kernel, args: tuple):
 
 
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
-                      tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross))
+                      tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
+                      shape_values)
     deps, sources, layers = [], [], {}
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
@@ -104,15 +105,28 @@ def call(kernel, args: tuple):
     return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
 
 
-def _ir(kernel, types) -> Function:
-    """The predicated IR of this call (cached per kernel and types; no backend compile)."""
+def _ir(kernel, types, values) -> tuple[Function, tuple]:
+    """The predicated IR of this call (no backend compile), built as a local call builds
+    it (``build_specialized``: shapes of arguments and captured arrays known), and the
+    uniform ints (name, value) that shapes depend on: the workers build the same IR from
+    them.  Cached per kernel, types and the values of those ints (as a local call's
+    specializations: another value of an int no shape depends on builds nothing)."""
     from ..api import CHECK_IR
-    per_kernel = _ir_cache.setdefault(kernel, {})
-    key = tuple(types)
-    if key not in per_kernel:
-        fn = build_function(kernel.pyfunc, list(types))
-        per_kernel[key] = run_pipeline(fn, set(kernel.varying), check=CHECK_IR)
-    return per_kernel[key]
+    cache = _ir_cache.setdefault(kernel, {"names": {}, "built": {}})
+    types = tuple(types)
+    ints = {n: v for n, v in zip(kernel.param_names, values)
+            if n not in kernel.varying and isinstance(v, (int, np.integer))
+            and not isinstance(v, (bool, np.bool_))}
+
+    def key() -> tuple:
+        return types, tuple((n, ints.get(n)) for n in sorted(cache["names"].get(types, ())))
+    if key() not in cache["built"]:
+        fn, _, pinned = build_specialized(kernel.pyfunc, list(types), ints, kernel.varying,
+                                          shaped=True)
+        cache["names"][types] = cache["names"].get(types, frozenset()) | set(pinned)
+        cache["built"][key()] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
+                                 tuple(sorted(pinned.items())))
+    return cache["built"][key()]
 
 
 def _check_writes(fn: Function, flat_values: list) -> list[int]:
@@ -248,9 +262,11 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
                      for c, k in enumerate(chunk_keys)}
             # a per-lane array's shape is known when it runs: unknown sizes until then
             chunks = (lane_chunks, *[(np.nan,)] * _ndim(v.type))
-        else:  # the same on every chunk (or, after a reduction, the global value)
-            layer = {(name,): (_leaf, chunk_keys[0], i, gates[-1])}
-            chunks = ()
+        else:  # the same on every chunk (or, after a reduction, the global value):
+            # one block, of the uniform per-lane array's shape where it is one
+            shape = getattr(v.type, "shape", None) or (np.nan,) * _ndim(v.type)
+            layer = {(name, *[0] * _ndim(v.type)): (_leaf, chunk_keys[0], i, gates[-1])}
+            chunks = tuple((n,) for n in shape)
         g = HighLevelGraph({**graph.layers, name: layer},
                            {**graph.dependencies, name: set(graph.layers)})
         dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype

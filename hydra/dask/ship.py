@@ -32,7 +32,7 @@ import types
 from dataclasses import dataclass
 
 from ..errors import HydraError
-from ..frontend import build_function
+from ..frontend import build_specialized
 from ..frontend.source import parse_function
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
@@ -184,11 +184,13 @@ class KernelSpec:
     options: tuple[tuple[str, object], ...]
     types: tuple  # hydra Types of the arguments, as the client's call saw them
     staged: bool = False  # cut into stages at cross-lane ops (``stages.Program``)
+    #: the uniform ints (name, value) that per-lane array shapes depend on: constants
+    shape_values: tuple[tuple[str, int], ...] = ()
 
     @property
     def key(self) -> str:
         text = repr((self.function.key, self.varying, self.backend, self.options, self.types,
-                     self.staged))
+                     self.staged, self.shape_values))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def __dask_tokenize__(self):
@@ -233,14 +235,21 @@ def _compile(spec: KernelSpec) -> Compiled:
     from ..api import CHECK_IR, Kernel
     pyfunc = rebuild(spec.function)
     kernel = Kernel(pyfunc, varying=spec.varying, backend=spec.backend, **dict(spec.options))
-    fn = build_function(pyfunc, list(spec.types))
-    fn = offset_lanes(run_pipeline(fn, set(spec.varying), check=CHECK_IR))
+    varying = set(spec.varying)
+
+    def build(linearized: bool = True) -> Function:
+        """The IR the client planned with (the same shapes and constants)."""
+        fn = build_specialized(pyfunc, list(spec.types), varying=spec.varying,
+                               shaped=True, pinned=dict(spec.shape_values))[0]
+        return offset_lanes(run_pipeline(fn, varying, check=CHECK_IR,
+                                         linearized=linearized))
+    fn = build()
     if spec.staged:
         from .stages import Program
         return Compiled(fn, None, Program(fn, kernel.backend, kernel.options))
-    structured = kernel._structured(list(spec.types))
-    runner = kernel.backend.compile(fn, kernel.options, structured and (
-        lambda: offset_lanes(structured())))
+    structured = (lambda: build(linearized=False)) if kernel.backend.protocol.structured \
+        else None
+    runner = kernel.backend.compile(fn, kernel.options, structured)
     return Compiled(fn, runner, None)
 
 

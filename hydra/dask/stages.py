@@ -2,8 +2,9 @@
 
 A kernel whose only sync points are prints runs as one task per chunk.  A kernel with
 top-level reductions (``lanesum``, ``laneprod``, ``lanemin``, ``lanemax``,
-``laneany``, ``laneall``), ``broadcast`` or ``prefixsum`` is cut at those ops into
-stages:
+``laneany``, ``laneall``, of numbers or elementwise of per-lane arrays, and
+``lanesum_outer``, the fused ``lanesum(np.outer(d, x))``), ``broadcast`` or
+``prefixsum`` is cut at those ops into stages:
 
     stage 0 (per chunk) -> partial (per chunk) -> combine tree -> global value
        -> stage 1 (per chunk, with the global value) -> ... -> last stage: ChunkOut
@@ -23,9 +24,9 @@ varying ``if``, its any-lane guard is inlined first (``unguard``) so that the
 reduction is top-level.
 Anything else that needs all lanes at once is refused before anything runs: a sync
 point inside a loop or a uniform branch (one global round trip per iteration),
-``shuffle``/``rotate``, ``atomic_add`` into an array the kernel also reads (into
-one it only adds to, each chunk adds into zeros: see ``call``), and loads that may
-read another lane's store.
+``shuffle``/``rotate``, ``broadcast``/``prefixsum`` of per-lane arrays, ``atomic_add``
+into an array the kernel also reads (into one it only adds to, each chunk adds into
+zeros: see ``call``), and loads that may read another lane's store.
 """
 
 from __future__ import annotations
@@ -37,9 +38,13 @@ import numpy as np
 from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Value
+from ..types import ArrayType
 
 #: the lane reductions and how they combine partial results
 REDUCTIONS = {n: e.monoid.ufunc for n, e in INTRINSICS.items() if e.monoid is not None}
+#: the cross-lane ops of per-lane arrays that run across chunks (``lanesum_outer(d, x)``:
+#: the fused ``lanesum(np.outer(d, x))``, summed per chunk as one product)
+ARRAY_STAGED = {**REDUCTIONS, "lanesum_outer": np.add}
 STAGED = frozenset(REDUCTIONS) | {"prefixsum", "broadcast"}
 #: how many partials one combine task takes (dask.array.reduction's split_every)
 SPLIT_EVERY = 8
@@ -54,6 +59,7 @@ class Cross:
     dtype: np.dtype  # of its result
     guarded: bool  # was under a varying if: an unobserved value when no lane is active
     lanes: int  # of the whole call
+    shape: tuple = ()  # of its value: a per-lane array's, () for a number
 
 
 @dataclass
@@ -75,13 +81,18 @@ def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
         reason = op.attrs.get("sync")
         if not reason or op.opcode == "print":
             continue
-        name = op.attrs["name"] if op.opcode == "intrinsic" else None
+        name = _name(op)
+        if op.opcode == "array" and op.cross_lane and name not in ARRAY_STAGED:
+            refuse(op.loc, f"{name} of a per-lane array across Dask chunks is not supported",
+                   f"the lane reductions of per-lane arrays are; apply it to numbers "
+                   f"({name}(h[0])), or call the kernel with NumPy arrays")
         if name == "atomic_add" and op.operands[0].id in added:
             continue
-        if name in STAGED and id(op) in top:
-            cross.append(Cross(name, op.loc, op.result.type.dtype,
-                               bool(op.attrs.get("_unguarded")), lanes))
-        elif name in STAGED:
+        if _staged(op) and id(op) in top:
+            cross.append(Cross(name, op.loc, _dtype(op.result.type),
+                               bool(op.attrs.get("_unguarded")), lanes,
+                               _shape(op.result)))
+        elif _staged(op):
             refuse(op.loc, f"{name} inside a loop or a uniform branch: it would need one "
                    f"global round trip across the chunks per iteration",
                    "compute it outside the loop, or call the kernel with NumPy arrays")
@@ -203,7 +214,7 @@ def combine(name: str, partials: list) -> tuple:
     values = [p[1] for p in partials if p[0]]
     if not values:
         return 0, None
-    return count, REDUCTIONS[name].reduce(np.asarray(values))
+    return count, ARRAY_STAGED[name].reduce(np.asarray(values))
 
 
 def _failed(failures: list) -> tuple:
@@ -221,12 +232,12 @@ def aggregate(cross: Cross, partial: tuple):
         return _broadcast(cross, *partial)
     count, value = partial
     if count == 0:
-        if cross.guarded:
-            return np.zeros((), cross.dtype)[()]
+        if cross.guarded or cross.name == "lanesum_outer":  # a sum of no products: zeros
+            return np.zeros(cross.shape, cross.dtype)[()]
 
         def fail(kind, message, lane):
             raise RUNTIME_ERRORS[kind](message, lane, cross.loc)
-        value = INTRINSICS[cross.name].reference([np.zeros(0, cross.dtype)],
+        value = INTRINSICS[cross.name].reference([np.zeros((0, *cross.shape), cross.dtype)],
                                                  np.zeros(0, bool), 0, fail)
     return np.asarray(value).astype(cross.dtype)[()]
 
@@ -303,7 +314,25 @@ class Program:
 
 
 def _staged(op: Op) -> bool:
-    return op.opcode == "intrinsic" and op.attrs["name"] in STAGED
+    """A cross-lane op that runs across the chunks: the staged intrinsics, and the lane
+    reductions of per-lane arrays (elementwise over the lanes)."""
+    return _name(op) in (STAGED if op.opcode == "intrinsic" else ARRAY_STAGED)
+
+
+def _name(op: Op) -> str | None:
+    """A cross-lane op's name: an intrinsic's, or a lane reduction of per-lane arrays'."""
+    if op.opcode == "intrinsic":
+        return op.attrs["name"]
+    return op.attrs["fn"] if op.opcode == "array" and op.cross_lane else None
+
+
+def _dtype(t) -> np.dtype:
+    return t.dtype.dtype if isinstance(t, ArrayType) else t.dtype
+
+
+def _shape(v: Value) -> tuple:
+    """The shape of one lane's ``v``: a per-lane array's, () for a number."""
+    return tuple(getattr(v.type, "shape", None) or ())
 
 
 def _function(fn: Function, run) -> Function:
@@ -317,10 +346,14 @@ def _function(fn: Function, run) -> Function:
 def partial(op: Op, env: dict, lanes: int, start: int):
     """A staged op's partial over lanes ``start:start+lanes``, and what the chunk keeps
     for the next stage (prefixsum: its own exclusive sums)."""
-    x = np.broadcast_to(env[op.operands[0].id], (lanes,))
+    x, *more = [np.broadcast_to(env[v.id], (lanes, *_shape(v))) for v in op.operands
+                if op.opcode == "array" or v is op.operands[0]]
     mask = env[op.mask.id] if op.mask is not None else np.ones(lanes, bool)
     mask = np.broadcast_to(mask, (lanes,))
-    name = op.attrs["name"]
+    name = _name(op)
+    if name == "lanesum_outer":  # D.T @ X over the active rows, as a local call
+        d, x = (a[mask].reshape(int(mask.sum()), a[0].size) for a in (x, *more))
+        return (int(mask.sum()), (d.T @ x).astype(_dtype(op.result.type))), None
     if name == "broadcast":
         k = int(np.asarray(env[op.operands[1].id]).reshape(-1)[0])
         active = np.flatnonzero(mask)
@@ -333,14 +366,14 @@ def partial(op: Op, env: dict, lanes: int, start: int):
         total = sums[-1] if lanes else vals.dtype.type(0)
         return (int(mask.sum()), total), sums - vals
     active = x[mask]
-    if active.size == 0:
+    if not len(active):
         return (0, None), None
-    return (active.size, REDUCTIONS[name].reduce(active)), None
+    return (len(active), REDUCTIONS[name].reduce(active)), None
 
 
 def resume(op: Op, kept, carried, lanes: int):
     """A staged op's value in one chunk from the global value (or prefix offset)."""
-    dtype = op.result.type.dtype
-    if op.attrs["name"] == "prefixsum":
+    dtype = _dtype(op.result.type)
+    if _name(op) == "prefixsum":
         return (kept + carried).astype(dtype)
     return np.asarray(carried).astype(dtype)[()]

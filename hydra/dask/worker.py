@@ -83,14 +83,15 @@ def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: in
 
 def chunk_leaves(fn, leaves: list, lanes: int) -> list:
     """Varying leaves as arrays of the chunk's lanes (a backend may hand back one value
-    for all of them), uniform ones as NumPy scalars."""
+    for all of them), uniform ones as NumPy scalars, or as one array of their shape
+    (a uniform per-lane array, SPEC section 8, as a local call returns it)."""
     out = []
     for v, x in zip(fn.body.terminator.operands, leaves):
         x = np.asarray(x)
         if v.varying:
             out.append(np.broadcast_to(x, (lanes,)).copy() if x.ndim == 0 else x)
         else:
-            out.append(x.reshape(()))
+            out.append(x if getattr(v.type, "ndim", 0) else x.reshape(()))
     return out
 
 

@@ -42,6 +42,10 @@ class NeedShapes(CompileError):
         self.params = tuple(p for p in params if isinstance(p, str))
         self.loops = tuple(p for p in params if not isinstance(p, str))
 
+    def plain(self) -> CompileError:
+        """This error as the user meets it, once no retry can give the shape."""
+        return CompileError(self.message, self.loc, self.hint)
+
 
 class ArrayIndex:
     """An index that is not one integer per axis: slices, fewer integers than axes,
