@@ -43,13 +43,15 @@ class Effects:
     ``captured``: (``global_array`` op, its result's mode) in walk order; ``read`` and
     ``written``: the ids of every value whose memory may be read / written (views and
     joins included); ``write_at``: per written parameter or captured array (by value
-    id), the location of an op that writes it."""
+    id), the location of an op that writes it; ``written_arrays``: the parameters and
+    captured arrays (their values) that may be written, in order."""
 
     params: tuple[str, ...]
     captured: tuple[tuple[Op, str], ...]
     read: frozenset[int]
     written: frozenset[int]
     write_at: dict[int, Loc]
+    written_arrays: tuple[Value, ...]
 
 
 def effects(fn: Function) -> Effects:
@@ -60,12 +62,10 @@ def effects(fn: Function) -> Effects:
     return found
 
 
-def written_arrays(fn: Function) -> list[Value]:
+def written_arrays(fn: Function) -> tuple[Value, ...]:
     """The arrays the kernel may write, as the values they enter by: parameters
     (varying or uniform) and captured arrays (``global_array`` results), in order."""
-    e = effects(fn)
-    entries = list(fn.params) + [op.result for op, _ in e.captured]
-    return [v for v in entries if v.id in e.written]
+    return effects(fn).written_arrays
 
 
 def _analyse(fn: Function) -> Effects:
@@ -120,6 +120,7 @@ def _analyse(fn: Function) -> Effects:
     params = tuple(mode(p, bool(p.varying) and not isinstance(p.type, ArrayType))
                    for p in fn.params)
     captured = tuple((op, mode(op.result)) for op in fn.walk() if op.opcode == "global_array")
-    entries = {v.id for v in fn.params} | {op.result.id for op, _ in captured}
+    entries = list(fn.params) + [op.result for op, _ in captured]
     return Effects(params, captured, frozenset(read), frozenset(written),
-                   {vid: loc for vid, loc in written.items() if vid in entries})
+                   {v.id: written[v.id] for v in entries if v.id in written},
+                   tuple(v for v in entries if v.id in written))

@@ -395,3 +395,33 @@ def test_a_future_of_per_lane_arrays_as_an_argument(be):
     assert deps_of(rw) == []  # the layer only reads W: known before rows is done
     made = np.ones((LANES, D)) + np.arange(LANES)[:, None]
     np.testing.assert_allclose(dst, np.tanh(made @ W.T))
+
+
+# --- the read-only check reads the analysis --------------------------------------------------
+
+def row_through_view(x, W):
+    r = W[1]
+    r[0] = x
+
+
+def rows_of_captured(x):
+    CAPTURED_OUT[lane()] = x * 2.0
+
+
+@pytest.mark.parametrize("backend", ARRAY_BACKENDS)
+def test_a_read_only_array_written_through_a_view_or_as_rows_names_the_write(backend):
+    W = np.zeros((3, 4))
+    W.setflags(write=False)
+    k = hydra.compile(row_through_view, lanes=LANES, varying="x", backend=backend)
+    line = row_through_view.__code__.co_firstlineno + 2
+    with pytest.raises(ValueError, match=f":{line}:.* argument 'W' is read-only"):
+        k(np.ones(LANES), W)
+    np.testing.assert_array_equal(W, 0.0)
+    k = hydra.compile(rows_of_captured, lanes=LANES, varying="x", backend=backend)
+    line = rows_of_captured.__code__.co_firstlineno + 1
+    CAPTURED_OUT.setflags(write=False)
+    try:
+        with pytest.raises(ValueError, match=f":{line}:.* array 'CAPTURED_OUT' is read-only"):
+            k(np.ones((LANES, D)))
+    finally:
+        CAPTURED_OUT.setflags(write=True)
