@@ -303,7 +303,8 @@ class Kernel:
 
     def _run(self, prepared):
         fn, runner, values, _, lanes = prepared
-        values, swapped = native_arguments(values)  # byte-swapped arrays: copy in, copy out
+        # byte-swapped arrays: copy in, and out where written
+        values, swapped = native_arguments(values, effects(fn).params)
         try:
             leaves = runner(values, lanes)
         finally:

@@ -174,8 +174,9 @@ def test_every_array_operation_declares_what_it_reads_and_writes():
     assert not missing, f"array fns without a memory declaration: {missing}"
     for fn in VIEW_FNS | {"einsum"}:
         assert ARRAY_MEMORY[fn].aliases, fn  # a store through the result writes the base
-    for name in INTRINSICS:
-        _intrinsic_memory(name)
+    for name, entry in INTRINSICS.items():
+        m = _intrinsic_memory(name)
+        assert bool(m.writes) == entry.effect, name  # an effect writes an array argument
     assert _intrinsic_memory("atomic_add") == Memory(reads=(0,), writes=(0,))
 
 
@@ -395,6 +396,38 @@ def test_a_future_of_per_lane_arrays_as_an_argument(be):
     assert deps_of(rw) == []  # the layer only reads W: known before rows is done
     made = np.ones((LANES, D)) + np.arange(LANES)[:, None]
     np.testing.assert_allclose(dst, np.tanh(made @ W.T))
+
+
+def ignores(a, out, n):
+    s = 1.0
+    for _ in range(n):
+        s = s * 0.5 + 1.0
+    out[lane()] = s - s
+
+
+def shape_of(a, out, n):
+    s = 1.0
+    for _ in range(n):
+        s = s * 0.5 + 1.0
+    out[lane()] = a.shape[0] + (s - s)
+
+
+def test_a_launch_writes_back_no_byte_swapped_array_it_does_not_write(be):
+    """A byte-swapped argument runs as a native copy; only a written one is copied back
+    (else the copy-back of an array the kernel never touched, or only asked the shape
+    of, would undo a write another launch made meanwhile)."""
+    _, fl, _ = layers(be)
+    for kernel in (ignores, shape_of):
+        k = kern(kernel, be)
+        a = np.zeros((LANES, D), dtype=">f8")
+        out = np.zeros(LANES)
+        warm(k, a, out, 0)
+        slow = k.submit(a, out, SPIN[be])
+        w = fl.submit(a, 9.0, 0)  # not ordered: the slow launch does not touch a's memory
+        w.result()
+        slow.result()
+        assert deps_of(w) == [], kernel.__name__
+        np.testing.assert_array_equal(a, 9.0)
 
 
 # --- the read-only check reads the analysis --------------------------------------------------

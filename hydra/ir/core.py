@@ -198,9 +198,10 @@ ARRAY_MEMORY: dict[str, Memory] = {
 
 def _intrinsic_memory(name: str) -> Memory:
     """An intrinsic reads its array arguments (``PARAM_KINDS``: "1-d array") and, if it
-    has an effect (``atomic_add``), writes them; its other arguments are numbers."""
+    has an effect (``atomic_add``), writes them; its other arguments are numbers (an
+    effect on no array argument would be undeclared: a test checks there is none)."""
     entry = INTRINSICS[name]
-    arrays = tuple(i for i, p in enumerate(entry.params) if PARAM_KINDS[p] == "1-d array")
+    arrays = tuple(i for i, p in enumerate(entry.params) if "array" in PARAM_KINDS[p])
     return Memory(reads=arrays, writes=arrays if entry.effect else ())
 
 
