@@ -347,7 +347,7 @@ def _check_writeable(fn: Function, values: list) -> None:
             op = next(op for op in fn.walk() if op.opcode == "global_array" and op.result is v)
             what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
         if isinstance(a, np.ndarray) and not a.flags.writeable:
-            at = effects(fn).write_at.get(v.id)
+            at = effects(fn).write_at(v)
             raise KernelValueError(f"{what} is read-only and the kernel writes it (a "
                                    f"read-only memmap, np.broadcast_to view or array over "
                                    f"bytes cannot be written); pass a writeable array, e.g. "

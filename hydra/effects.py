@@ -23,9 +23,12 @@ Guarantees: ``effects(fn)``, computed once per specialization and kept in
 
 Two parameters that are one array passed twice get one mode each: the scheduler
 (``hydra.dataflow``) compares the byte ranges of all of a launch's accesses, so the
-union of their modes is what it orders by.  ``written_arrays(fn)`` lists the values of
-the arrays that may be written; the scheduler's hazards, the read-only, aliasing and
-list-argument checks of ``hydra.api`` and the cuda backend's copy-back read it.
+union of their modes is what it orders by.  ``Effects.accesses`` lists, per parameter
+and captured array, the ops that read or write it (through whatever value), and
+``written_arrays(fn)`` the arrays that may be written.  Read by: the scheduler's
+hazards (``hydra.dataflow``), the read-only, aliasing and list-argument checks and the
+byte-swapped copy-back of ``hydra.api``, the cuda backend's copy-back and Dask's
+add-only arrays (``hydra.dask.call``).
 """
 
 from __future__ import annotations
@@ -40,18 +43,20 @@ from .types import ArrayType
 @dataclass(frozen=True)
 class Effects:
     """The result of ``effects``.  ``params``: one mode per parameter of ``fn``;
-    ``captured``: (``global_array`` op, its result's mode) in walk order; ``read`` and
-    ``written``: the ids of every value whose memory may be read / written (views and
-    joins included); ``write_at``: per written parameter or captured array (by value
-    id), the location of an op that writes it; ``written_arrays``: the parameters and
-    captured arrays (their values) that may be written, in order."""
+    ``captured``: (``global_array`` op, its result's mode) in walk order; ``accesses``:
+    per parameter or captured array (by value id) that the kernel touches, its
+    accesses in walk order as (``"r"`` or ``"w"``, the op: the kernel's final
+    ``yield`` for a returned array); ``written_arrays``: the parameters and captured
+    arrays (their values) that may be written, in order."""
 
     params: tuple[str, ...]
     captured: tuple[tuple[Op, str], ...]
-    read: frozenset[int]
-    written: frozenset[int]
-    write_at: dict[int, Loc]
+    accesses: dict[int, tuple[tuple[str, Op], ...]]
     written_arrays: tuple[Value, ...]
+
+    def write_at(self, v: Value) -> Loc | None:
+        """Where an op writes the parameter or captured array ``v`` (None: nowhere)."""
+        return next((op.loc for kind, op in self.accesses.get(v.id, ()) if kind == "w"), None)
 
 
 def effects(fn: Function) -> Effects:
@@ -71,23 +76,27 @@ def written_arrays(fn: Function) -> tuple[Value, ...]:
 def _analyse(fn: Function) -> Effects:
     copied = {chain[-1].result.id for copies, _, chain in fn.notes.get("shared_reshapes", ())
               if copies}
-    may_be: dict[int, list[Value]] = {}  # value id -> the values it may be (or view)
-    reads: list[Value] = list(fn.body.terminator.operands)  # returned: copied out
-    writes: list[tuple[Value, Loc]] = []
+    is_of: dict[int, list[Value]] = {}  # value id -> the values that may be it (or a view)
+    touched: dict[int, list[tuple[str, Op]]] = {}  # value id -> its accesses
+    end = fn.body.terminator
+    for v in end.operands:  # returned: the backend copies it out
+        touched.setdefault(v.id, []).append(("r", end))
 
     def flows(targets: list[Value], values: list[Value]) -> None:
         for t, v in zip(targets, values):
-            may_be.setdefault(t.id, []).append(v)
+            is_of.setdefault(v.id, []).append(t)
 
     for op in fn.walk():
         m = op.memory
-        reads += [op.operands[i] for i in m.reads]
-        writes += [(op.operands[i], op.loc) for i in m.writes]
+        reads = list(m.reads)
         if op.opcode == "array" and op.result.id in copied:  # NumPy's copy reads it
-            reads += [op.operands[i] for i in m.aliases]
+            reads += m.aliases
         else:
-            for r in op.results:
-                may_be.setdefault(r.id, []).extend(op.operands[i] for i in m.aliases)
+            for i in m.aliases:
+                is_of.setdefault(op.operands[i].id, []).extend(op.results)
+        for kind, where in (("r", reads), ("w", m.writes)):
+            for i in where:
+                touched.setdefault(op.operands[i].id, []).append((kind, op))
         if m.carries and op.opcode == "if":
             for region in op.regions:
                 flows(op.results, region.terminator.operands)
@@ -99,28 +108,29 @@ def _analyse(fn: Function) -> Effects:
             flows(body.args, passed)
             flows(op.results, passed)
 
-    def reach(values: list[Value], seen: dict[int, Loc | None], loc: Loc | None) -> None:
-        """Every value ``values`` may be goes into ``seen`` (with ``loc``)."""
-        todo = list(values)
+    def accesses(entry: Value) -> tuple[tuple[str, Op], ...]:
+        """The accesses of every value that may be ``entry`` (or a view of it)."""
+        seen, todo = set(), [entry]
         while todo:
             v = todo.pop()
             if v.id not in seen:
-                seen[v.id] = loc
-                todo += may_be.get(v.id, [])
+                seen.add(v.id)
+                todo += is_of.get(v.id, [])
+        found = dict.fromkeys(a for vid in seen for a in touched.get(vid, ()))
+        return tuple(sorted(found, key=lambda a: order[id(a[1])]))
 
-    read: dict[int, Loc | None] = {}
-    reach(reads, read, None)
-    written: dict[int, Loc | None] = {}
-    for v, loc in writes:  # the first write that reaches a value is where it is written
-        reach([v], written, loc)
+    order = {id(op): k for k, op in enumerate(fn.walk())}
+    order[id(end)] = len(order)
+    globals_ = [op for op in fn.walk() if op.opcode == "global_array"]
+    entries = list(fn.params) + [op.result for op in globals_]
+    found = {v.id: accesses(v) for v in entries}
 
     def mode(v: Value, whole: bool = False) -> str:
-        return ("r" if v.id in read or whole else "") + ("w" if v.id in written else "")
+        kinds = {kind for kind, _ in found[v.id]} | ({"r"} if whole else set())
+        return "".join(k for k in "rw" if k in kinds)
 
     params = tuple(mode(p, bool(p.varying) and not isinstance(p.type, ArrayType))
                    for p in fn.params)
-    captured = tuple((op, mode(op.result)) for op in fn.walk() if op.opcode == "global_array")
-    entries = list(fn.params) + [op.result for op, _ in captured]
-    return Effects(params, captured, frozenset(read), frozenset(written),
-                   {v.id: written[v.id] for v in entries if v.id in written},
-                   tuple(v for v in entries if v.id in written))
+    return Effects(params, tuple((op, mode(op.result)) for op in globals_),
+                   {vid: acc for vid, acc in found.items() if acc},
+                   tuple(v for v in entries if "w" in mode(v)))
