@@ -22,6 +22,7 @@ from . import dataflow
 from .arrays import check_argument, copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
+from .effects import effects, written_arrays
 from .errors import KernelValueError
 from .frontend import build_function, build_specialized, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
@@ -30,7 +31,6 @@ from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
-from .passes.syncpoints import written_arrays
 from .views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
@@ -151,7 +151,7 @@ class Kernel:
     def _refuse_written_lists(self, fn: Function, args) -> None:
         """A varying argument that is not an array (a list) reaches the kernel as a copy:
         writes into it would be lost, so a kernel that writes one is refused."""
-        written = {v.id for v in _written(fn)}
+        written = {v.id for v in written_arrays(fn)}
         params = dict(zip(fn.param_names, fn.params))
         for name, a in zip(self.param_names, args):
             if name in self.varying and params[name].id in written \
@@ -161,7 +161,7 @@ class Kernel:
                                 f"(np.asarray({name})) and read the results from it")
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
-        stored = {v.id for v in _written(fn)}
+        stored = {v.id for v in written_arrays(fn)}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):
@@ -290,7 +290,8 @@ class Kernel:
 
     def _run(self, prepared):
         fn, runner, values, _, lanes = prepared
-        values, swapped = native_arguments(values)  # byte-swapped arrays: copy in, copy out
+        # byte-swapped arrays: copy in, and out where written
+        values, swapped = native_arguments(values, effects(fn).params)
         try:
             leaves = runner(values, lanes)
         finally:
@@ -320,30 +321,20 @@ class Kernel:
         return backend.dump(fn, stage, self.options, self._structured(types, backend))
 
 
-def _written(fn: Function) -> list:
-    """``syncpoints.written_arrays(fn)``, found once: the checks that read it run on
-    every call, and a walk of a large kernel costs tens of microseconds."""
-    cached = fn.notes.get("written_arrays")
-    if cached is None:
-        cached = fn.notes["written_arrays"] = written_arrays(fn)
-    return cached
-
-
 def _check_writeable(fn: Function, values: list) -> None:
     """Every array the kernel may write (a parameter, varying or not, or a captured
     array) must be writeable: a read-only memmap, a broadcast view or a buffer over
     ``bytes`` would be written through (or crash) in native code.  Checked before
     anything runs, so nothing is half done."""
     given = {p.id: (f"argument '{p.name}'", a) for p, a in zip(fn.params, values)}
-    for v in _written(fn):
+    for v in written_arrays(fn):
         if v.id in given:
             what, a = given[v.id]
         else:
             op = next(op for op in fn.walk() if op.opcode == "global_array" and op.result is v)
             what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
         if isinstance(a, np.ndarray) and not a.flags.writeable:
-            at = next((op.loc for op in fn.walk() if op.operands and op.operands[0] is v
-                       and op.opcode in ("store", "intrinsic")), None)
+            at = effects(fn).write_at(v)
             raise KernelValueError(f"{what} is read-only and the kernel writes it (a "
                                    f"read-only memmap, np.broadcast_to view or array over "
                                    f"bytes cannot be written); pass a writeable array, e.g. "

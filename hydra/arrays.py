@@ -39,15 +39,18 @@ def check_argument(name: str, a) -> None:
                         + _MASKED_HINT.format(name=name))
 
 
-def native_arguments(values: list) -> tuple[list, list[tuple[np.ndarray, np.ndarray]]]:
+def native_arguments(values: list, modes) -> tuple[list, list[tuple[np.ndarray, np.ndarray]]]:
     """The values with byte-swapped arrays replaced by native copies, and the (caller's
-    array, copy) pairs to copy back with ``copy_back`` once the kernel has run."""
+    array, copy) pairs to copy back with ``copy_back`` once the kernel has run: those
+    the kernel may write (``modes``: one per value, ``hydra.effects``), so that a launch
+    writes no array it does not declare (another launch may be writing it meanwhile)."""
     pairs = []
     out = list(values)
-    for i, a in enumerate(values):
+    for i, (a, mode) in enumerate(zip(values, modes)):
         if isinstance(a, np.ndarray) and is_byteswapped(a):
             native = a.astype(a.dtype.newbyteorder("="))
-            pairs.append((a, native))
+            if "w" in mode:
+                pairs.append((a, native))
             out[i] = native
     return out, pairs
 

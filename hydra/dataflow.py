@@ -6,8 +6,9 @@ user:
 
 - a ``hydra.Future`` among the arguments: the launch that makes it (its value is
   passed when the launch starts, without a round trip through the caller);
-- memory: the compiler knows which arrays a kernel stores into (``store`` and
-  ``atomic_add`` targets in the predicated IR) and which it loads from; two launches
+- memory: the compiler knows which arrays a kernel may write and which it may read
+  (``hydra.effects``: every op's declared accesses, followed through views, selects,
+  joins and loop-carried values; parameters and captured arrays); two launches
   whose arrays overlap in memory (any views of one buffer: byte ranges are compared)
   are run in submission order when one of them writes it (read-after-write,
   write-after-read, write-after-write).
@@ -46,6 +47,7 @@ import time
 
 import numpy as np
 
+from .effects import effects
 from .errors import HydraError
 from .types import ArrayType
 
@@ -548,42 +550,10 @@ def _modes(kernel, prepared) -> tuple[list, int]:
     """(array, mode) for every array the launch touches, from the compiled IR; and the
     cores it runs on."""
     fn, _, values, _, lanes = prepared
-    params, captured = _effects(fn)
-    out = [(v, mode) for mode, v in zip(params, values) if mode and span(v) is not None]
+    found = effects(fn)
+    out = [(v, mode) for mode, v in zip(found.params, values) if mode and span(v) is not None]
+    captured = [(op.attrs["array"], mode or "r") for op, mode in found.captured]
     return out + captured, _cores(kernel, lanes)
-
-
-def _effects(fn) -> tuple[list, list]:
-    """Per parameter its mode ("", "r", "w" or "rw"), and the captured arrays as
-    (array, mode); worked out once per specialization from the IR: ``store`` and
-    ``atomic_add`` targets are written (``atomic_add`` reads too), ``load`` and
-    ``array_dim`` ones read, a varying scalar parameter is an array read whole.  A store
-    through a value the IR does not name directly (an array chosen by control flow)
-    makes every array count as read and written: conservative."""
-    cached = fn.notes.get("dataflow_effects")
-    if cached is not None:
-        return cached
-    direct = {p.id for p in fn.params}
-    direct |= {op.result.id for op in fn.walk() if op.opcode in ("global_array", "local_array")}
-    written, read, loose = set(), set(), False
-    for op in fn.walk():
-        atomic = op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
-        if op.opcode == "store" or atomic:
-            target = op.operands[0].id
-            written.add(target)
-            loose |= target not in direct
-        if op.opcode in ("load", "array_dim") or atomic:
-            read.add(op.operands[0].id)
-
-    def mode(vid: int, whole: bool = False) -> str:
-        if loose:
-            return "rw"
-        return ("r" if vid in read or whole else "") + ("w" if vid in written else "")
-    params = [mode(p.id, p.varying and not isinstance(p.type, ArrayType)) for p in fn.params]
-    captured = [(op.attrs["array"], mode(op.result.id) or "r") for op in fn.walk()
-                if op.opcode == "global_array"]
-    fn.notes["dataflow_effects"] = params, captured
-    return params, captured
 
 
 def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
@@ -619,10 +589,12 @@ def _standin(fut: Future):
     fn, _, _, _, lanes = launch.prepared
     leaves = []
     for v in fn.body.terminator.operands:
-        dtype = getattr(v.type, "dtype", None)
-        if dtype is None:
+        t = v.type
+        shape = getattr(t, "shape", ()) if isinstance(t, ArrayType) else ()
+        dtype = t.dtype.dtype if isinstance(t, ArrayType) else getattr(t, "dtype", None)
+        if dtype is None or shape is None:  # (a tuple; an array of unknown shape)
             return None
-        leaves.append(np.zeros(lanes if v.varying else (), dtype))
+        leaves.append(np.zeros(((lanes,) if v.varying else ()) + tuple(shape), dtype))
     return _result(fn, leaves, lanes)
 
 

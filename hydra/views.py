@@ -30,10 +30,10 @@ import numpy as np
 
 from .batching import index_tuple
 from .errors import CompileError, KernelValueError
-from .ir.core import Function, Op, Value
+from .ir.core import ARRAY_MEMORY, VIEW, Function, Op, Value
 
-#: array fns whose result may be a view of their first operand
-VIEW_FNS = frozenset({"getitem", "reshape", "transpose"})
+#: array fns whose result may be a view of their first operand (their declaration)
+VIEW_FNS = frozenset(fn for fn, memory in ARRAY_MEMORY.items() if memory == VIEW)
 
 
 def _apply(op: Op, a: np.ndarray) -> np.ndarray:

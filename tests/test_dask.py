@@ -464,6 +464,23 @@ def test_atomic_add_into_an_array_the_kernel_does_not_read(where):
         hydra.compile(read_back, varying="v")(da.arange(4, chunks=2), np.zeros(2, np.int64))
 
 
+def test_atomic_add_into_an_array_an_array_operation_or_the_result_reads_is_refused():
+    """What reads the array comes from hydra.effects: an array operation (a.sum()) and a
+    return read it too (each chunk would see only its own sums: a wrong result)."""
+    def read_whole(v, a):
+        atomic_add(a, 0, v)
+        return a.sum() + v * 0
+
+    def returned(v, a):
+        atomic_add(a, 0, v)
+        return a
+    for fn in (read_whole, returned):
+        k = hydra.compile(fn, varying="v")
+        assert np.all(np.asarray(k(np.arange(4), np.zeros(2, np.int64)))[..., 0] == 6)
+        with pytest.raises(hydra.HydraError, match="atomic_add across Dask chunks"):
+            k(da.arange(4, chunks=2), np.zeros(2, np.int64))
+
+
 def per_lane_array(x):
     a = np.zeros(3, np.float32)
     a[0] = x

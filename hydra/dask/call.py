@@ -24,6 +24,7 @@ import weakref
 
 import numpy as np
 
+from ..effects import effects
 from ..errors import HydraError, Loc
 from ..frontend import build_specialized
 from ..ir.core import Function
@@ -158,17 +159,13 @@ def _check_writes(fn: Function, flat_values: list) -> list[int]:
 
 def _only_added(fn: Function, flat_values: list) -> list[int]:
     """Flat indices of the uniform array parameters that the kernel only ``atomic_add``s
-    into (no load or store): each chunk adds into zeros, the sums are added at compute."""
-    index = {p.id: i for i, p in enumerate(fn.params)}
-    added, read = [], set()
-    for op in fn.walk():
-        if op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add":
-            array = op.operands[0]
-            if array.id in index and not array.varying and index[array.id] not in added:
-                added.append(index[array.id])
-        elif op.opcode in ("load", "store"):
-            read.add(op.operands[0].id)
-    added = [i for i in added if fn.params[i].id not in read]
+    into (nothing else reads or writes them, ``hydra.effects``: not a load, a store, an
+    array operation such as ``acc.sum()`` or a return): each chunk adds into zeros, the
+    sums are added at compute."""
+    accesses = effects(fn).accesses
+    added = [i for i, p in enumerate(fn.params) if not p.varying and accesses.get(p.id)
+             and all(op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
+                     and op.operands[0] is p for _, op in accesses[p.id])]
     for i in added:
         if not flat_values[i].flags.writeable:
             raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "

@@ -18,12 +18,47 @@ regions, an optional ``mask``) and every opcode is described once, in ``OPCODES`
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Iterator
 
+from ..batching import ELEMENTWISE, REDUCTIONS
 from ..errors import Loc
-from ..intrinsics import INTRINSICS
-from ..types import Type
+from ..intrinsics import INTRINSICS, PARAM_KINDS
+from ..types import ArrayType, Type
+
+#: every operand (of an op that takes any number of them)
+ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What an op does to the memory of its operands, declared once per opcode (and per
+    ``array`` fn, per intrinsic); ``hydra.effects`` follows these and nothing else.
+
+    reads, writes: the operand positions (or ``ALL``) whose array the op reads / writes
+    (a number operand has no memory: reading one is not declared; a varying number
+    parameter is read whole by ``hydra.effects`` itself).
+    aliases: the operand positions whose array the result may be, or be a view of (a
+    write through the result lands in it; a read of the result reads it).  A number
+    result is no view: ``Op.memory`` turns such aliases into reads.
+    carries: the results (and region arguments) are the values the op's regions yield
+    (``if``: its arms'; ``while``: its initial, passed-on and yielded carried values).
+    """
+
+    reads: tuple[int, ...] | str = ()
+    writes: tuple[int, ...] | str = ()
+    aliases: tuple[int, ...] | str = ()
+    carries: bool = False
+
+
+#: touches no array memory (numbers in, a number or a new array out)
+PURE = Memory()
+#: reads every operand's array, the result is new
+READS = Memory(reads=ALL)
+#: the result is (a view of) operand 0: a reshape, a transpose, basic indexing
+VIEW = Memory(aliases=(0,))
+#: the opcode's own memory depends on its fn / intrinsic name (``ARRAY_MEMORY``, ``Op.memory``)
+BY_NAME = Memory(reads=ALL, writes=ALL, aliases=ALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +73,12 @@ class OpInfo:
     operands, results: how many (None: any number, or a rule of the op's own).
     attrs: the attributes it must have; ``ATTRS`` lists the optional ones that passes
     hand to each other.
+    memory: what it reads and writes of its operands' arrays (``Memory``; required).
     """
 
     doc: str
+    _: KW_ONLY
+    memory: Memory
     effect: bool = False
     traps: bool = False
     regions: int = 0
@@ -61,50 +99,62 @@ BINARY_OPS = frozenset(_ARITH)
 UNARY_OPS = frozenset({"neg", "invert", "not", "abs"})
 
 OPCODES: dict[str, OpInfo] = {
-    **{name: OpInfo(doc, operands=2) for name, doc in _ARITH.items()},
-    "floordiv": OpInfo("a // b; integer division by zero raises", traps=True, operands=2),
+    **{name: OpInfo(doc, operands=2, memory=PURE) for name, doc in _ARITH.items()},
+    "floordiv": OpInfo("a // b; integer division by zero raises", traps=True, operands=2,
+                        memory=PURE),
     "mod": OpInfo("a % b with Python's sign; integer modulo by zero raises", traps=True,
-                  operands=2),
-    "neg": OpInfo("-a", operands=1),
-    "invert": OpInfo("~a", operands=1),
-    "not": OpInfo("not a (bool)", operands=1),
-    "abs": OpInfo("abs(a)", operands=1),
-    "const": OpInfo("a constant", operands=0, attrs=("value",)),
-    "undef": OpInfo("a value of the result type that is never observed", operands=0),
+                  operands=2, memory=PURE),
+    "neg": OpInfo("-a", operands=1, memory=PURE),
+    "invert": OpInfo("~a", operands=1, memory=PURE),
+    "not": OpInfo("not a (bool)", operands=1, memory=PURE),
+    "abs": OpInfo("abs(a)", operands=1, memory=PURE),
+    "const": OpInfo("a constant", operands=0, attrs=("value",), memory=PURE),
+    "undef": OpInfo("a value of the result type that is never observed", operands=0,
+                    memory=PURE),
     "cast": OpInfo("convert to the result type (float->int truncates toward zero)",
-                   operands=1),
-    "select": OpInfo("per lane: c ? a : b", operands=3),
+                   operands=1, memory=PURE),
+    "select": OpInfo("per lane: c ? a : b", operands=3, memory=Memory(aliases=(1, 2))),
     "math": OpInfo("a math function fn (sqrt, exp, ...) of its 1 or 2 operands",
-                   attrs=("fn",)),
+                   attrs=("fn",), memory=PURE),
+    # the array itself: hydra.effects counts its accesses as the captured array's
     "global_array": OpInfo("a NumPy array captured at compile time", operands=0,
-                           attrs=("array", "name")),
-    "array_dim": OpInfo("size of an axis of an array", operands=1, attrs=("axis",)),
-    "local_array": OpInfo("a new per-lane array of shape operands", attrs=("dtype", "fill")),
-    "load": OpInfo("array[indices] (one index per axis); out of bounds raises", traps=True),
+                           attrs=("array", "name"), memory=PURE),
+    # the shape, which no write changes: not the array's memory
+    "array_dim": OpInfo("size of an axis of an array", operands=1, attrs=("axis",),
+                        memory=PURE),
+    "local_array": OpInfo("a new per-lane array of shape operands", attrs=("dtype", "fill"),
+                          memory=PURE),
+    "load": OpInfo("array[indices] (one index per axis); out of bounds raises", traps=True,
+                   memory=Memory(reads=(0,))),
     "store": OpInfo("array[indices] = value (one index per axis)", effect=True, traps=True,
-                    results=0),
+                    results=0, memory=Memory(writes=(0,))),
     "array": OpInfo("a NumPy operation fn on whole arrays (SPEC section 8) with its static "
                     "arguments params; hydra.batching has its per-lane definition and its "
-                    "batching rule", attrs=("fn", "params")),
+                    "batching rule", attrs=("fn", "params"), memory=BY_NAME),
     "array_store": OpInfo("array[index] = value for sub-arrays (params: the static index; "
                           "the int operands after the value fill its dynamic places)",
-                          effect=True, traps=True, results=0, attrs=("fn", "params")),
+                          effect=True, traps=True, results=0, attrs=("fn", "params"),
+                          memory=Memory(reads=(1,), writes=(0,))),
     "intrinsic": OpInfo("a lane intrinsic from hydra.intrinsics, whose table entry gives "
-                        "its arity, result and facts", attrs=("name",), results=None),
+                        "its arity, result and facts", attrs=("name",), results=None,
+                        memory=BY_NAME),
     "print": OpInfo("print per active lane in lane order", effect=True, results=0,
-                    attrs=("parts", "sep", "end")),
+                    attrs=("parts", "sep", "end"), memory=READS),
     "check": OpInfo("raise kind with message where the condition is false", effect=True,
-                    traps=True, operands=1, results=0, attrs=("kind", "message")),
-    "any": OpInfo("uniform: is any lane of the mask on", operands=1),
-    "entry_mask": OpInfo("the lanes that run the kernel", operands=0),
+                    traps=True, operands=1, results=0, attrs=("kind", "message"),
+                    memory=PURE),
+    "any": OpInfo("uniform: is any lane of the mask on", operands=1, memory=PURE),
+    "entry_mask": OpInfo("the lanes that run the kernel", operands=0, memory=PURE),
     "if": OpInfo("structured if; regions: then, else; results: what they yield", regions=2,
-                 operands=1, results=None),
+                 operands=1, results=None, memory=Memory(carries=True)),
     "while": OpInfo("structured loop; operands: initial carried values; regions: before "
                     "(ends in condition), body (ends in yield); results: carried values at exit",
-                    regions=2, results=None),
-    "yield": OpInfo("end of a region: its values", terminator=True, results=0),
+                    regions=2, results=None, memory=Memory(carries=True)),
+    # what a terminator passes on, its op declares (carries); the kernel's own return
+    # values hydra.effects counts as read (the backend copies them out)
+    "yield": OpInfo("end of a region: its values", terminator=True, results=0, memory=PURE),
     "condition": OpInfo("end of a while's before region: continue?, carried values",
-                        terminator=True, results=0),
+                        terminator=True, results=0, memory=PURE),
 }
 
 #: optional attributes, which passes hand to each other: name -> (opcodes, meaning)
@@ -128,6 +178,35 @@ LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanean
 
 #: array ops worth running on the active lanes' rows only (products, convolutions)
 HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
+
+#: per ``array`` fn: what it does to its operands' arrays (``Memory``).  Every fn the
+#: frontend can emit has an entry (a test checks): an operation that computes a new
+#: array reads its operands; the ``*_like`` family, ``arange`` and ``full`` read only
+#: shapes and numbers; views are (views of) operand 0 (``hydra.views.VIEW_FNS``: NumPy
+#: may copy a reshape, which ``hydra.effects`` asks ``views`` about); ``np.einsum`` may
+#: return a writeable view of an operand (``'ii->i'``), so it reads and may be each.
+ARRAY_MEMORY: dict[str, Memory] = {
+    **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
+    **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
+                            "tensordot", "pad", "conv2d", "max_pool2d")},
+    **{fn: PURE for fn in ("zeros_like", "ones_like", "empty_like", "full_like", "arange",
+                           "full")},
+    **{fn: VIEW for fn in ("getitem", "reshape", "transpose")},
+    "einsum": Memory(reads=ALL, aliases=ALL),
+}
+
+
+def _intrinsic_memory(name: str) -> Memory:
+    """An intrinsic reads its array arguments (``PARAM_KINDS``: "1-d array") and, if it
+    has an effect (``atomic_add``), writes them; its other arguments are numbers (an
+    effect on no array argument would be undeclared: a test checks there is none)."""
+    entry = INTRINSICS[name]
+    arrays = tuple(i for i, p in enumerate(entry.params) if "array" in PARAM_KINDS[p])
+    return Memory(reads=arrays, writes=arrays if entry.effect else ())
+
+
+def _positions(which: tuple[int, ...] | str, n: int) -> tuple[int, ...]:
+    return tuple(range(n)) if which == ALL else which
 
 _ids = itertools.count()
 
@@ -208,13 +287,28 @@ class Op:
             self.opcode == "array" and self.attrs["fn"] in HEAVY_ARRAY_FNS)
 
     @property
+    def memory(self) -> Memory:
+        """What this op reads and writes of its operands' arrays, its declaration
+        (``OpInfo.memory``, ``ARRAY_MEMORY``, an intrinsic's array arguments) with the
+        positions spelled out.  A number result is no view: what it may alias, it read."""
+        if self.opcode == "array":
+            m = ARRAY_MEMORY[self.attrs["fn"]]
+        elif self.opcode == "intrinsic":
+            m = _intrinsic_memory(self.attrs["name"])
+        else:
+            m = OPCODES[self.opcode].memory
+        n = len(self.operands)
+        reads, writes = _positions(m.reads, n), _positions(m.writes, n)
+        aliases = _positions(m.aliases, n)
+        if aliases and not all(isinstance(r.type, ArrayType) for r in self.results):
+            reads, aliases = tuple(sorted(set(reads) | set(aliases))), ()
+        return Memory(reads, writes, aliases, m.carries)
+
+    @property
     def written_array(self) -> Value | None:
-        """The array this op writes, if any."""
-        if self.opcode in ("store", "array_store"):
-            return self.operands[0]
-        if self.opcode == "intrinsic" and self.effect:
-            return self.operands[INTRINSICS[self.attrs["name"]].params.index("a")]
-        return None
+        """The array this op writes, if any (its ``memory`` declaration)."""
+        writes = self.memory.writes
+        return self.operands[writes[0]] if writes else None
 
 
 @dataclass(slots=True, eq=False)

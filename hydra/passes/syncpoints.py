@@ -18,15 +18,14 @@ Per-lane arrays (``np.zeros`` in a kernel, varying arguments) are private to
 their lane and never sync.  Distinct array arguments are assumed not to alias
 (as in Numba and C ``restrict``); passing one array twice is checked at call time.
 
-``written_arrays`` is the one answer to "which arrays may this kernel write" (stores
-and ``atomic_add``), for this pass and for the call-time checks (aliasing, read-only
-arrays).
+Which arrays a kernel may write as a whole (for the call-time checks and the
+scheduler) is ``hydra.effects``; this pass asks a finer question per access: the
+index each op writes or reads a shared array at.
 """
 
 from __future__ import annotations
 
 from ..ir.core import Function, Op, Value
-from ..views import VIEW_FNS
 
 
 def find_sync_points(fn: Function) -> Function:
@@ -63,50 +62,6 @@ def find_sync_points(fn: Function) -> Function:
             op.attrs.pop("sync", None)
     fn.notes["sync_points"] = points
     return fn
-
-
-def written_arrays(fn: Function) -> list[Value]:
-    """The arrays the kernel may write, as the values they enter by: parameters
-    (varying or uniform) and captured arrays (``global_array`` results), in order.
-
-    An array value that reaches a store through other ops (a ``select``, an ``if``'s
-    result, a loop-carried value, a view) counts every array that may flow into it; an
-    array the kernel computes (``W.sum(0)``, ``W.copy()``, a reshape NumPy copies) is a
-    new one, so writing it writes none of its operands."""
-    sources: dict[int, list[Value]] = {}  # value id -> the values it may be
-    copied = {chain[-1].result.id for copies, _, chain in fn.notes.get("shared_reshapes", ())
-              if copies}
-
-    def flows(targets: list[Value], values: list[Value]) -> None:
-        for t, v in zip(targets, values):
-            sources.setdefault(t.id, []).append(v)
-
-    for op in fn.walk():
-        if op.opcode == "if":
-            for region in op.regions:
-                flows(op.results, region.terminator.operands)
-        elif op.opcode == "while":
-            before, body = op.regions
-            passed = before.terminator.operands[1:]  # after the condition
-            flows(before.args, op.operands)
-            flows(before.args, body.terminator.operands)
-            flows(body.args, passed)
-            flows(op.results, passed)
-        elif op.opcode == "array" and (op.attrs["fn"] not in VIEW_FNS
-                                       or op.result.id in copied):
-            continue
-        elif op.opcode not in ("load", "global_array", "local_array"):
-            for r in op.results:  # select, tuple, tuple_get...: any input may flow out
-                sources.setdefault(r.id, []).extend(op.inputs())
-    seen: set[int] = set()
-    todo = [op.written_array for op in fn.walk() if op.written_array is not None]
-    while todo:
-        v = todo.pop()
-        if v.id not in seen:
-            seen.add(v.id)
-            todo += sources.get(v.id, [])
-    entry = list(fn.params) + [op.result for op in fn.walk() if op.opcode == "global_array"]
-    return [v for v in entry if v.id in seen]
 
 
 def _lane_indices(ops: list[Op]) -> set[int]:

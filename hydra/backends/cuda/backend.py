@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
+from ...effects import effects
 from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
@@ -54,10 +55,9 @@ class OneKernel:
         self.exact = None
         self.code = generate(fn, options.get("boundscheck", True))
         self.kernel = None
-        stored = {op.operands[0].id for op in fn.walk() if op.opcode == "store"}
-        self.written = [p.id in stored for p in fn.params]
-        self.globals_written = [op.result.id in stored for op in fn.walk()
-                                if op.opcode == "global_array"]
+        found = effects(fn)  # what is copied back: every array a store may reach
+        self.written = ["w" in mode for mode in found.params]
+        self.globals_written = ["w" in mode for _, mode in found.captured]
 
     def __call__(self, args: list, lanes: int) -> list:
         if self.kernel is None:
