@@ -423,7 +423,9 @@ def _scalar_argument(name: str, a, t: ScalarType):
     try:
         return t.dtype.type(a)
     except OverflowError:
-        raise TypeError(f"argument '{name}' = {a} does not fit in {t.name}") from None
+        raise OverflowError(f"argument '{name}' = {a} does not fit in {t.name}, the type "
+                            f"of a Python int argument (NumPy 2 raises OverflowError "
+                            f"there too)") from None
 
 
 def _result(fn: Function, leaves: list, lanes: int):
