@@ -59,21 +59,25 @@ def cell_kernel(cell: str, namespace: dict, lanes: int, varying=(), backend=None
     missing = [v for v in varying if v not in inputs]
     if missing:
         raise NameError(f"--varying names {missing} are not notebook values the cell reads")
-    body = tree.body or [ast.Pass()]
+    body = tree.body or [ast.Pass(lineno=1, col_offset=0)]
     last = body[-1]
     if isinstance(last, ast.Expr) and not _is_print(last.value):
-        body[-1] = ast.Return(last.value)
+        body[-1] = ast.copy_location(ast.Return(last.value), last)  # at the user's line
     fn_def = ast.FunctionDef(name="spmd_cell", args=ast.arguments(
         posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[], kw_defaults=[],
-        defaults=[]), body=body, decorator_list=[], returns=None, type_params=[])
+        defaults=[]), body=body, decorator_list=[], returns=None, type_params=[],
+        lineno=1, col_offset=0)
     module = ast.fix_missing_locations(ast.Module([fn_def], []))
-    source = ast.unparse(module) + "\n"
     filename = f"<hydra-cell-{next(_cells)}>"
-    # Register the generated source so that hydra (and tracebacks) can read it back.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    # The cell's own text under its name: errors name the cell's lines and show its text
+    # (never a "return" the cell does not have); hydra reads the function's AST from
+    # ``__hydra_node__`` (see frontend.source.parse_function), not from that text.
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
     scope = dict(namespace)
-    exec(compile(source, filename, "exec"), scope)
-    kernel = Kernel(scope["spmd_cell"], lanes=lanes, varying=tuple(varying), backend=backend)
+    exec(compile(module, filename, "exec"), scope)
+    fn = scope["spmd_cell"]
+    fn.__hydra_node__ = fn_def
+    kernel = Kernel(fn, lanes=lanes, varying=tuple(varying), backend=backend)
     return kernel, [namespace[n] for n in inputs]
 
 
