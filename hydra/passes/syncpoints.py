@@ -53,9 +53,10 @@ def find_sync_points(fn: Function) -> Function:
             reason = "print in lane order"
         elif op.opcode in ("load", "store") and op.operands[0].id in shared_hazard:
             name = op.operands[0].name or "an array"
-            reason = (f"{op.opcode} of {name}, which lanes write at other lanes' indices"
-                      if op.opcode == "store" else
-                      f"load of {name} may read another lane's store")
+            reason = (f"load of {name} may read another lane's store" if op.opcode == "load"
+                      else f"store of {name} at this lane's own index, which other lanes "
+                           f"may read" if _lane_private(op, lane_values)
+                      else f"store of {name}, which lanes write at other lanes' indices")
         if reason:
             op.attrs["sync"] = reason
             points.append((op.loc, reason))
@@ -121,8 +122,17 @@ def _lane_indices(ops: list[Op]) -> set[int]:
     return ids
 
 
+def first_index(op: Op) -> Value | None:
+    """The index by which ``op`` (a load, store, ``array_store`` or ``atomic_add``)
+    reaches its array's first axis; None where that is a slice (a whole axis)."""
+    if op.opcode == "array_store":
+        spec = op.attrs["params"]["index"]
+        return op.operands[2] if spec and spec[0][0] == "int" else None
+    return op.operands[1]
+
+
 def _lane_private(op: Op, lane_values: set[int]) -> bool:
     if op.cross_lane:
         return False
-    index: Value = op.operands[1]
-    return index.id in lane_values
+    index = first_index(op)
+    return index is not None and index.id in lane_values
