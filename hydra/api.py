@@ -30,6 +30,7 @@ from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
+from .races import warn_races
 from .passes.syncpoints import written_arrays
 from .views import check_layouts
 from .progress import progress as _progress
@@ -245,6 +246,8 @@ class Kernel:
             SHAPED.reset(token)
         stage("running the passes")
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
+        if self.lanes != 1:  # one lane races with no one
+            warn_races(fn)
         stage(f"generating {self.backend_name} code")
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
