@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import CompileError, Loc
 from ..ir.core import Value
-from ..types import BOOL, FLOAT64, WEAK_FLOAT, ScalarType, promote, scalar
+from ..types import BOOL, FLOAT64, ScalarType, promote, scalar
 
 #: ufuncs per-lane arrays take that numbers do not take yet, with the reason
 REFUSED = {
@@ -199,8 +199,7 @@ def _signbit(e: _Emit, x: Value) -> Value:
 
 
 def _both(e: _Emit, x: Value, y: Value, t: ScalarType | None = None) -> tuple:
-    t = t or promote(x.type, y.type)
-    t = WEAK_FLOAT.strong() if t.weak and t.kind == "f" else t.strong()
+    t = (t or promote(x.type, y.type)).strong()
     return e.cast(x, t), e.cast(y, t), t
 
 
