@@ -6,7 +6,7 @@ lockstep, with masks for divergent control flow.
 
 from .api import Kernel, compile, spmd
 from .dataflow import DependencyError, Future, wait
-from .errors import CompileError, HydraError
+from .errors import CompileError, HydraError, HydraWarning
 from .intrinsics import (atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin,
                          laneprod, lanesum, nlanes, prefixsum, rotate, shuffle)
 
@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "compile", "spmd", "Kernel", "Future", "wait", "launch_graph", "DependencyError",
-    "CompileError", "HydraError", "lane", "nlanes", "lanesum", "laneprod", "lanemin",
-    "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
+    "CompileError", "HydraError", "HydraWarning", "lane", "nlanes", "lanesum", "laneprod",
+    "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
     "atomic_add",
 ]
 

@@ -31,6 +31,7 @@ from .frontend.early import check_early
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
+from .races import warn_races
 from .views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
@@ -246,6 +247,8 @@ class Kernel:
             SHAPED.reset(token)
         stage("running the passes")
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
+        if self.lanes != 1:  # one lane races with no one
+            warn_races(fn)
         stage(f"generating {self.backend_name} code")
         runner = self.backend.compile(fn, self.options, self._structured(types))
         return fn, runner
@@ -401,7 +404,9 @@ def _scalar_argument(name: str, a, t: ScalarType):
     try:
         return t.dtype.type(a)
     except OverflowError:
-        raise TypeError(f"argument '{name}' = {a} does not fit in {t.name}") from None
+        raise OverflowError(f"argument '{name}' = {a} does not fit in {t.name}, the type "
+                            f"of a Python int argument (NumPy 2 raises OverflowError "
+                            f"there too)") from None
 
 
 def _result(fn: Function, leaves: list, lanes: int):

@@ -45,6 +45,12 @@ class HydraError(Exception):
     """Base class of every error hydra raises on its own behalf."""
 
 
+class HydraWarning(UserWarning):
+    """Code that compiles and runs as documented but likely not as meant (a
+    read-modify-write of a shared array that lanes may race on); shown at the user's
+    line when the kernel compiles."""
+
+
 class CompileError(HydraError):
     """The function uses Python that hydra cannot compile, or its types conflict."""
 

@@ -59,21 +59,25 @@ def cell_kernel(cell: str, namespace: dict, lanes: int, varying=(), backend=None
     missing = [v for v in varying if v not in inputs]
     if missing:
         raise NameError(f"--varying names {missing} are not notebook values the cell reads")
-    body = tree.body or [ast.Pass()]
+    body = tree.body or [ast.Pass(lineno=1, col_offset=0)]
     last = body[-1]
     if isinstance(last, ast.Expr) and not _is_print(last.value):
-        body[-1] = ast.Return(last.value)
+        body[-1] = ast.copy_location(ast.Return(last.value), last)  # at the user's line
     fn_def = ast.FunctionDef(name="spmd_cell", args=ast.arguments(
         posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[], kw_defaults=[],
-        defaults=[]), body=body, decorator_list=[], returns=None, type_params=[])
+        defaults=[]), body=body, decorator_list=[], returns=None, type_params=[],
+        lineno=1, col_offset=0)
     module = ast.fix_missing_locations(ast.Module([fn_def], []))
-    source = ast.unparse(module) + "\n"
     filename = f"<hydra-cell-{next(_cells)}>"
-    # Register the generated source so that hydra (and tracebacks) can read it back.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    # The cell's own text under its name: errors name the cell's lines and show its text
+    # (never a "return" the cell does not have); hydra reads the function's AST from
+    # ``__hydra_node__`` (see frontend.source.parse_function), not from that text.
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
     scope = dict(namespace)
-    exec(compile(source, filename, "exec"), scope)
-    kernel = Kernel(scope["spmd_cell"], lanes=lanes, varying=tuple(varying), backend=backend)
+    exec(compile(module, filename, "exec"), scope)
+    fn = scope["spmd_cell"]
+    fn.__hydra_node__ = fn_def
+    kernel = Kernel(fn, lanes=lanes, varying=tuple(varying), backend=backend)
     return kernel, [namespace[n] for n in inputs]
 
 
@@ -106,10 +110,13 @@ def _spmd_parser() -> argparse.ArgumentParser:
 
 def _ir_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="%hydra_ir", add_help=False,
-                usage="%(prog)s [-h] [--stage S] [--after PASS] kernel [arg ...]",
+                usage="%(prog)s [-h] [--stage S] [--after PASS] [--sig TYPES] kernel [arg ...]",
                 description="Show a kernel's IR, highlighted, and its control flow.")
     p.add_argument("--stage", choices=STAGES, default="predicated")
     p.add_argument("--after", choices=PASS_NAMES, default=None)
+    p.add_argument("--sig", default=None,
+                   help='argument types, e.g. "float32, float32[:], int64" (without '
+                        'example arguments)')
     p.add_argument("-h", "--help", action="store_true", help="show this help")
     p.add_argument("kernel", nargs="?",
                    help="a hydra kernel of the notebook; then example arguments, Python "
@@ -157,12 +164,12 @@ def split_ir_line(line: str) -> tuple[str, str]:
     """``%hydra_ir``'s line as (options and kernel name, example arguments' text): the
     arguments are Python expressions, which may contain spaces."""
     at, expect_value = 0, False
-    for m in re.finditer(r"\S+", line):
+    for m in re.finditer(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""", line):  # quotes: one word
         word = m.group()
         if expect_value:
             expect_value = False
         elif word.startswith("-"):
-            expect_value = word in ("--stage", "--after")
+            expect_value = word in ("--stage", "--after", "--sig")
         else:
             return line[:m.end()], line[m.end():]
         at = m.end()
@@ -208,7 +215,30 @@ def _split_on_spaces(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def ir_views(kernel: Kernel, stage: str, after, args: list) -> tuple[str, str | None]:
+def _known_types(kernel: Kernel, sig: str | None) -> list:
+    """The argument types of ``%hydra_ir`` without example arguments: ``--sig``, else
+    the kernel's most recent call, else the function's annotations."""
+    from .__main__ import UsageError, _annotation_types, parse_sig
+    try:
+        if sig is not None:
+            types = parse_sig(sig)
+        elif kernel._cache:
+            return list(next(reversed(kernel._cache)))
+        else:
+            types = _annotation_types(kernel.pyfunc)
+    except UsageError as e:
+        how = "check --sig" if sig is not None else (
+            f"call {kernel.pyfunc.__name__} once or pass --sig (e.g. --sig "
+            f"\"float64, float64[:], int64\"), or give example arguments")
+        _raise_usage(f"the argument types are not known: {e}; {how}")
+    if len(types) != len(kernel.param_names):
+        _raise_usage(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
+                     f"{len(kernel.param_names)} parameter(s)")
+    return types
+
+
+def ir_views(kernel: Kernel, stage: str, after, args: list,
+             sig: str | None = None) -> tuple[str, str | None]:
     """(IR text, SVG of the control flow or None) for ``%hydra_ir``."""
     if args:
         text = kernel.dump_ir(stage, *args, after=after)
@@ -216,10 +246,7 @@ def ir_views(kernel: Kernel, stage: str, after, args: list) -> tuple[str, str | 
     elif stage == "ast":
         return kernel.dump_ir("ast"), None
     else:
-        if not kernel._cache:
-            raise ValueError("give example arguments (%hydra_ir kernel x y ...) or call the "
-                             "kernel once first, so that its argument types are known")
-        types = list(next(reversed(kernel._cache)))
+        types = _known_types(kernel, sig)
         text = kernel.dump_ir(stage, types=types, after=after)
     svg = None
     if stage in ("ssa", "predicated"):
@@ -246,7 +273,7 @@ def hydra_ir_magic(shell, line: str):
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{opts.kernel!r} is not a hydra kernel (make one with hydra.compile)")
     args = parse_examples(rest, shell.user_ns)
-    text, svg = ir_views(kernel, opts.stage, opts.after, args)
+    text, svg = ir_views(kernel, opts.stage, opts.after, args, opts.sig)
     display(HTML(highlight_html(text)))
     if svg is not None:
         display(SVG(svg))
@@ -278,8 +305,8 @@ uniform).  Example:
 """
 
 _IR_MORE = """
-The argument types come from the example arguments, or from the kernel's most recent
-call.  Example:
+The argument types come from the example arguments, from --sig, from the kernel's most
+recent call, or from the function's annotations.  Example:
 
     %hydra_ir --stage ssa k np.linspace(0, 2, 6) 3
 """

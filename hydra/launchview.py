@@ -13,6 +13,7 @@ from each dependency's end to the dependant's start, labelled with why (``future
 from __future__ import annotations
 
 import html
+import os
 import time
 from dataclasses import dataclass
 
@@ -93,7 +94,12 @@ class LaunchGraph:
         return self.svg()
 
     def save(self, path) -> None:
-        """Write the picture to ``path`` (an .svg file)."""
+        """Write the picture to ``path``, an ``.svg`` file: the picture is SVG, and
+        another suffix (``g.png``) would give a file that is not what its name says."""
+        suffix = os.path.splitext(os.fspath(path))[1]
+        if suffix.lower() != ".svg":
+            raise ValueError(f"LaunchGraph.save writes SVG: give a path ending in .svg, not "
+                             f"{suffix or 'one without a suffix'} ({os.fspath(path)!r})")
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.svg())
 

@@ -65,9 +65,38 @@ def test_hydra_ir_shows_html_and_svg(shell, monkeypatch):
 
 
 def test_hydra_ir_needs_types(shell):
+    """Before any call and without annotations: a one-line usage error saying what to
+    do, not a traceback."""
+    from IPython.core.error import UsageError
     run(shell, "fresh = hydra.compile(lambda x: x, varying=('x',), backend='numpy')")
-    with pytest.raises(ValueError, match="give example arguments"):
+    with pytest.raises(UsageError) as e:
         run(shell, "%hydra_ir fresh")
+    assert str(e.value) == (
+        "the argument types are not known: parameter 'x' of <lambda> has no annotation; "
+        "give the types with --sig; call <lambda> once or pass --sig (e.g. --sig "
+        "\"float64, float64[:], int64\"), or give example arguments")
+
+
+def test_hydra_ir_before_any_call_uses_annotations_or_sig(shell, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    run(shell, "def scaled(x: 'float32', k: int):\n    return x * k\n"
+               "ann = hydra.compile(scaled, varying=('x',), backend='numpy')\n"
+               "plain = hydra.compile(lambda x, k: x * k, varying=('x',), backend='numpy')")
+    import html
+    import re
+
+    def text():
+        return html.unescape(re.sub("<[^>]*>", "", shown.pop(0).data))
+    run(shell, "%hydra_ir --stage ssa ann")
+    assert "%x: v float32" in text()
+    shown.clear()
+    run(shell, '%hydra_ir --stage ssa --sig "float64, int64" plain')
+    shown_text = text()
+    assert "%x: v float64" in shown_text and "%k: u int64" in shown_text
+    from IPython.core.error import UsageError
+    with pytest.raises(UsageError, match=r"--sig gives 1 type\(s\) but <lambda> takes 2"):
+        run(shell, '%hydra_ir --sig "float64" plain')
 
 
 def test_kernel_from_a_function_defined_in_a_cell(shell):
@@ -82,7 +111,8 @@ def test_help_and_usage_mistakes_print_usage_not_system_exit(shell, capsys):
     from IPython.core.error import UsageError
     run(shell, "%hydra_ir -h")
     out = capsys.readouterr().out
-    assert out.startswith("usage: %hydra_ir [-h] [--stage S] [--after PASS] kernel [arg ...]")
+    assert out.startswith(
+        "usage: %hydra_ir [-h] [--stage S] [--after PASS] [--sig TYPES] kernel [arg ...]")
     run(shell, "%%spmd -h\npass")
     assert capsys.readouterr().out.startswith(
         "usage: %%spmd [--varying VARYING] [--backend BACKEND] [-h] [lanes]")

@@ -41,7 +41,7 @@ def _checked_ints(h, op: Op, env, spec, dims, ints, vary):
                 lane = int(lanes[0])
                 shown = int(i[lane]) if vary[k] else int(i)
                 h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
-                       f"{n}", lane if vary[k] else None, op.loc)
+                       f"{n}", lane, op.loc)  # a uniform index: the lowest active lane
             i = np.where(i < 0, i + n, i)
             out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
             k += 1

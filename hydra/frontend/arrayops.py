@@ -26,6 +26,9 @@ from .common import Meta
 from .unroll import shape_reason
 
 #: set while a kernel compiles with array shapes in its types (after a NeedShapes)
+#: where a user reads which array operations kernels take (the hint of a refused one)
+GUIDE_ARRAY_OPS = ("docs/guide.md, chapter 12 'Per-lane arrays: per-example NumPy code, "
+                   "batched', lists the array operations kernels support ('Operations')")
 SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
 #: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
 SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
@@ -347,7 +350,7 @@ class ArrayMixin:
             return self.array_op(fname, list(args), loc)
         shown = fname if fname.startswith("np.") else f"np.{fname}"
         raise CompileError(f"{shown} is not supported on per-lane arrays", loc,
-                           hint="SPEC section 8 lists the array operations kernels support")
+                           hint=GUIDE_ARRAY_OPS)
 
     def call_array_layer(self, fn, args, kwargs, loc: Loc) -> Value:
         """A ``hydra.nn`` layer with a batching rule of its own (conv2d, max_pool2d):

@@ -51,6 +51,7 @@ class Frame:
     loops: list[tuple[str, str]] = field(default_factory=list)  # (brk, cont) names
     partial: dict[str, Partial] = field(default_factory=dict)
     has_return: bool = False
+    bound_at: dict[str, Loc] = field(default_factory=dict)  # each name's latest assignment
 
     @property
     def ret(self) -> str:
@@ -177,6 +178,13 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
         if name in frame.env:
             if name in frame.partial:
                 p = frame.partial[name]
+                if p.loop:
+                    raise CompileError(
+                        f"'{name}' may be unbound here: it is assigned only inside the loop "
+                        f"at line {p.missing_at.line}, which may run zero times (Python "
+                        f"raises UnboundLocalError there)", loc,
+                        hint=f"give '{name}' a value before the loop at line "
+                             f"{p.missing_at.line}")
                 raise CompileError(
                     f"variable '{name}' is defined on only some paths to this use: it is "
                     f"assigned at line {p.defined_at.line} but not on the path through "
@@ -194,6 +202,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
             value.name = name
         self.frame.env[name] = value
         self.frame.partial.pop(name, None)
+        self.frame.bound_at[name] = loc
 
     def flatten(self, value, name: str, loc: Loc) -> tuple[list[Value], object]:
         """Leaves of a (possibly nested) tuple value and its shape."""
@@ -261,11 +270,12 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
             # maybe per-lane array values whose shapes are not known yet: try with shapes
             raise NeedShapes(f"'{shown}' needs array shapes", loc_b)
         if all(isinstance(s, Value) and isinstance(s.type, ArrayType) for s in (a, b)):
+            rebound = max(loc_a, loc_b, key=lambda at: at.line)  # the later binding
             raise CompileError(
                 f"'{shown}' is {self.describe_shape(a)} on one path and "
                 f"{self.describe_shape(b)} on another: a name must refer to one array, "
                 f"because hydra binds array names to arrays when it compiles (swapping "
-                f"arrays, as in 'h, hn = hn, h' in a loop, is not supported yet)", loc_b,
+                f"arrays, as in 'h, hn = hn, h' in a loop, is not supported yet)", rebound,
                 hint="keep both buffers in one array with a leading axis of 2 and pick the "
                      "current one by the step's parity: buf[i % 2, j] and "
                      "buf[(i + 1) % 2, j]")
@@ -315,6 +325,15 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
             self.kernel_return_ids.update(v.id for v in _leaves(value, shape))
         return value
 
+    def binding_loc(self, name: str, value, default: Loc) -> Loc:
+        """Where ``name`` got ``value``: the assignment that bound an array name (an
+        array argument's value was made at the ``def`` line, not where ``a, b = b, a``
+        rebinds it), else where the value was computed."""
+        if isinstance(value, Value) and isinstance(value.type, ArrayType) \
+                and name in self.frame.bound_at:
+            return self.frame.bound_at[name]
+        return self.value_loc(value, default)
+
     def value_loc(self, value, default: Loc) -> Loc:
         if isinstance(value, Value):
             return value.loc
@@ -335,15 +354,19 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
         frame = self.frame
         before = dict(frame.env)
         before_partial = dict(frame.partial)
-        arms = []
+        bound_before = dict(frame.bound_at)
+        arms, bound = [], {}
         for fn in (then_fn, else_fn):
             region = Region()
             outer, self.region = self.region, region
             frame.env = dict(before)
             frame.partial = dict(before_partial)
+            frame.bound_at = dict(bound_before)
             fn()
             arms.append((region, frame.env, frame.partial))
+            bound.update(frame.bound_at)
             self.region = outer
+        frame.bound_at = bound
         (r_then, env_then, p_then), (r_else, env_else, p_else) = arms
         joined_env, joined_partial = dict(before), {}
         names = [n for n in dict.fromkeys([*env_then, *env_else])]
@@ -366,7 +389,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
                 phis.append((name, shape, name in env_then, name in env_else))
                 continue
             shape = self.join_shapes(name, self.shape_of(name, a, loc), self.shape_of(name, b, loc),
-                                     self.value_loc(a, loc), self.value_loc(b, loc))
+                                     self.binding_loc(name, a, loc), self.binding_loc(name, b, loc))
             if name in p_then or name in p_else:
                 joined_partial[name] = p_then.get(name) or p_else.get(name)
             phis.append((name, shape, True, True))

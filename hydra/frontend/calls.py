@@ -22,6 +22,7 @@ from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
 from .source import parse_function
 from .subset import check_subset
+from .ufuncs import scalar_ufunc
 
 #: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
 MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
@@ -37,8 +38,7 @@ MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
 }
 _NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
                   "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
-                  "abs": "abs", "absolute": "abs", "minimum": "min", "maximum": "max",
-                  "fmin": "min", "fmax": "max"}
+                  "abs": "abs", "absolute": "abs"}
 _MATH_TO_INT = ("floor", "ceil", "trunc")  # math.floor returns an int in Python
 
 
@@ -194,6 +194,10 @@ class CallMixin:
         if from_numpy and self.wants_array_call(fname, args, kwargs):
             return self.call_numpy_array(fname, args, kwargs, loc,
                                          getattr(fn, "__module__", None) or "numpy")
+        if from_numpy and not kwargs and not any(is_array(a) for a in args):
+            value = scalar_ufunc(self, fname, args, loc)  # NumPy's own rules (sign, ...)
+            if value is not None:
+                return value
         name = _NUMPY_ALIASES.get(fname, fname)
         if name in ("abs", "min", "max"):
             return self.call_builtin({"abs": abs, "min": min, "max": max}[name], args, kwargs, loc)

@@ -32,6 +32,7 @@ class Partial:
 
     defined_at: Loc
     missing_at: Loc
+    loop: bool = False  # assigned only inside the loop at missing_at, which may not run
 
 
 def assigned_names(stmts: list[ast.stmt]) -> list[str]:

@@ -175,7 +175,7 @@ class LoopMixin:
                 s = self.shape_of(n, frame.env[n], loc)
                 widened[n] = s if n not in widened else self.join_shapes(
                     n, widened[n], s, self.value_loc(entry_env.get(n), loc),
-                    self.value_loc(frame.env[n], loc))
+                    self.binding_loc(n, frame.env[n], loc))
             if widened != shapes:
                 shapes = widened
                 self.region = outer
@@ -193,7 +193,7 @@ class LoopMixin:
             for n in carried:
                 value = frame.env[n] = self.joined(n, shapes[n], results)
                 if n not in entry_env and not n.startswith("$") and not runs_once:
-                    frame.partial[n] = Partial(self.value_loc(value, loc), loc)
+                    frame.partial[n] = Partial(self.value_loc(value, loc), loc, loop=True)
             if brk:
                 del frame.env[brk]
             return
@@ -221,7 +221,7 @@ class LoopMixin:
             if isinstance(value, Value) and not n.startswith("$"):
                 value.name = n
             if n not in entry_env and not n.startswith("$"):
-                self.frame.partial[n] = Partial(loc, loc)
+                self.frame.partial[n] = Partial(loc, loc, loop=True)
 
     def and_not_stopped(self, cond_fn, stop: list[Value], loc: Loc) -> Value:
         """not (break or return) and cond, with cond evaluated only where it is needed:

@@ -67,6 +67,9 @@ def parse_function(fn) -> ParsedFunction:
         raise TypeError(f"hydra.compile needs a Python function, not {type(fn).__name__}")
     code = fn.__code__
     filename = code.co_filename
+    node = getattr(fn, "__hydra_node__", None)
+    if node is not None:  # a ``%%spmd`` cell's function, made from the cell's own AST
+        return ParsedFunction(fn, node, filename, 0, 0)
     try:
         lines, first = _source_lines(fn)
     except (OSError, TypeError):

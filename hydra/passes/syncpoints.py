@@ -30,7 +30,7 @@ from ..ir.core import Function, Op, Value
 
 def find_sync_points(fn: Function) -> Function:
     ops = list(fn.walk())
-    lane_values = _lane_indices(ops)
+    lane_values = lane_indices(ops)
     accesses: dict[int, list[Op]] = {}
     written: set[int] = set()
     for op in ops:
@@ -41,7 +41,7 @@ def find_sync_points(fn: Function) -> Function:
                 written.add(array.id)
     shared_hazard = set()
     for array_id in written:
-        if not all(_lane_private(op, lane_values) for op in accesses[array_id]):
+        if not all(lane_private(op, lane_values) for op in accesses[array_id]):
             shared_hazard.add(array_id)
     points = []
     for op in ops:
@@ -52,9 +52,10 @@ def find_sync_points(fn: Function) -> Function:
             reason = "print in lane order"
         elif op.opcode in ("load", "store") and op.operands[0].id in shared_hazard:
             name = op.operands[0].name or "an array"
-            reason = (f"{op.opcode} of {name}, which lanes write at other lanes' indices"
-                      if op.opcode == "store" else
-                      f"load of {name} may read another lane's store")
+            reason = (f"load of {name} may read another lane's store" if op.opcode == "load"
+                      else f"store of {name} at this lane's own index, which other lanes "
+                           f"may read" if lane_private(op, lane_values)
+                      else f"store of {name}, which lanes write at other lanes' indices")
         if reason:
             op.attrs["sync"] = reason
             points.append((op.loc, reason))
@@ -64,7 +65,7 @@ def find_sync_points(fn: Function) -> Function:
     return fn
 
 
-def _lane_indices(ops: list[Op]) -> set[int]:
+def lane_indices(ops: list[Op]) -> set[int]:
     """Ids of values equal to lane() on every lane (lane() itself and casts of it)."""
     ids: set[int] = set()
     for op in ops:
@@ -76,8 +77,19 @@ def _lane_indices(ops: list[Op]) -> set[int]:
     return ids
 
 
-def _lane_private(op: Op, lane_values: set[int]) -> bool:
+def first_index(op: Op) -> Value | None:
+    """The index by which ``op`` (a load, store, ``array_store`` or ``atomic_add``)
+    reaches its array's first axis; None where that is a slice (a whole axis)."""
+    if op.opcode == "array_store":
+        spec = op.attrs["params"]["index"]
+        return op.operands[2] if spec and spec[0][0] == "int" else None
+    return op.operands[1]
+
+
+def lane_private(op: Op, lane_values: set[int]) -> bool:
+    """Does ``op`` reach its array's first axis at ``lane()`` (``lane_values``: the ids
+    ``lane_indices`` found), so that no other lane's access meets it there?"""
     if op.cross_lane:
         return False
-    index: Value = op.operands[1]
-    return index.id in lane_values
+    index = first_index(op)
+    return index is not None and index.id in lane_values
