@@ -170,14 +170,13 @@ class CallMixin:
             return self.coerce(self.truthy(a, loc), WEAK_BOOL, loc)
         if fn is int:
             return self.coerce(a, WEAK_INT, loc) if a.type.kind != "f" else \
-                self.emit("cast", [a], WEAK_INT, loc)
+                self.python_int(a, loc)
         if fn is float:
             return self.coerce(a, WEAK_FLOAT, loc)
         if fn is round:
             if a.type.kind != "f":
                 return a
-            return self.emit("cast", [self.emit("math", [a], a.type, loc, {"fn": "rint"})],
-                             WEAK_INT, loc)
+            return self.python_int(self.emit("math", [a], a.type, loc, {"fn": "rint"}), loc)
         raise CompileError(f"{fn.__name__}() is not supported", loc)
 
     def call_cast(self, t: ScalarType, args, kwargs, loc: Loc) -> Value:
@@ -217,7 +216,7 @@ class CallMixin:
         result_type = (BOOL if from_numpy else WEAK_BOOL) if kind == "bool" else t
         result = self.emit("math", operands, result_type, loc, {"fn": ir_name})
         if not from_numpy and name in _MATH_TO_INT:
-            result = self.emit("cast", [result], WEAK_INT, loc)
+            result = self.python_int(result, loc)
         return result
 
     def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:

@@ -362,6 +362,8 @@ class ExprMixin:
             if c is not None:  # NumPy 2 raises OverflowError here; wrapping would hide it
                 raise CompileOverflowError(f"the integer {c} does not fit in {t}, the type of "
                                            f"the other operand", loc, hint=_overflow_hint(t))
+        if name == "pow":
+            self.check_exponent(a, b, t, loc)
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
 
     def _fold_python_ints(self, name: str, a: Value, b: Value, loc: Loc) -> Value | None:

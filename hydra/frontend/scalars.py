@@ -5,12 +5,21 @@ the undecorated function decides it lane by lane:
 - arithmetic on bools: two Python bools compute as Python ints (``True + True`` is 2);
   where either is a NumPy bool (a comparison of NumPy values), NumPy's bool loops run:
   ``+`` is a logical or, ``*`` a logical and, ``-`` a ``TypeError`` as in NumPy, and
-  ``//``, ``%``, ``**``, ``<<``, ``>>`` give ``int8``.
+  ``//``, ``%``, ``**``, ``<<``, ``>>`` give ``int8``;
+- ``int(x)``, ``round(x)`` and ``math.floor/ceil/trunc`` of a float make a Python int,
+  so NaN is a ``ValueError`` and an infinity or a value beyond int64 (hydra's Python
+  ints are 64-bit) an ``OverflowError``, naming the line and the lane: ``check`` ops
+  before the cast (SPEC section 6), where a NumPy cast (``np.int64(x)``) keeps
+  NumPy's unchecked conversion;
+- an integer raised to a negative integer power is a ``ValueError`` naming the lane,
+  as NumPy raises (a ``check`` op), or a ``CompileError`` for a constant exponent.
 """
 
 from __future__ import annotations
 
-from ..errors import CompileTypeError, Loc
+import math
+
+from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import BOOL, WEAK_INT, ScalarType
 
@@ -26,10 +35,12 @@ _NUMPY_BOOL_REFUSES = {
 #: the ops NumPy's bool loops compute as a logical op, and the ones that give int8
 _NUMPY_BOOL_LOGICAL = {"add": "bitor", "mul": "bitand"}
 _NUMPY_BOOL_INT8 = ("floordiv", "mod", "pow", "lshift", "rshift")
+_INT64_LIMIT = 2.0 ** 63
 
 
 class ScalarRulesMixin:
-    """Bool arithmetic; mixed into ``Builder``."""
+    """Bool arithmetic, checked conversions to Python ints, integer powers; mixed into
+    ``Builder``."""
 
     def bool_arith(self, name: str, t: ScalarType, loc: Loc) -> tuple[str, ScalarType]:
         """(opcode, result type) of ``name`` on operands promoted to the bool ``t``."""
@@ -56,3 +67,57 @@ class ScalarRulesMixin:
                                         "makes it a Python int")
         v = self.coerce(v, WEAK_INT, loc)
         return v if name == "pos" else self.emit(name, [v], WEAK_INT, loc)
+
+    def python_int(self, v: Value, loc: Loc) -> Value:
+        """The Python int of the float ``v`` (truncated toward zero), checked as Python
+        checks it; hydra's Python ints are int64, so beyond that is an OverflowError.
+        One compare a lane (NaN fails it too) and one any-lane test where all is well:
+        the checks that tell NaN from an infinity from a large float run only where a
+        lane failed (an ``if``, skipped at run time when no lane enters it)."""
+        c = self.constant_value(v)
+        if c is not None and math.isfinite(c) and -_INT64_LIMIT <= c < _INT64_LIMIT:
+            return self.const(int(c), loc, WEAK_INT)
+        t = v.type
+        magnitude = self.emit("math", [v], t, loc, {"fn": "fabs"})
+        limit = self.const(_INT64_LIMIT, loc, t)
+        fits = self.emit("lt", [magnitude, limit], BOOL, loc)  # NaN fails it too
+
+        def failed():  # -2**63 itself fits: it passes the last check
+            for kind, ok, message in (
+                    ("value", self.emit("eq", [v, v], BOOL, loc),
+                     "cannot convert float NaN to integer"),
+                    ("overflow", self.emit("ne", [magnitude, self.const(math.inf, loc, t)],
+                                           BOOL, loc),
+                     "cannot convert float infinity to integer"),
+                    ("overflow", self.emit("eq", [v, self.const(-_INT64_LIMIT, loc, t)], BOOL,
+                                           loc),
+                     "cannot convert a float beyond int64 to integer (hydra's Python ints "
+                     "are 64-bit)")):
+                self.emit_op("check", [ok], [], loc, {"kind": kind, "message": message})
+            return ()
+        self.if_value(self.logical_not(fits, loc), failed, lambda: (), loc)
+        return self.emit("cast", [v], WEAK_INT, loc)
+
+    def check_exponent(self, base: Value, exponent: Value, t: ScalarType, loc: Loc) -> None:
+        """``base ** exponent`` in the signed integer type ``t``: a negative exponent is
+        NumPy's ValueError, at compile time where the exponent is a constant."""
+        if t.kind != "i" or exponent.type.kind in "bu":
+            return
+        c = self.constant_value(exponent)
+        message = "Integers to negative integer powers are not allowed."
+        if c is not None:
+            if c < 0:
+                n = f" ** {-c}" if c != -1 else ""
+                raise CompileError(message, loc, hint=f"for the float that Python's ** gives, "
+                                   f"write 1 / {self.describe_operand(base)}{n}")
+            return
+        zero = self.const(0, loc, t)
+        ok = self.emit("ge", [self.coerce(exponent, t, loc), zero], BOOL, loc)
+        self.emit_op("check", [ok], [], loc, {"kind": "value", "message": message})
+
+    def describe_operand(self, v: Value) -> str:
+        """How a hint names the operand ``v``: its variable's name where one holds it."""
+        for name, value in self.frame.env.items():
+            if value is v and name.isidentifier():
+                return name
+        return "x"
