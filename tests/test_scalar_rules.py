@@ -224,10 +224,16 @@ def test_negative_integer_exponent_raises_as_numpy(backend):
                          backend=backend)
 
 
+def constant_power(x):
+    return x + 10 ** -2
+
+
 def test_constant_negative_exponent_is_a_compile_error():
-    with pytest.raises(hydra.CompileError) as info:
-        hydra.compile(inverse, varying="x", backend="numpy")(np.arange(3))
-    e = info.value
-    assert e.message == "Integers to negative integer powers are not allowed."
-    assert e.hint == "for the float that Python's ** gives, write 1 / i"
-    assert e.line == line_of(inverse, "i ** -1")
+    for fn, text, hint in ((inverse, "i ** -1", "1 / i"), (constant_power, "10 ** -2",
+                                                          "1 / 10 ** 2")):
+        with pytest.raises(hydra.CompileError) as info:
+            hydra.compile(fn, varying="x", backend="numpy")(np.arange(3))
+        e = info.value
+        assert e.message == "Integers to negative integer powers are not allowed."
+        assert e.hint == f"for the float that Python's ** gives, write {hint}"
+        assert e.line == line_of(fn, text)

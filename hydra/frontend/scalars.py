@@ -116,7 +116,11 @@ class ScalarRulesMixin:
         self.emit_op("check", [ok], [], loc, {"kind": "value", "message": message})
 
     def describe_operand(self, v: Value) -> str:
-        """How a hint names the operand ``v``: its variable's name where one holds it."""
+        """How a hint names the operand ``v``: its variable's name where one holds it,
+        a constant's value."""
+        c = self.constant_value(v)
+        if c is not None:
+            return repr(c)
         for name, value in self.frame.env.items():
             if value is v and name.isidentifier():
                 return name
