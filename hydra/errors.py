@@ -71,7 +71,8 @@ class CompileOverflowError(CompileError, OverflowError):
 
 class CompileTypeError(CompileError, TypeError):
     """A call inside a kernel that Python would refuse (a missing, unexpected or
-    duplicate argument), in Python's words; ``except TypeError`` catches it too."""
+    duplicate argument), or an operation NumPy refuses (``-`` of NumPy bools), in their
+    words; ``except TypeError`` catches it too."""
 
 
 def _lane_message(message: str, lane: int | None, loc: Loc | None) -> str:

@@ -4,6 +4,9 @@ Scalars are NumPy dtypes.  A *weak* scalar (a Python ``int``/``float`` literal,
 module constant or argument) takes the type of the NumPy value it meets, as in
 NumPy 2 (NEP 50): ``float32 * 2.0`` is ``float32``, ``int32 + 1`` is ``int32``.
 NumPy scalars (``np.float64(2.0)``, ``np.int64(1)``) are strong, as in NumPy 2.
+A Python ``bool`` (``True``, a comparison of Python numbers, ``not x``, ``bool(x)``)
+is weak too: ``True + True`` is the Python int 2, where two NumPy bools (comparisons
+of NumPy values) add as a logical or.
 Weak types left at the end of inference are their Python defaults (int64, float64).
 """
 
@@ -79,6 +82,7 @@ UINT32 = ScalarType("uint32")
 UINT64 = ScalarType("uint64")
 FLOAT32 = ScalarType("float32")
 FLOAT64 = ScalarType("float64")
+WEAK_BOOL = ScalarType("bool", weak=True)
 WEAK_INT = ScalarType("int64", weak=True)
 WEAK_FLOAT = ScalarType("float64", weak=True)
 
@@ -110,7 +114,7 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
         if a.kind == "f" or b.kind == "f":
             return WEAK_FLOAT
         if a.kind == "b" and b.kind == "b":
-            return BOOL
+            return WEAK_BOOL
         return WEAK_INT
     if a.weak or b.weak:
         weak, strong = (a, b) if a.weak else (b, a)
@@ -153,7 +157,9 @@ def finalize(t: Type) -> Type:
 
 def typeof_python(value) -> Type | None:
     """The hydra type of a Python/NumPy value, or None if unsupported."""
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool):
+        return WEAK_BOOL
+    if isinstance(value, np.bool_):
         return BOOL
     # NumPy scalars first: np.float64 subclasses float, but it is strong (NEP 50)
     if isinstance(value, np.generic):

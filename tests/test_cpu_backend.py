@@ -210,8 +210,8 @@ def test_cache_lets_a_second_process_skip_compilation(tmp_path):
     assert numba2 == "False"  # without importing numba
 
 
-def casts(x):
-    return np.int8(x), np.uint8(x), np.int16(x), np.uint16(x), np.int32(x), int(x)
+def casts(x):  # NumPy's casts (int(x) raises out of range: tests/test_scalar_rules.py)
+    return np.int8(x), np.uint8(x), np.int16(x), np.uint16(x), np.int32(x), np.int64(x)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -1,5 +1,6 @@
 """Every example runs (small sizes) and prints what it promises."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,26 @@ def test_digits_cnn_hydra(backend):
     accs = [float(part.split(",")[0]) for part in out.split("test accuracy ")[1:]]
     assert len(accs) == 2 and accs[1] >= 0.95 and abs(accs[1] - accs[0]) <= 0.02, out
     assert "speed-up over the Python loop: " in out
+
+
+def test_readme_per_lane_array_snippet(tmp_path):
+    """The README's per-lane array snippet, in a new process that only did ``import
+    hydra`` (``hydra.nn`` comes with it), agrees with the per-example function."""
+    text = (ROOT / "README.md").read_text()
+    snippet = next(block for block in text.split("```python")[1:] if "hydra.nn." in block)
+    snippet = snippet.split("```")[0]
+    setup = ("import numpy as np\nimport hydra\n"
+             "rng = np.random.default_rng(0)\n"
+             "X = rng.standard_normal((5, 784))\n"
+             "W1, b1 = rng.standard_normal((16, 784)) * 0.05, rng.standard_normal(16)\n"
+             "W2, b2 = rng.standard_normal((10, 16)), rng.standard_normal(10)\n")
+    check = ("\nwant = np.stack([mlp_one(x, W1, b1, W2, b2) for x in X])\n"
+             "assert probs.shape == (5, 10), probs.shape\n"
+             "assert np.allclose(probs, want, rtol=1e-12, atol=1e-15)\n"
+             "print('ok', type(hydra.nn.softmax).__name__)\n")
+    script = tmp_path / "readme_snippet.py"  # hydra reads the kernel's source from a file
+    script.write_text(setup + snippet + check)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ok", "function"]

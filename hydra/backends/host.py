@@ -205,7 +205,7 @@ def _pure(h: Host, op: Op, env) -> list:
     elif name == "pow":
         a, b = args
         if t.kind in "iu":
-            b = np.where(b < 0, 0, b)  # Python would give a float; see docs/guide.md
+            b = np.where(b < 0, 0, b)  # inactive lanes: active ones passed a check op
         out = _power(a, b, dtype)
     elif name == "min":
         a, b = args

@@ -36,6 +36,7 @@ from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
 from .loops import LoopMixin
+from .scalars import ScalarRulesMixin
 from .source import ParsedFunction, parse_function
 from .subset import STATEMENTS, check_subset
 from .unroll import UnrollMixin, build_unrolling
@@ -62,7 +63,7 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ExprMixin):
+class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:

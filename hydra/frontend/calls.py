@@ -13,8 +13,8 @@ import numpy as np
 from .. import intrinsics
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
-from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
-                     promote, scalar)
+from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
+                     ScalarType, promote, scalar)
 from ..ir.core import LANE_ARRAY_FNS
 from .arrayops import ArrayMethod, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
@@ -163,20 +163,20 @@ class CallMixin:
         if not isinstance(a, Value) or not isinstance(a.type, ScalarType):
             raise CompileError(f"{fn.__name__}() of {self.describe(a)} is not supported", loc)
         if fn is abs:
-            t = WEAK_INT if a.type.kind == "b" else a.type
-            return self.emit("abs", [self.coerce(a, t, loc)], t, loc)
+            if a.type.kind == "b":
+                return self.bool_unary("abs", a, loc)
+            return self.emit("abs", [a], a.type, loc)
         if fn is bool:
-            return self.truthy(a, loc)
+            return self.coerce(self.truthy(a, loc), WEAK_BOOL, loc)
         if fn is int:
             return self.coerce(a, WEAK_INT, loc) if a.type.kind != "f" else \
-                self.emit("cast", [a], WEAK_INT, loc)
+                self.python_int(a, loc)
         if fn is float:
             return self.coerce(a, WEAK_FLOAT, loc)
         if fn is round:
             if a.type.kind != "f":
                 return a
-            return self.emit("cast", [self.emit("math", [a], a.type, loc, {"fn": "rint"})],
-                             WEAK_INT, loc)
+            return self.python_int(self.emit("math", [a], a.type, loc, {"fn": "rint"}), loc)
         raise CompileError(f"{fn.__name__}() is not supported", loc)
 
     def call_cast(self, t: ScalarType, args, kwargs, loc: Loc) -> Value:
@@ -184,7 +184,7 @@ class CallMixin:
             raise CompileError(f"{t.name}() takes one number", loc)
         a = args[0]
         if t.kind == "b":
-            return self.truthy(a, loc)
+            return self.coerce(self.truthy(a, loc), t, loc)
         return self.coerce(a, t, loc)
 
     def call_math(self, fn, fname: str, args, kwargs, loc: Loc):
@@ -216,10 +216,11 @@ class CallMixin:
         if t.kind != "f":
             t = WEAK_FLOAT if t.weak else FLOAT64
         operands = [self.coerce(a, t, loc) for a in args]
-        result_type = BOOL if kind == "bool" else t
+        # math.isnan gives a Python bool, np.isnan a NumPy bool
+        result_type = (BOOL if from_numpy else WEAK_BOOL) if kind == "bool" else t
         result = self.emit("math", operands, result_type, loc, {"fn": ir_name})
         if not from_numpy and name in _MATH_TO_INT:
-            result = self.emit("cast", [result], WEAK_INT, loc)
+            result = self.python_int(result, loc)
         return result
 
     def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:

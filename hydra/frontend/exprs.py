@@ -14,8 +14,8 @@ import numpy as np
 from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
-from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
-                     Type, promote, scalar, typeof_python)
+from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
+                     ScalarType, Type, promote, scalar, typeof_python)
 from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
 from .subset import EXPRESSIONS
@@ -179,7 +179,7 @@ class ExprMixin:
         truth = self.static_truth(cond)
         if truth is not None:
             return self.const(not truth, loc)
-        return self.emit("not", [cond], BOOL, loc)
+        return self.emit("not", [cond], WEAK_BOOL, loc)  # Python's not: a Python bool
 
     def truthy(self, v, loc: Loc) -> Value:
         if isinstance(v, tuple):
@@ -192,7 +192,7 @@ class ExprMixin:
         if truth is not None:
             return self.const(truth, loc)
         zero = self.const(0, loc, v.type)
-        return self.emit("ne", [v, zero], BOOL, loc)
+        return self.emit("ne", [v, zero], WEAK_BOOL if v.type.weak else BOOL, loc)
 
     def annotation_type(self, node: ast.expr) -> ScalarType | None:
         try:
@@ -352,9 +352,8 @@ class ExprMixin:
                                            hint="hydra's Python ints are 64-bit")
         if name == "truediv" and t.kind in "biu":
             t = WEAK_FLOAT if t.weak else FLOAT64
-        elif t.kind == "b" and name in ("add", "sub", "mul", "floordiv", "mod", "pow", "lshift",
-                                         "rshift", "min", "max"):
-            t = WEAK_INT if name not in ("min", "max") else BOOL
+        elif t.kind == "b":
+            name, t = self.bool_arith(name, t, loc)
         if t.kind == "f" and name in ("lshift", "rshift", "bitand", "bitor", "bitxor"):
             raise CompileError(f"unsupported operand types for {_SYMBOL[name]}: {a.type} and "
                                f"{b.type}", loc)
@@ -363,6 +362,8 @@ class ExprMixin:
             if c is not None:  # NumPy 2 raises OverflowError here; wrapping would hide it
                 raise CompileOverflowError(f"the integer {c} does not fit in {t}, the type of "
                                            f"the other operand", loc, hint=_overflow_hint(t))
+        if name == "pow":
+            self.check_exponent(a, b, t, loc)
         return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], t, loc)
 
     def _fold_python_ints(self, name: str, a: Value, b: Value, loc: Loc) -> Value | None:
@@ -397,16 +398,15 @@ class ExprMixin:
             return self.logical_not(self.condition(node.operand), loc)
         v = self.expr(node.operand)
         v = self.value(node.operand) if not isinstance(v, Value) else v
-        if isinstance(node.op, ast.UAdd):
+        if isinstance(node.op, ast.UAdd) and (is_array(v) or v.type.kind != "b"):
             return v
         if is_array(v):
             return self.array_unary("neg" if isinstance(node.op, ast.USub) else "invert", v, loc)
         t = v.type
         if t.kind == "b" and isinstance(node.op, ast.Invert):
-            return self.emit("not", [v], BOOL, loc)  # NumPy: ~ of a bool is logical not
+            return self.emit("not", [v], t, loc)  # NumPy: ~ of a bool is logical not
         if t.kind == "b":
-            t = WEAK_INT
-            v = self.coerce(v, t, loc)
+            return self.bool_unary("neg" if isinstance(node.op, ast.USub) else "pos", v, loc)
         if isinstance(node.op, ast.USub):
             c = self.constant_value(v)
             if c is not None:
@@ -440,13 +440,15 @@ class ExprMixin:
             if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
                 raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
                                    loc)
+        # a comparison of Python numbers is a Python bool, one of NumPy values a NumPy bool
+        rt = WEAK_BOOL if a.type.weak and b.type.weak else BOOL
         x, y = self.constant_value(a), self.constant_value(b)
         if x is not None and y is not None and a.type.kind in "iub" and b.type.kind in "iub":
             # integers compare by value in NumPy 2 whatever their types, as in Python
-            return self.const(bool(_PYTHON_COMPARE[name](int(x), int(y))), loc)
+            return self.const(bool(_PYTHON_COMPARE[name](int(x), int(y))), loc, rt)
         if self._unsigned64(a) and self._maybe_negative(b) or \
                 self._unsigned64(b) and self._maybe_negative(a):
-            return self.compare_signed_unsigned(name, a, b, loc)
+            return self.compare_signed_unsigned(name, a, b, loc, rt)
         t = promote(a.type, b.type)
         for v in (a, b):
             # NumPy 2 compares a Python int with any integer by value: do so in int64,
@@ -456,7 +458,7 @@ class ExprMixin:
                     v.type.weak and v.type.kind == "i" and self.constant_value(v) is None
                     and t.kind in "iu" and not t.weak and t.bits < 64):
                 t = UINT64 if self._unsigned64(a) or self._unsigned64(b) else INT64
-        return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], BOOL, loc)
+        return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], rt, loc)
 
     def _unsigned64(self, v: Value) -> bool:
         """A uint64, or a Python int constant only uint64 holds (2**63 and up)."""
@@ -472,7 +474,8 @@ class ExprMixin:
         c = self.constant_value(v)
         return not (isinstance(c, int) and c >= 0)
 
-    def compare_signed_unsigned(self, name: str, a: Value, b: Value, loc: Loc) -> Value:
+    def compare_signed_unsigned(self, name: str, a: Value, b: Value, loc: Loc,
+                                rt: ScalarType = BOOL) -> Value:
         """An exact comparison of a uint64 with a signed integer, as NumPy 2 makes it
         (promoting both to float64 would call 2**63 equal to 2**63 - 1): a negative
         signed value is below every uint64; otherwise both compare as uint64."""
@@ -486,8 +489,8 @@ class ExprMixin:
         # the result where s < 0, s being below u: stays an op on u, so that a varying u
         # gives a varying result even when s is a constant
         if name in (("gt", "ge", "ne") if u_first else ("lt", "le", "ne")):
-            return self.emit("bitor", [negative, same], BOOL, loc)
-        return self.emit("bitand", [self.emit("not", [negative], BOOL, loc), same], BOOL, loc)
+            return self.emit("bitor", [negative, same], rt, loc)
+        return self.emit("bitand", [self.emit("not", [negative], BOOL, loc), same], rt, loc)
 
     # --- per-lane short circuit ---------------------------------------------------------
 
