@@ -4,6 +4,7 @@ Write a per-lane function; ``hydra.compile(fn, lanes=N)`` runs N lanes of it in
 lockstep, with masks for divergent control flow.
 """
 
+from . import random
 from .api import Kernel, compile, spmd
 from .dataflow import DependencyError, Future, wait
 from .errors import CompileError, HydraError
@@ -16,7 +17,7 @@ __all__ = [
     "compile", "spmd", "Kernel", "Future", "wait", "launch_graph", "DependencyError",
     "CompileError", "HydraError", "lane", "nlanes", "lanesum", "laneprod", "lanemin",
     "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
-    "atomic_add",
+    "atomic_add", "random",
 ]
 
 

@@ -1,0 +1,177 @@
+"""Per-lane random numbers from a counter-based generator: Philox 4x32-10.
+
+Philox (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3",
+SC'11; the Random123 library) is a keyed bijection of a 128-bit counter: its output
+depends on (key, counter) only.  So the ``i``-th draw of a lane depends on the seed,
+``i`` and the lane's global index, never on how many lanes run, how they are grouped
+into gangs, threads, GPU blocks or Dask chunks, or which backend runs them.
+
+Everything here is ordinary hydra code on ``np.uint32``/``np.uint64`` scalars: inside a
+kernel the frontend compiles these bodies like any helper (as ``hydra.nn.relu``), so
+the numpy reference, cpu (SIMD: the 32x32->64 multiplies become ``vpmuludq``) and cuda
+run the same definition; outside a kernel the same functions run in plain Python with
+an explicit ``lane=``.  The layout (pinned: changing it changes users' numbers):
+
+- key: the seed as two 32-bit words, ``(seed mod 2**32, (seed >> 32) mod 2**32)``
+  (a negative seed as its 64-bit two's complement);
+- counter: ``(i mod 2**32, (i >> 32) mod 2**32, lane, block)``: draw ``i`` of the lane
+  is one Philox block with ``block = 0``; ``integers`` takes blocks 1, 2, ... only for
+  its rare rejections;
+- element ``j`` of ``size=k`` is draw ``i * k + j``;
+- float32 ``uniform``: the top 24 bits of word 0, times 2**-24; float64: the top 27
+  bits of word 0 and the top 26 of word 1, ``(a * 2**26 + b) * 2**-53`` (NumPy's and
+  MT19937's ``res53``): both in ``[0, 1)`` and exact in every backend;
+- ``normal``: Box-Muller of ``u1 = 1 - (words 0, 1 as above)`` in ``(0, 1]`` and ``u2 =
+  (words 2, 3)``: ``sqrt(-2 log u1) * cos(2 pi u2)``, in float64 (float32 rounds it);
+- ``integers(low, high)``: Lemire's multiply-shift with rejection ("Fast random
+  integer generation in an interval", 2019): ``m = w * (high - low)`` in 64 bits, taken
+  when its low word is at least ``2**32 mod (high - low)``, so every value is equally
+  likely (no modulo bias); a rejected word is followed by the next word of the block,
+  then by blocks 1, 2, ...  ``high - low`` is between 1 and 2**32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Philox 4x32's multipliers and Weyl key increments (Random123, philox.h)
+PHILOX_M0 = np.uint64(0xD2511F53)
+PHILOX_M1 = np.uint64(0xCD9E8D57)
+PHILOX_W0 = np.uint64(0x9E3779B9)
+PHILOX_W1 = np.uint64(0xBB67AE85)
+_LOW = np.uint64(0xFFFFFFFF)
+_32 = np.uint64(32)
+_TWO32 = np.uint64(4294967296)
+_TWO_PI = 2.0 * math.pi
+
+#: the functions a kernel may call (their records: ``hydra.registry``, kind "random")
+FUNCTIONS = ("philox4x32", "bits", "uniform", "normal", "integers")
+
+
+def _kernel_lane():
+    raise RuntimeError("hydra.random outside a kernel needs lane=: the global index of "
+                       "the lane whose numbers to draw")
+
+
+# in a kernel this is the lane() intrinsic (the global lane index, under Dask too)
+_kernel_lane.__hydra_intrinsic__ = "lane"
+
+
+def _round(c0, c1, c2, c3, k0, k1):
+    """One Philox round (two 32x32->64 multiplies) and the key's Weyl step."""
+    p0 = np.uint64(c0) * PHILOX_M0
+    p1 = np.uint64(c2) * PHILOX_M1
+    return (np.uint32(p1 >> _32) ^ c1 ^ k0, np.uint32(p1 & _LOW),
+            np.uint32(p0 >> _32) ^ c3 ^ k1, np.uint32(p0 & _LOW),
+            np.uint32((np.uint64(k0) + PHILOX_W0) & _LOW),
+            np.uint32((np.uint64(k1) + PHILOX_W1) & _LOW))
+
+
+def philox4x32(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 of the counter ``(c0, c1, c2, c3)`` and key ``(k0, k1)`` (uint32
+    words): the block's four uint32 words, as Random123's ``philox4x32``."""
+    # ten rounds written out: straight-line code, which the cpu backend keeps in
+    # registers (a loop of ten carried six values through phis: 3.7x slower)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
+    return c0, c1, c2, c3
+
+
+def _block(seed, i, ln, block):
+    """The Philox block of draw ``i`` of lane ``ln`` (the layout in the module doc)."""
+    return philox4x32(np.uint32(i & 0xFFFFFFFF), np.uint32((i >> 32) & 0xFFFFFFFF),
+                      np.uint32(ln & 0xFFFFFFFF), np.uint32(block),
+                      np.uint32(seed & 0xFFFFFFFF), np.uint32((seed >> 32) & 0xFFFFFFFF))
+
+
+def _unit53(a, b):
+    """A float64 in [0, 1) from the top 27 bits of ``a`` and 26 of ``b``: exact."""
+    return (np.float64(a >> np.uint32(5)) * 67108864.0 + np.float64(b >> np.uint32(6))) \
+        * (1.0 / 9007199254740992.0)
+
+
+def _uniform(seed, i, ln, dtype, low, high):
+    w0, w1, w2, w3 = _block(seed, i, ln, 0)
+    if dtype is np.float32:
+        return np.float32(w0 >> np.uint32(8)) * np.float32(1.0 / 16777216.0)
+    return _unit53(w0, w1)
+
+
+def _normal(seed, i, ln, dtype, low, high):
+    w0, w1, w2, w3 = _block(seed, i, ln, 0)
+    u1 = 1.0 - _unit53(w0, w1)  # (0, 1]: log(u1) is finite
+    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(_TWO_PI * _unit53(w2, w3))
+    if dtype is np.float32:
+        return np.float32(z)
+    return z
+
+
+def _integer(seed, i, ln, dtype, low, high):
+    r = np.uint64(high - low)
+    t = (_TWO32 - r) % r  # 2**32 mod r: low words below it are rejected
+    w0, w1, w2, w3 = _block(seed, i, ln, 0)
+    m = np.uint64(w0) * r
+    used = 1
+    while (m & _LOW) < t:  # rare: probability t / 2**32 < r / 2**32 per word
+        if used % 4 == 0:
+            w0, w1, w2, w3 = _block(seed, i, ln, used // 4)
+        else:
+            w0, w1, w2, w3 = w1, w2, w3, w0
+        m = np.uint64(w0) * r
+        used += 1
+    out = low + np.int64(m >> _32)
+    if dtype is np.int32:
+        return np.int32(out)
+    return out
+
+
+def bits(seed, i, lane=None):
+    """Draw ``i`` of this lane's stream for ``seed`` as the raw Philox block: four
+    uint32 words (128 random bits; ``uniform`` uses one or two of them)."""
+    ln = _kernel_lane() if lane is None else lane
+    return _block(seed, i, ln, 0)
+
+
+def _sized(draw, seed, i, lane, size, dtype, low=0, high=1):
+    """One draw, or with ``size=k`` a per-lane array of draws ``i*k .. i*k+k-1``."""
+    ln = _kernel_lane() if lane is None else lane
+    if size is None:
+        return draw(seed, i, ln, dtype, low, high)
+    out = np.empty(size, dtype)
+    for j in range(size):
+        out[j] = draw(seed, i * size + j, ln, dtype, low, high)
+    return out
+
+
+def uniform(seed, i, dtype=np.float64, size=None, lane=None):
+    """Draw ``i`` of this lane's stream for ``seed``: a float in [0, 1) (``dtype``
+    np.float64 or np.float32); with ``size=k`` a per-lane array of draws ``i*k ..
+    i*k+k-1``.  Outside a kernel give ``lane=`` (a global lane index)."""
+    assert dtype is np.float64 or dtype is np.float32, "dtype is np.float64 or np.float32"
+    return _sized(_uniform, seed, i, lane, size, dtype)
+
+
+def normal(seed, i, dtype=np.float64, size=None, lane=None):
+    """Draw ``i`` of this lane's stream for ``seed``: a standard normal (Box-Muller;
+    ``dtype`` np.float64 or np.float32); ``size=`` and ``lane=`` as in ``uniform``."""
+    assert dtype is np.float64 or dtype is np.float32, "dtype is np.float64 or np.float32"
+    return _sized(_normal, seed, i, lane, size, dtype)
+
+
+def integers(seed, i, low, high, dtype=np.int64, size=None, lane=None):
+    """Draw ``i`` of this lane's stream for ``seed``: an integer in ``[low, high)``,
+    every value equally likely (``1 <= high - low <= 2**32``; ``dtype`` np.int64 or
+    np.int32); ``size=`` and ``lane=`` as in ``uniform``."""
+    assert dtype is np.int64 or dtype is np.int32, "dtype is np.int64 or np.int32"
+    assert 0 < high - low <= 4294967296, "integers needs 1 <= high - low <= 2**32"
+    return _sized(_integer, seed, i, lane, size, dtype, low, high)
