@@ -19,8 +19,8 @@ an explicit ``lane=``.  The layout (pinned: changing it changes users' numbers):
   its rare rejections;
 - element ``j`` of ``size=k`` is draw ``i * k + j``;
 - float32 ``uniform``: the top 24 bits of word 0, times 2**-24; float64: the top 27
-  bits of word 0 and the top 26 of word 1, ``(a * 2**26 + b) * 2**-53`` (NumPy's and
-  MT19937's ``res53``): both in ``[0, 1)`` and exact in every backend;
+  bits of word 0 and the top 26 of word 1, ``(a * 2**26 + b) * 2**-53`` (MT19937's
+  ``genrand_res53``): both in ``[0, 1)`` and exact in every backend;
 - ``normal``: Box-Muller of ``u1 = 1 - (words 0, 1 as above)`` in ``(0, 1]`` and ``u2 =
   (words 2, 3)``: ``sqrt(-2 log u1) * cos(2 pi u2)``, in float64 (float32 rounds it);
 - ``integers(low, high)``: Lemire's multiply-shift with rejection ("Fast random
