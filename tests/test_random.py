@@ -241,3 +241,15 @@ def test_bad_arguments_fail():
     k = hydra.compile(lambda s: hr.integers(s, 0, 0, lane()), lanes=3, backend="numpy")
     with pytest.raises(AssertionError, match="lane 0"):
         k(1)
+
+
+def test_cpu_multiplies_in_vector_lanes():
+    """The rounds' 32x32->64-bit products are vector multiplies (vpmuludq on x86), the
+    words never leave the vector registers for scalar code."""
+    import platform
+    if "cpu" not in BACKENDS or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86 cpu backend only")
+    k = hydra.compile(lambda s: hr.bits(s, lane())[0], lanes=64, backend="cpu")
+    asm = k.dump_ir("asm", 3)
+    assert asm.count("vpmuludq") >= 20  # ten rounds, two products each
+    assert "imulq" not in asm.split("vpmuludq", 1)[1].rsplit("vpmuludq", 1)[0]
