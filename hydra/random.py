@@ -22,7 +22,8 @@ an explicit ``lane=``.  The layout (pinned: changing it changes users' numbers):
   bits of word 0 and the top 26 of word 1, ``(a * 2**26 + b) * 2**-53`` (MT19937's
   ``genrand_res53``): both in ``[0, 1)`` and exact in every backend;
 - ``normal``: Box-Muller of ``u1 = 1 - (words 0, 1 as above)`` in ``(0, 1]`` and ``u2 =
-  (words 2, 3)``: ``sqrt(-2 log u1) * cos(2 pi u2)``, in float64 (float32 rounds it);
+  (words 2, 3)``: ``sqrt(-2 log u1) * cos(2 pi u2)``, in float64 (float32 rounds it),
+  with a ``log`` and ``cos`` of its own (below) so that every backend gives the same bits;
 - ``integers(low, high)``: Lemire's multiply-shift with rejection ("Fast random
   integer generation in an interval", 2019): ``m = w * (high - low)`` in 64 bits, taken
   when its low word is at least ``2**32 mod (high - low)``, so every value is equally
@@ -43,7 +44,8 @@ PHILOX_W0 = np.uint64(0x9E3779B9)
 PHILOX_W1 = np.uint64(0xBB67AE85)
 _LOW = np.uint64(0xFFFFFFFF)
 _32 = np.uint64(32)
-_5, _6, _8 = np.uint64(5), np.uint64(6), np.uint64(8)
+_0, _5, _6, _8, _26 = (np.uint64(v) for v in (0, 5, 6, 8, 26))
+_TWO53 = np.uint64(2**53)
 _TWO32 = np.uint64(4294967296)
 _TWO_PI = 2.0 * math.pi
 
@@ -119,11 +121,70 @@ def _uniform(seed, i, ln, dtype, low, high):
 
 def _normal(seed, i, ln, dtype, low, high):
     w0, w1, w2, w3 = _block(seed, i, ln, 0)
-    u1 = 1.0 - _unit53(w0, w1)  # (0, 1]: log(u1) is finite
-    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(_TWO_PI * _unit53(w2, w3))
+    # u1 = 1 - (words 0, 1) = n * 2**-53 in (0, 1], u2 = (words 2, 3) = m * 2**-53
+    n = _TWO53 - (((w0 >> _5) << _26) | (w1 >> _6))
+    m = ((w2 >> _5) << _26) | (w3 >> _6)
+    z = np.sqrt(-2.0 * _log2m53(n)) * _cos2pi2m53(m)
     if dtype is np.float32:
         return np.float32(z)
     return z
+
+
+# --- log and cos of the draws, from +, -, *, / and selects alone: IEEE rounds each of
+# these exactly, so every backend (and plain Python) gives the same bits, where vector
+# math libraries differ by an ulp or two.  Both take the 53-bit integer the uniform is
+# made of, so their range reductions are exact integer operations. ----------------------
+
+# fdlibm's split of log(2): k * _LN2_HI is exact for |k| < 2**11
+_LN2_HI = float.fromhex("0x1.62e42fee00000p-1")
+_LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")
+_SQRT2 = math.sqrt(2.0)
+_PI_2 = math.pi / 2
+# 2 atanh(f) = log((1 + f) / (1 - f)) = 2 (f + f**3/3 + ... + f**21/21 + ...): for |f| <=
+# 3 - 2 sqrt(2) the next term is below 2**-60 of the sum
+_L3, _L5, _L7, _L9, _L11, _L13, _L15, _L17, _L19, _L21 = (1.0 / k for k in range(3, 22, 2))
+# Taylor series of cos and sin on [-pi/4, pi/4]: the first terms left out are below 2**-58
+_C2, _C4, _C6, _C8, _C10, _C12, _C14, _C16 = (1.0 / math.factorial(k) for k in range(2, 17, 2))
+_S3, _S5, _S7, _S9, _S11, _S13, _S15, _S17 = (1.0 / math.factorial(k) for k in range(3, 18, 2))
+
+
+def _halving(n, e, s):
+    return e + s if (n >> (e + s)) != _0 else e
+
+
+def _log2m53(n):
+    """log(n * 2**-53) for a uint64 ``1 <= n <= 2**53``, within about 1 ulp."""
+    e = _halving(n, _0, _32)  # e = floor(log2(n)) by halving steps
+    e = _halving(n, e, np.uint64(16))
+    e = _halving(n, e, _8)
+    e = _halving(n, e, np.uint64(4))
+    e = _halving(n, e, np.uint64(2))
+    e = _halving(n, e, np.uint64(1))
+    x = np.float64(n) / np.float64(np.uint64(1) << e)  # n / 2**e in [1, 2): exact
+    big = x > _SQRT2
+    x = x * 0.5 if big else x  # [sqrt(2) / 2, sqrt(2)]
+    k = np.float64(np.int64(e)) - (52.0 if big else 53.0)
+    f = (x - 1.0) / (x + 1.0)
+    f2 = f * f
+    p = _L3 + f2 * (_L5 + f2 * (_L7 + f2 * (_L9 + f2 * (_L11 + f2 * (
+        _L13 + f2 * (_L15 + f2 * (_L17 + f2 * (_L19 + f2 * _L21))))))))
+    return k * _LN2_HI + (k * _LN2_LO + (2.0 * f + 2.0 * f * f2 * p))
+
+
+def _cos2pi2m53(m):
+    """cos(2 pi m 2**-53) for a uint64 ``0 <= m < 2**53``, within about 1 ulp."""
+    q = m >> np.uint64(51)  # the quadrant, then the fraction of it in [-1/2, 1/2)
+    t = np.float64(m & np.uint64(0x7FFFFFFFFFFFF)) * (1.0 / 2251799813685248.0)
+    up = t >= 0.5
+    t = t - 1.0 if up else t
+    q = (q + np.uint64(1)) & np.uint64(3) if up else q
+    a = t * _PI_2  # cos(q pi/2 + a), |a| <= pi/4
+    a2 = a * a
+    c = 1.0 - a2 * (_C2 - a2 * (_C4 - a2 * (_C6 - a2 * (_C8 - a2 * (
+        _C10 - a2 * (_C12 - a2 * (_C14 - a2 * _C16)))))))
+    s = a - a * a2 * (_S3 - a2 * (_S5 - a2 * (_S7 - a2 * (_S9 - a2 * (
+        _S11 - a2 * (_S13 - a2 * (_S15 - a2 * _S17)))))))
+    return c if q == _0 else -s if q == np.uint64(1) else -c if q == np.uint64(2) else s
 
 
 def _integer(seed, i, ln, dtype, low, high):
