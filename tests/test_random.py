@@ -53,14 +53,16 @@ def draws(seed, i):
             hr.normal(seed, i), hr.normal(seed, i, np.float32),
             hr.integers(seed, i, -5, 6),
             hr.integers(seed, i, 0, 2**31 + 1),  # rejects about half of its words
-            hr.uniform(seed, i, size=3), hr.bits(seed, i)[3])
+            hr.uniform(seed, i, size=3), hr.bits(seed, i)[3],
+            hr.integers(seed, i, 0, (i & 15) + 1, np.int32, size=2))  # varying bounds
 
 
 def python_draws(seed, i, ln):
     return (hr.uniform(seed, i, lane=ln), hr.uniform(seed, i, dtype=np.float32, lane=ln),
             hr.normal(seed, i, lane=ln), hr.normal(seed, i, np.float32, lane=ln),
             hr.integers(seed, i, -5, 6, lane=ln), hr.integers(seed, i, 0, 2**31 + 1, lane=ln),
-            hr.uniform(seed, i, size=3, lane=ln), hr.bits(seed, i, lane=ln)[3])
+            hr.uniform(seed, i, size=3, lane=ln), hr.bits(seed, i, lane=ln)[3],
+            hr.integers(seed, i, 0, (i & 15) + 1, np.int32, size=2, lane=ln))
 
 
 def counters(lanes):
