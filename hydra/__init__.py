@@ -4,7 +4,7 @@ Write a per-lane function; ``hydra.compile(fn, lanes=N)`` runs N lanes of it in
 lockstep, with masks for divergent control flow.
 """
 
-from . import random
+from . import random as random  # hydra.random (not in __all__: see there)
 from .api import Kernel, compile, spmd
 from .dataflow import DependencyError, Future, wait
 from .errors import CompileError, HydraError
@@ -17,8 +17,8 @@ __all__ = [
     "compile", "spmd", "Kernel", "Future", "wait", "launch_graph", "DependencyError",
     "CompileError", "HydraError", "lane", "nlanes", "lanesum", "laneprod", "lanemin",
     "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
-    "atomic_add", "random",
-]
+    "atomic_add",
+]  # not "random": `from hydra import *` must not hide the standard library's
 
 
 def launch_graph(last: int | None = None):
