@@ -188,7 +188,7 @@ def _cos2pi2m53(m):
 
 
 def _integer(seed, i, ln, dtype, low, high):
-    r = np.uint64(high - low)
+    r = np.uint64(np.int64(high) - np.int64(low))  # int64: int32 bounds may not fit
     t = (_TWO32 - r) % r  # 2**32 mod r: low words below it are rejected
     w0, w1, w2, w3 = _block(seed, i, ln, 0)
     m = w0 * r
@@ -200,7 +200,7 @@ def _integer(seed, i, ln, dtype, low, high):
             w0, w1, w2, w3 = w1, w2, w3, w0
         m = w0 * r
         used += 1
-    out = low + np.int64(m >> _32)
+    out = np.int64(low) + np.int64(m >> _32)
     if dtype is np.int32:
         return np.int32(out)
     return out
@@ -245,5 +245,6 @@ def integers(seed, i, low, high, dtype=np.int64, size=None, lane=None):
     every value equally likely (``1 <= high - low <= 2**32``; ``dtype`` np.int64 or
     np.int32); ``size=`` and ``lane=`` as in ``uniform``."""
     assert dtype is np.int64 or dtype is np.int32, "dtype is np.int64 or np.int32"
-    assert 0 < high - low <= 4294967296, "integers needs 1 <= high - low <= 2**32"
+    assert 0 < np.int64(high) - np.int64(low) <= 4294967296, \
+        "integers needs 1 <= high - low <= 2**32"
     return _sized(_integer, seed, i, lane, size, dtype, low, high)

@@ -242,6 +242,22 @@ def test_log_and_cos_are_accurate():
     assert hr._cos2pi2m53(np.uint64(0)) == 1.0 and hr._cos2pi2m53(np.uint64(2**52)) == -1.0
 
 
+def wide_bounds(seed):
+    return (hr.integers(seed, 0, np.int32(-2**31), np.int32(2**31 - 1)),
+            hr.integers(seed, 1, np.uint64(10), np.uint64(20), np.int32))
+
+
+def test_integer_bounds_of_any_integer_type(backend):
+    """int32 bounds whose difference int32 cannot hold, and uint64 bounds (NumPy would
+    make ``uint64 + int64`` a float): int64 or the dtype asked for, on every backend."""
+    got = hydra.compile(wide_bounds, lanes=backend.lanes(8), backend=backend)(5)
+    assert got[0].dtype == np.int64 and got[1].dtype == np.int32
+    for ln in range(len(got[0])):
+        assert got[0][ln] == hr.integers(5, 0, -2**31, 2**31 - 1, lane=ln)
+        assert 10 <= got[1][ln] < 20
+    assert got[0].min() < -2**30 and got[0].max() > 2**30  # the whole range is used
+
+
 # --- errors -----------------------------------------------------------------------------
 
 def test_outside_a_kernel_the_lane_is_needed():
