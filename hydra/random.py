@@ -102,9 +102,11 @@ def _philox(c0, c1, c2, c3, k0, k1):
 def _block(seed, i, ln, block):
     """The Philox block of draw ``i`` of lane ``ln`` (the layout in the module doc), its
     words held in uint64."""
-    return _philox(np.uint64(i & 0xFFFFFFFF), np.uint64((i >> 32) & 0xFFFFFFFF),
-                   np.uint64(ln & 0xFFFFFFFF), np.uint64(block),
-                   np.uint64(seed & 0xFFFFFFFF), np.uint64((seed >> 32) & 0xFFFFFFFF))
+    # through int64, a cast that wraps: the words of a negative value are its two's
+    # complement, with no range check at run time (np.uint64 of a Python int has one)
+    s, c = np.uint64(np.int64(seed)), np.uint64(np.int64(i))
+    return _philox(c & _LOW, c >> _32, np.uint64(np.int64(ln)) & _LOW, np.uint64(block),
+                   s & _LOW, s >> _32)
 
 
 def _unit53(a, b):
