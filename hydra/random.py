@@ -12,8 +12,8 @@ the numpy reference, cpu (SIMD: the 32x32->64 multiplies become ``vpmuludq``) an
 run the same definition; outside a kernel the same functions run in plain Python with
 an explicit ``lane=``.  The layout (pinned: changing it changes users' numbers):
 
-- key: the seed as two 32-bit words, ``(seed mod 2**32, (seed >> 32) mod 2**32)``
-  (a negative seed as its 64-bit two's complement);
+- key: the seed as two 32-bit words, ``(seed mod 2**32, (seed >> 32) mod 2**32)``, for
+  a seed in int64's range (a negative seed or ``i`` as its 64-bit two's complement);
 - counter: ``(i mod 2**32, (i >> 32) mod 2**32, lane, block)``: draw ``i`` of the lane
   is one Philox block with ``block = 0``; ``integers`` takes blocks 1, 2, ... only for
   its rare rejections;
