@@ -6,11 +6,12 @@ depends on (key, counter) only.  So the ``i``-th draw of a lane depends on the s
 ``i`` and the lane's global index, never on how many lanes run, how they are grouped
 into gangs, threads, GPU blocks or Dask chunks, or which backend runs them.
 
-Everything here is ordinary hydra code on ``np.uint32``/``np.uint64`` scalars: inside a
-kernel the frontend compiles these bodies like any helper (as ``hydra.nn.relu``), so
-the numpy reference, cpu (SIMD: the 32x32->64 multiplies become ``vpmuludq``) and cuda
-run the same definition; outside a kernel the same functions run in plain Python with
-an explicit ``lane=``.  The layout (pinned: changing it changes users' numbers):
+Everything here is ordinary hydra code on ``np.uint64`` scalars (32-bit words held in
+uint64, so that products of two words are exact): inside a kernel the frontend compiles
+these bodies like any helper (as ``hydra.nn.relu``), so the numpy reference, cpu (SIMD:
+the 32x32->64 multiplies become ``vpmuludq``) and cuda run the same definition; outside
+a kernel the same functions run in plain Python with an explicit ``lane=``.  The layout
+(pinned: changing it changes users' numbers):
 
 - key: the seed as two 32-bit words, ``(seed mod 2**32, (seed >> 32) mod 2**32)``, for
   a seed in int64's range (a negative seed or ``i`` as its 64-bit two's complement);
@@ -47,7 +48,6 @@ _32 = np.uint64(32)
 _0, _5, _6, _8, _26 = (np.uint64(v) for v in (0, 5, 6, 8, 26))
 _TWO53 = np.uint64(2**53)
 _TWO32 = np.uint64(4294967296)
-_TWO_PI = 2.0 * math.pi
 
 #: the functions a kernel may call (their records: ``hydra.registry``, kind "random")
 FUNCTIONS = ("philox4x32", "bits", "uniform", "normal", "integers")
@@ -85,7 +85,7 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
 def _philox(c0, c1, c2, c3, k0, k1):
     """``philox4x32`` on words held in uint64 (below 2**32), returned so."""
     # ten rounds written out: straight-line code, which the cpu backend keeps in
-    # registers (a loop of ten carried six values through phis: 3.7x slower)
+    # registers (a loop of ten, carrying six values through phis, was 3.7x slower)
     c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
     c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
     c0, c1, c2, c3, k0, k1 = _round(c0, c1, c2, c3, k0, k1)
@@ -109,23 +109,22 @@ def _block(seed, i, ln, block):
                    s & _LOW, s >> _32)
 
 
-def _unit53(a, b):
-    """A float64 in [0, 1) from the top 27 bits of ``a`` and 26 of ``b``: exact."""
-    return (np.float64(a >> _5) * 67108864.0 + np.float64(b >> _6)) * (1.0 / 9007199254740992.0)
+def _bits53(a, b):
+    """A 53-bit integer from the top 27 bits of word ``a`` and the top 26 of ``b``."""
+    return ((a >> _5) << _26) | (b >> _6)
 
 
 def _uniform(seed, i, ln, dtype, low, high):
     w0, w1, w2, w3 = _block(seed, i, ln, 0)
     if dtype is np.float32:
         return np.float32(w0 >> _8) * np.float32(1.0 / 16777216.0)
-    return _unit53(w0, w1)
+    return np.float64(_bits53(w0, w1)) * (1.0 / 9007199254740992.0)  # exact
 
 
 def _normal(seed, i, ln, dtype, low, high):
     w0, w1, w2, w3 = _block(seed, i, ln, 0)
     # u1 = 1 - (words 0, 1) = n * 2**-53 in (0, 1], u2 = (words 2, 3) = m * 2**-53
-    n = _TWO53 - (((w0 >> _5) << _26) | (w1 >> _6))
-    m = ((w2 >> _5) << _26) | (w3 >> _6)
+    n, m = _TWO53 - _bits53(w0, w1), _bits53(w2, w3)
     z = np.sqrt(-2.0 * _log2m53(n)) * _cos2pi2m53(m)
     if dtype is np.float32:
         return np.float32(z)
