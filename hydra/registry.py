@@ -311,7 +311,7 @@ _NO_GRAD_RANDOM = ("a random draw: its value is a bit pattern of (seed, counter,
 
 
 def _random_records() -> None:
-    # compiled from their bodies (uint32 arithmetic): the records of those operations
+    # compiled from their bodies (uint64 arithmetic): the records of those operations
     # hold the facts; these say what each function is and that it carries no gradient
     for name in hydra_random.FUNCTIONS:
         fn = getattr(hydra_random, name)
