@@ -6,7 +6,9 @@ hand-written C (``bench/cpeers.py``); ``python -m bench ml [--scale S] [--only r
 array (ML) workloads of ``bench/ml.py``; ``python -m bench startup [--against DIR]`` a new
 process's time to its first result from a filled disk cache (``bench/startup.py``);
 ``python -m bench firstcall [names...] [--against DIR]`` first calls, compile included,
-each in a fresh process, against Numba's (``bench/firstcall.py``).
+each in a fresh process, against Numba's (``bench/firstcall.py``); ``python -m bench
+random`` Monte Carlo pi with ``hydra.random`` against hand-written hashes
+(``bench/mcrandom.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -169,6 +171,10 @@ def main(argv=None) -> None:
     if a.names == ["async"]:
         from .asyncbench import main as run_async
         run_async(a.repeat)
+        return
+    if a.names == ["random"]:
+        from .mcrandom import main as run_random
+        run_random(a.repeat, a.rounds)
         return
     if a.names == ["dask"]:
         from .dask import run as run_dask

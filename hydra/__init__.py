@@ -5,6 +5,7 @@ lockstep, with masks for divergent control flow.
 """
 
 from . import nn  # per-example layers: ``hydra.nn.softmax`` after ``import hydra`` (~0.3 ms)
+from . import random as random  # hydra.random (not in __all__: see there)
 from .api import Kernel, compile, spmd
 from .dataflow import DependencyError, Future, wait
 from .errors import CompileError, HydraError, HydraWarning
@@ -18,7 +19,7 @@ __all__ = [
     "CompileError", "HydraError", "HydraWarning", "lane", "nlanes", "lanesum", "laneprod",
     "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
     "atomic_add", "nn",
-]
+]  # not "random": `from hydra import *` must not hide the standard library's
 
 
 def launch_graph(last: int | None = None):

@@ -11,7 +11,8 @@ Every operation a kernel can contain has one ``OpRecord`` here, found by
   ``array`` opcode's ``fn``, including the cross-lane reductions of arrays
   (``lanesum(g)``);
 - ``"intrinsic"``: a lane intrinsic (``hydra.intrinsics``);
-- ``"layer"``: a ``hydra.nn`` layer.
+- ``"layer"``: a ``hydra.nn`` layer;
+- ``"random"``: a ``hydra.random`` function (Philox draws, compiled from its body).
 
 A record holds the operation's facts in named slots, so that an analysis or a
 transformation asks the record instead of keeping a table of its own:
@@ -42,6 +43,7 @@ from typing import Callable
 import numpy as np
 
 from . import batching, nn
+from . import random as hydra_random
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import LANE_ARRAY_FNS, OPCODES
 from .types import BOOL
@@ -99,7 +101,7 @@ RECORDS: dict[tuple[str, str], OpRecord] = {}
 
 def record(kind: str, name: str) -> OpRecord:
     """The record of operation ``name`` of ``kind`` ("op", "math", "array", "intrinsic",
-    "layer"); a KeyError names what is missing."""
+    "layer", "random"); a KeyError names what is missing."""
     try:
         return RECORDS[kind, name]
     except KeyError:
@@ -302,7 +304,23 @@ def _layer_records() -> None:
                           adjoint=NO_RULE_YET))
 
 
+# --- hydra.random ----------------------------------------------------------------------------
+
+_NO_GRAD_RANDOM = ("a random draw: its value is a bit pattern of (seed, counter, lane), "
+                   "integers all, so no gradient flows through it")
+
+
+def _random_records() -> None:
+    # compiled from their bodies (uint64 arithmetic): the records of those operations
+    # hold the facts; these say what each function is and that it carries no gradient
+    for name in hydra_random.FUNCTIONS:
+        fn = getattr(hydra_random, name)
+        _add(OpRecord("random", name, fn.__doc__.strip().splitlines()[0], definition=fn,
+                      type_rule=None, batching=None, adjoint=Adjoint.none(_NO_GRAD_RANDOM)))
+
+
 _math_records()
 _array_records()
 _intrinsic_records()
 _layer_records()
+_random_records()

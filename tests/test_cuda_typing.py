@@ -89,6 +89,15 @@ def local_arrays(x):
 CASES.append((local_arrays, (np.arange(3.0),), ("x",)))
 
 
+def random_draws(seed, i):
+    """hydra.random's uint64 Philox rounds, its exact log and cos, Lemire's loop, size=."""
+    return (hydra.random.normal(seed, i), hydra.random.integers(seed, i, 0, 7),
+            hydra.random.uniform(seed, i, np.float32, size=2))
+
+
+CASES.append((random_draws, (5, np.arange(3)), ("i",)))
+
+
 def _type(t):
     from hydra.types import ArrayType
     return [t.dtype.name, t.ndim] if isinstance(t, ArrayType) else [t.name, None]

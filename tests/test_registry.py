@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hydra import batching, nn
+from hydra import random as hydra_random
 from hydra.backends.host import HOST_RULES
 from hydra.frontend import arrayops
 from hydra.frontend.calls import MATH_FUNCTIONS
@@ -29,7 +30,8 @@ def _accepted() -> list[tuple[str, str]]:
         + [("array", n) for n in array_names]
         + [("intrinsic", n) for n in INTRINSICS]
         + [("layer", n) for n in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d",
-                                  "max_pool2d")])
+                                  "max_pool2d")]
+        + [("random", n) for n in hydra_random.FUNCTIONS])
 
 
 @pytest.mark.parametrize("kind,name", _accepted())
@@ -45,6 +47,9 @@ def test_every_accepted_operation_has_a_complete_record(kind, name):
         assert name in HOST_RULES or OPCODES[name].terminator
     elif kind == "layer" and not hasattr(getattr(nn, name), "__hydra_array_op__"):
         assert r.definition is getattr(nn, name)  # compiled from its body
+    elif kind == "random":
+        assert r.definition is getattr(hydra_random, name)  # compiled from its body
+        assert r.adjoint.state is AdjointState.NOT_DIFFERENTIABLE
     else:
         assert callable(r.definition) and callable(r.type_rule)
     if kind == "array" and name not in LANE_ARRAY_FNS:

@@ -123,3 +123,33 @@ def test_dump_ir_shows_no_if_for_a_static_condition():
     k = hydra.compile(rank_polymorphic, varying="x", backend="numpy")
     ir = k.dump_ir("ssa", np.ones((2, 5)))
     assert " if " not in ir and "fn='sum'" in ir
+
+
+def scaled(x, size=None, dtype=np.float64):
+    if size is None:                   # a helper's default: known when compiling
+        return dtype(x * 2)
+    out = np.zeros(size, dtype)
+    for j in range(size):
+        out[j] = x + j
+    return out
+
+
+def is_and_is_not(x):
+    a = scaled(x)
+    b = scaled(x, 3, np.float32)       # the other arm
+    c = x if dtype_is_float32(np.float32) and x is not None else -x
+    return a, b, c
+
+
+def dtype_is_float32(dtype):
+    return dtype is np.float32
+
+
+def test_is_and_is_not_fold_compile_time_objects(backend):
+    check_against_oracle(is_and_is_not, (np.linspace(-1, 1, backend.lanes(5)),), varying="x",
+                         backend=backend)
+
+
+def test_is_between_two_numbers_is_refused():
+    with pytest.raises(hydra.CompileError, match="'is' between two numbers"):
+        hydra.compile(lambda x: x is x, varying="x", backend="numpy")(np.ones(3))

@@ -49,6 +49,15 @@ def test_mc_pi():
     out = run_example("mc_pi.py", "--samples", "400000", "--lanes", "256")
     estimate = float(out.split("pi ~ ")[1].split()[0])
     assert abs(estimate - 3.14159) < 0.02
+    import hydra
+    x, y = (hydra.random.uniform(2024, i, lane=3) for i in (0, 1))
+    assert f"lane 3's first point, in plain Python: ({x:.6f}, {y:.6f})" in out
+
+
+def test_mc_option_agrees_with_black_scholes():
+    out = run_example("mc_option.py", "--paths", "20000", "--steps", "16")
+    assert "within 3 standard errors: True" in out
+    assert "plain Python agrees on lane 10000: True" in out
 
 
 @pytest.mark.parametrize("size", [24])

@@ -424,14 +424,28 @@ class ExprMixin:
     def compare_chain(self, left, rest, loc: Loc) -> Value:
         op, right_node = rest[0]
         right = self.expr(right_node)
-        if type(op) not in _CMPOPS:
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            same = self.identical(left, right, loc)
+            result = self.const(same == isinstance(op, ast.Is), loc)
+        elif type(op) not in _CMPOPS:
             raise CompileError(f"comparison {type(op).__name__} is not supported", loc)
-        result = self.compare(_CMPOPS[type(op)], left, right, loc)
+        else:
+            result = self.compare(_CMPOPS[type(op)], left, right, loc)
         if len(rest) == 1:
             return result
         # a < b < c is a < b and b < c, with b evaluated once and c only where a < b.
         return self.if_value(result, lambda: self.compare_chain(right, rest[1:], loc),
                              lambda: self.const(False, loc), loc)
+
+    def identical(self, a, b, loc: Loc) -> bool:
+        """``a is b``, decided when the kernel compiles: between compile-time objects
+        (``None``, a dtype, a function: ``size is None`` on a helper's default), and a
+        number, which is never one of them.  Two numbers have no identity here."""
+        a, b = (v.obj if isinstance(v, Meta) else v for v in (a, b))
+        if isinstance(a, Value) and isinstance(b, Value):
+            raise CompileError("'is' between two numbers is not supported: compare them "
+                               "with ==", loc)
+        return a is b
 
     def compare(self, name: str, a, b, loc: Loc) -> Value:
         if is_array(a) or is_array(b):
