@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 import hydra
-from hydra.backends import compact
+from hydra.backends.policy import Policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import early_exit  # noqa: E402  (the examples directory is not a package)
@@ -304,18 +304,6 @@ def _first(fn, args):
     return time.perf_counter() - t, out
 
 
-def _with(kernel, setting: str, value):
-    """The kernel run with one setting of ``hydra.backends.compact`` changed."""
-    def call(*args):
-        saved = getattr(compact, setting)
-        setattr(compact, setting, value)
-        try:
-            return kernel(*args)
-        finally:
-            setattr(compact, setting, saved)
-    return call
-
-
 def implementations(name, fn, varying, peers):
     yield "per-example NumPy loop", None
     for backend in ("numpy", "cpu"):
@@ -326,11 +314,13 @@ def implementations(name, fn, varying, peers):
             continue
         yield f"hydra {backend}", k
     if name != "mlp":  # what compaction per loop region and the trip-count sort buy
-        k = hydra.compile(fn, varying=varying, backend="cpu")
-        yield "hydra cpu, per-op compaction only", _with(k, "COMPACT_BELOW", 0.0)
-        yield "hydra cpu, compacted steps unplanned", _with(k, "PLAN_STEPS", False)
+        def cpu(**policy):
+            return hydra.compile(fn, varying=varying, backend="cpu",
+                                 compaction=Policy(**policy))
+        yield "hydra cpu, per-op compaction only", cpu(loop_below=0.0)
+        yield "hydra cpu, compacted steps unplanned", cpu(plan_steps=False)
         if name == "rnn":
-            yield "hydra cpu, lanes not sorted", _with(k, "SORT", False)
+            yield "hydra cpu, lanes not sorted", cpu(sort=False)
     yield from peers
     yield from jax_impls(name)
     yield from torch_impls(name)

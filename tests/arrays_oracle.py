@@ -41,13 +41,14 @@ def assert_same(got, want, exact=False):
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
 
 
-def check(fn, varying, args, n, backend, exact=False):
-    """Compile fn for ``backend`` and compare every result with the per-example run."""
+def check(fn, varying, args, n, backend, exact=False, **options):
+    """Compile fn for ``backend`` (with ``options``) and compare every result with the
+    per-example run."""
     # on copies (fn may write its arguments); one array passed twice stays one array
     made = {id(a): a.copy(order="K") for a in args if isinstance(a, np.ndarray)}
     copies = [made.get(id(a), a) for a in args]
     want = per_example(fn, varying, copies, n)
-    got = hydra.compile(fn, varying=varying, backend=backend)(*args)
+    got = hydra.compile(fn, varying=varying, backend=backend, **options)(*args)
     if isinstance(want[0], tuple):
         assert isinstance(got, tuple) and len(got) == len(want[0])
         for j in range(len(got)):

@@ -1,7 +1,7 @@
 """Compaction per loop region (hydra/backends/compact.py, SPEC section 8): varying loops
 with heavy per-lane array work run on their active lanes' rows, against the per-example
-function run example by example, the numpy backend, and the same kernel with region
-compaction switched off; the counters show which path ran."""
+function run example by example, the numpy backend (which never compacts), and the same
+kernel with region compaction switched off; the counters show which path ran."""
 
 import numpy as np
 import pytest
@@ -10,8 +10,16 @@ from arrays_oracle import RTOL, ATOL, check
 import hydra
 from hydra import broadcast, lane, lanesum, nlanes
 from hydra.backends import compact
+from hydra.backends.policy import AUTO, Policy
 
 f32 = np.float32
+
+
+@pytest.fixture(params=["cpu"])
+def be(request) -> str:
+    """The backends that compact: the numpy reference never does (it is what each test
+    here compares the compacted results with)."""
+    return request.param
 
 
 @pytest.fixture(autouse=True)
@@ -22,12 +30,8 @@ def counts():
 
 def run(fn, varying, args, backend, region=True, monkeypatch=None):
     """The kernel's result; ``region=False`` switches region compaction off."""
-    if not region:
-        monkeypatch.setattr(compact, "COMPACT_BELOW", 0.0)
-    out = hydra.compile(fn, varying=varying, backend=backend)(*args)
-    if not region:
-        monkeypatch.setattr(compact, "COMPACT_BELOW", 1.0)
-    return out
+    policy = AUTO if region else Policy(loop_below=0.0)
+    return hydra.compile(fn, varying=varying, backend=backend, compaction=policy)(*args)
 
 
 def same(got, want, exact=False):
@@ -89,9 +93,9 @@ def test_a_loop_with_every_lane_active_does_not_compact(be, counts):
 def test_unsorted_order_gives_the_same_results(be, monkeypatch, counts):
     args = rnn_args(64)
     sorted_ = run(rnn_count, ("xs", "n"), args, be)
-    monkeypatch.setattr(compact, "SORT", False)
     counts.clear()
-    plain = run(rnn_count, ("xs", "n"), args, be)
+    plain = hydra.compile(rnn_count, varying=("xs", "n"), backend=be,
+                          compaction=Policy(sort=False))(*args)
     assert counts["loops"] == 1 and counts["sorted"] == 0
     same(plain, sorted_)
 
@@ -344,3 +348,32 @@ def test_print_inside_a_compacted_loop_keeps_lane_order(be, counts, capsys, monk
     assert got == want
     run(printing, ("xs", "n"), args, be, region=False, monkeypatch=monkeypatch)
     assert capsys.readouterr().out == want
+
+
+# --- the compaction option ------------------------------------------------------------------
+
+def test_compaction_off_runs_masked_and_gives_the_same_results(be, counts):
+    args = rnn_args(17)
+    got = hydra.compile(rnn_count, varying=("xs", "n"), backend=be)(*args)
+    assert counts["loops"] == 1
+    counts.clear()
+    off = hydra.compile(rnn_count, varying=("xs", "n"), backend=be, compaction="off")(*args)
+    assert not counts
+    same(off, got)
+
+
+def test_the_reference_never_compacts(counts):
+    args = rnn_args(17)
+    forced = Policy(op_below=1.01, loop_below=1.01)
+    hydra.compile(rnn_count, varying=("xs", "n"), backend="numpy", compaction=forced)(*args)
+    assert not counts
+
+
+@pytest.mark.parametrize("value,error,message", [
+    ("sometimes", ValueError, "compaction must be 'auto' or 'off', not 'sometimes'"),
+    (0.5, TypeError, "compaction must be 'auto', 'off' or a hydra.backends.policy.Policy, "
+                     "not float")])
+def test_a_compaction_option_of_another_value_is_refused(value, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")
+                       .replace(".", r"\.")):
+        hydra.compile(rnn_count, varying=("xs", "n"), compaction=value)

@@ -1,7 +1,7 @@
 """Planned steps of compacted loop regions on the cpu backend (hydra/backends/cpu/
 compactsteps.py): against the per-example function run example by example, the numpy
-backend, and the cpu kernel with the steps run one by one (``compact.PLAN_STEPS``
-off), which must give the same bits; errors name the same file, line and lane."""
+backend, and the cpu kernel with the steps run one by one (a policy with
+``plan_steps=False``), which must give the same bits; errors name the same file, line and lane."""
 
 import numpy as np
 import pytest
@@ -9,6 +9,7 @@ from arrays_oracle import check
 
 import hydra
 from hydra.backends import compact
+from hydra.backends.policy import Policy
 from hydra.backends.cpu import compactsteps
 
 f32 = np.float32
@@ -20,12 +21,9 @@ def counts():
     return compact.COUNTS
 
 
-def unplanned(fn, varying, args, monkeypatch, backend="cpu"):
-    monkeypatch.setattr(compact, "PLAN_STEPS", False)
-    try:
-        return hydra.compile(fn, varying=varying, backend=backend)(*args)
-    finally:
-        monkeypatch.setattr(compact, "PLAN_STEPS", True)
+def unplanned(fn, varying, args, monkeypatch, backend="cpu", **policy):
+    return hydra.compile(fn, varying=varying, backend=backend,
+                         compaction=Policy(plan_steps=False, **policy))(*args)
 
 
 def same(got, want, exact=True):
@@ -113,13 +111,12 @@ def test_values_that_outlive_a_step_get_no_reused_buffer(n, counts, monkeypatch)
 def test_rows_not_all_active_take_the_general_path(counts, monkeypatch):
     """Unsorted lanes that are never gathered again: the compacted set keeps rows
     whose lane has left, so the mask is not all true and nothing is unmasked."""
-    monkeypatch.setattr(compact, "SORT", False)
-    monkeypatch.setattr(compact, "REGATHER_BELOW", 0.0)
+    policy = {"sort": False, "regather_below": 0.0}
     n = 64
     args = rnn_args(n, "ragged", seed=5)
-    got = check(rnn_one, ("xs", "n"), args, n, "cpu")
+    got = check(rnn_one, ("xs", "n"), args, n, "cpu", compaction=Policy(**policy))
     assert counts["loops"] == 1 and counts["unmasked"] < 2 * (int(args[1].max()) - 1)
-    same(got, unplanned(rnn_one, ("xs", "n"), args, monkeypatch))
+    same(got, unplanned(rnn_one, ("xs", "n"), args, monkeypatch, **policy))
 
 
 def varying_index(xs, n, W, bad):

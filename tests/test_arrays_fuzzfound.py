@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 from arrays_oracle import check
 
-import hydra.backends.compact as compact
-import hydra.backends.hostarrays as hostarrays
+from hydra.backends.policy import OFF, Policy
 
 
-@pytest.fixture(params=[0.0, 1.01], ids=["masked", "compacted"])
-def compaction(request, monkeypatch):
-    """COMPACT_BELOW 0: never compact (per op and per loop); 1.01: always."""
-    monkeypatch.setattr(hostarrays, "COMPACT_BELOW", request.param)
-    monkeypatch.setattr(compact, "COMPACT_BELOW", request.param)
+@pytest.fixture(params=[OFF, Policy(op_below=1.01, loop_below=1.01)],
+                ids=["masked", "compacted"])
+def compaction(request):
+    """Never compact (per op and per loop), or always (the numpy reference never does)."""
     return request.param
 
 
@@ -58,7 +56,7 @@ def test_uniform_array_into_a_per_lane_slot_gets_one_row_per_lane(fn, b, be, com
     """A uniform array yielded by an if under a uniform condition, or carried into a
     loop, where the result is per lane: was passed on without its lane axis ('cannot
     reshape array of size 3 into shape (17,1)' in the next operation)."""
-    check(fn, ("x", "k"), args_xkWb(17, b), 17, be, exact=True)
+    check(fn, ("x", "k"), args_xkWb(17, b), 17, be, exact=True, compaction=compaction)
 
 
 # --- a per-lane number from a product under a mask with few lanes --------------------
@@ -73,7 +71,8 @@ def dot_under_mask(x, k, W, b):
 def test_product_giving_a_number_runs_on_the_active_rows(be, compaction):
     """x @ y is a number per lane: the compacted product made its zeros with the dtype
     of an array type ('Float64DType' object has no attribute 'dtype')."""
-    check(dot_under_mask, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be, exact=True)
+    check(dot_under_mask, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be, exact=True,
+          compaction=compaction)
 
 
 # --- an early return no lane takes -----------------------------------------------------
@@ -113,7 +112,7 @@ def test_array_op_without_operands_in_a_compacted_loop(be, compaction):
     """np.arange(4.0) in a compacted loop: the check for an `xs[t]` gather read the
     op's first operand before asking whether it was a getitem (IndexError)."""
     check(arange_in_compacted_loop, ("x", "k"), args_xkWb(17, [1.0, 1.0, 1.0]), 17, be,
-          exact=True)
+          exact=True, compaction=compaction)
 
 
 # --- a uniform number passed on where the program's number is per lane ---------------

@@ -24,14 +24,19 @@ def lane_steps(plan) -> list:
             and s.fn.__module__ == lanesteps.__name__]
 
 
-def same(fn, varying, args):
-    """cpu and numpy backends give the same bits; (cpu kernel, results)."""
+def same(fn, varying, args, exact=True):
+    """cpu and numpy backends give the same bits (``exact=False``: within the
+    summation-order tolerance, where a product compacts on cpu, which the numpy
+    reference never does); (cpu kernel, results)."""
     kern = hydra.compile(fn, varying=varying, backend="cpu")
     got = kern(*args)
     ref = hydra.compile(fn, varying=varying, backend="numpy")(*args)
     for g, r in zip(got, ref):
         assert np.asarray(g).dtype == np.asarray(r).dtype
-        assert np.asarray(g).tobytes() == np.asarray(r).tobytes()
+        if exact:
+            assert np.asarray(g).tobytes() == np.asarray(r).tobytes()
+        else:
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
     return kern, got
 
 
@@ -120,6 +125,7 @@ def test_one_gemm_under_a_mask(active):
         r.standard_normal((10, 16)).astype(np.float32)
     k = np.zeros(n, np.int64)
     k[r.permutation(n)[:active]] = 1
-    kern, got = same(gemm_masked_one, ("x", "k"), [x, V, k])
+    compacted = active < 0.9 * n  # the policy's op_below: the rows of the active lanes
+    kern, got = same(gemm_masked_one, ("x", "k"), [x, V, k], exact=not compacted)
     want = np.where(k[:, None] > 0, x @ V.T, 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

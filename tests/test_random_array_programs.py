@@ -33,7 +33,7 @@ ever assigned fresh results (a bare name or view never), so no aliasing question
 (another engineer's subject) arises.  Lane-local programs are checked on each backend
 against the per-example function run lane by lane (``arrays_oracle``); programs with
 cross-lane calls, which plain Python cannot run, compare the cpu backend with numpy.
-Lane counts 1, 3, 17 and 64 and forced compaction settings (``COMPACT_BELOW``) cover
+Lane counts 1, 3, 17 and 64 and forced compaction policies (the ``compaction`` option) cover
 masked and compacted paths.  ``HYDRA_FUZZ_EXAMPLES=N`` runs N examples instead of the
 CI's few (and ``HYDRA_FUZZ_SEED`` fixes hypothesis's seed).
 """
@@ -51,8 +51,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 import hydra
-import hydra.backends.compact as compact
-import hydra.backends.hostarrays as hostarrays
+from hydra.backends.policy import Policy
 
 #: examples per CI run (each compiles two kernels); many more with HYDRA_FUZZ_EXAMPLES
 FUZZING = os.environ.get("HYDRA_FUZZ_EXAMPLES")
@@ -582,19 +581,15 @@ def arguments(lanes: int, seed_: int, float32: bool):
 
 
 VARYING = ("x", "v", "k")
-#: compaction thresholds: (hostarrays.COMPACT_BELOW, compact.COMPACT_BELOW); None: as is
+#: compaction thresholds: (per op, per loop); None: as is ("auto")
 COMPACTION = (None, None, (0.0, 0.0), (1.01, 1.01), (0.0, 1.01), (1.01, 0.0))
 
 
 def run(fn, args, backend, compaction):
-    saved = hostarrays.COMPACT_BELOW, compact.COMPACT_BELOW
-    if compaction is not None:
-        hostarrays.COMPACT_BELOW, compact.COMPACT_BELOW = compaction
-    try:
-        copies = [a.copy() for a in args]
-        return hydra.compile(fn, varying=VARYING, backend=backend)(*copies)
-    finally:
-        hostarrays.COMPACT_BELOW, compact.COMPACT_BELOW = saved
+    policy = "auto" if compaction is None else Policy(op_below=compaction[0],
+                                                      loop_below=compaction[1])
+    copies = [a.copy() for a in args]
+    return hydra.compile(fn, varying=VARYING, backend=backend, compaction=policy)(*copies)
 
 
 def compare(got, want_lanes, tiers, what):

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import HydraError
 from ..intrinsics import INTRINSICS
+from . import policy
 
 BACKENDS = ("numpy", "cpu", "cuda")
 #: means "accepted, so that code can switch backends, but nothing changes here"
@@ -62,11 +63,13 @@ class Protocol:
             if threads < 1:
                 raise ValueError(f"threads must be a positive int or None (all cores), not "
                                  f"{threads!r}")
+        if options.get("compaction") is not None:
+            policy.of(options["compaction"])
 
 
 #: the options of ``hydra.compile``: every backend accepts all of them (switching backends
 #: never breaks a call), and says what each does there
-OPTION_NAMES = ("threads", "fastmath", "boundscheck", "cache", "exactmath")
+OPTION_NAMES = ("threads", "fastmath", "boundscheck", "cache", "exactmath", "compaction")
 
 
 def _options(**meanings: str) -> dict[str, str]:
@@ -83,7 +86,9 @@ _ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
 _ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
 
 PROTOCOLS = {
-    "numpy": Protocol("numpy", _options(), (), False),
+    "numpy": Protocol("numpy", _options(
+        compaction="none: the reference runs masked over all lanes, always (it is what "
+                   "compaction is checked against)"), (), False),
     "cpu": Protocol("cpu", _options(
         threads="how many cores run the gangs (default: all)",
         fastmath="FMA contraction and reassociation (results may differ in the last bits)",
@@ -93,6 +98,9 @@ PROTOCOLS = {
         exactmath="math functions call libm per lane: the numpy backend's bits (slower), "
                   "except those NumPy computes with its own SIMD code (float32 exp, log, "
                   "sin, cos, tanh; float64 tanh)",
+        compaction="'auto' (default): per-lane array products and varying loops run on "
+                   "the active lanes' rows only where few are active; 'off': masked over "
+                   "all lanes",
     ), ("numba", "llvm", "asm"), False, {
         **_HOST_ONLY,
         "global_array": "a captured array: its data is passed to the kernels",

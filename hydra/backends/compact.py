@@ -6,7 +6,8 @@ values with selects; per-operation compaction (``hostarrays._compacted``) gather
 active rows around each product and scatters its result, every step.  Here the whole
 loop moves to a compacted lane set instead, the way a hand-written shrinking batch does:
 
-- The loop runs masked over all lanes while every lane is active (``COMPACT_BELOW``).
+- The loop runs masked over all lanes while every lane is active (the host's
+  ``policy.loop_below``, ``hydra.backends.policy``).
   At the first loop test that finds a lane inactive, the carried
   values of the active lanes are gathered once and the loop goes on with a
   ``CompactHost`` of k lanes; every lane's loop results start as its values at that
@@ -18,7 +19,7 @@ loop moves to a compacted lane set instead, the way a hand-written shrinking bat
 - At each later loop test the lanes that have left store their forwarded values back
   into the full results and are dropped: for free when the active lanes are a prefix of
   the compacted set (a slice of views), else by one gather of the carried rows once
-  fewer than ``REGATHER_BELOW`` of the compacted lanes are active.  At the exit the
+  fewer than ``policy.regather_below`` of the compacted lanes are active.  At the exit the
   remaining rows are scattered back.
 - **Trip-count sort**: when the loop test is ``counter < bound`` with a uniform
   counter and a varying bound from outside the loop (``for t in range(n)``), the lanes
@@ -51,26 +52,6 @@ from ..types import ArrayType
 from . import hostarrays
 from .host import Host, lane_rows, run_op
 
-#: compact a loop once fewer than this fraction of its lanes are active.  For one
-#: product the crossover is about 0.9 (``hostarrays.COMPACT_BELOW``: a gather and a
-#: scatter around every product); a loop's carried rows are gathered once for all its
-#: later steps, and every masked step costs a select per carried value besides the
-#: idle rows, so a loop compacts at its first inactive lane (measured in bench/RESULTS.md)
-COMPACT_BELOW = 1.0
-
-#: once compacted, gather the carried rows again (where the active lanes are not a
-#: prefix) when fewer than this fraction of the compacted lanes are active: a gather of
-#: the carried rows costs about 1% of a step around a 256-wide product, a masked row
-#: its full share of the step
-REGATHER_BELOW = 0.95
-
-#: order the lanes by trip count where the loop test allows it (see the docstring)
-SORT = True
-
-#: run a compacted region's steps as planned for its rows (``cpu/compactsteps.py``:
-#: the cpu backend's regions with fused chains); off, step by step as the host rules
-PLAN_STEPS = True
-
 _PLANNED: list = [None]
 
 #: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
@@ -101,8 +82,8 @@ class Plan:
 def plan(h: Host, op: Op) -> Plan | None:
     """The plan of a varying ``while`` op worth compacting on host ``h``, or None (not
     varying, no heavy operation inside, or excluded by the rule of the docstring)."""
-    if not op.attrs.get("varying") or not (type(h).region is Host.region or h.compacts
-                                           or isinstance(h, CompactHost)):
+    if not op.attrs.get("varying") or h.policy.loop_below <= 0 or not (
+            type(h).region is Host.region or h.compacts or isinstance(h, CompactHost)):
         return None
     cache = h.__dict__.setdefault("_compact_plans", {})
     if id(op) not in cache:
@@ -188,7 +169,7 @@ class CompactHost(Host):
     ``root``, the host of all N lanes) in the order of the rows."""
 
     def __init__(self, outer: Host, rows: np.ndarray) -> None:
-        super().__init__(outer.fn, len(rows))
+        super().__init__(outer.fn, len(rows), outer.policy)
         self.root = outer.root if isinstance(outer, CompactHost) else outer
         self.ids = outer.ids[rows] if isinstance(outer, CompactHost) else rows
         self._compact_plans = outer.__dict__.setdefault("_compact_plans", {})
@@ -213,13 +194,14 @@ class CompactHost(Host):
     def region(self, region: Region, env: dict) -> list:
         plans = getattr(self.root, "plans", None)
         steps = None if plans is None else plans.get(id(region))
-        if steps is None and (plans is None or not PLAN_STEPS):
+        plan_steps = self.root.policy.plan_steps
+        if steps is None and (plans is None or not plan_steps):
             return _freeing(self, region, env, CompactHost._run)
         # the root host's steps for this region (cpu: fused elementwise chains, which
         # read their inputs from ``env`` and so gather live-ins as any op does),
         # planned for compacted rows: lane ids, row gathers and selects follow the
         # rules of this class
-        if PLAN_STEPS:
+        if plan_steps:
             planned = _PLANNED[0]
             if planned is None:  # the cpu backend's module: imported by its first region
                 from .cpu.compactsteps import steps as planned
@@ -357,7 +339,7 @@ def _bind(region: Region, values: list, env: dict) -> None:
         env[a.id] = v
 
 
-def _shrink(mask, k: int, compacted: bool):
+def _shrink(mask, k: int, compacted: bool, policy):
     """(the positions to keep (a slice for a prefix) or None to go on as it is,
     whether every lane it goes on with is active)."""
     if not (isinstance(mask, np.ndarray) and mask.shape == (k,)):
@@ -366,11 +348,12 @@ def _shrink(mask, k: int, compacted: bool):
     if active == k:
         return None, True
     if not compacted:
-        return (np.flatnonzero(mask), True) if active < COMPACT_BELOW * k else (None, False)
+        return (np.flatnonzero(mask), True) if active < policy.loop_below * k else \
+            (None, False)
     if mask[:active].all():
         COUNTS["prefix"] += 1
         return slice(0, active), True
-    if active < REGATHER_BELOW * k:
+    if active < policy.regather_below * k:
         COUNTS["gathers"] += 1
         return np.flatnonzero(mask), True
     return None, False
@@ -405,14 +388,14 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
                         body.args if go else op.results)
         if not go:
             break
-        keep, full = _shrink(fwd[0], host.lanes, rows is not None)
+        keep, full = _shrink(fwd[0], host.lanes, rows is not None, h.policy)
         if keep is not None:
             if rows is None:
                 COUNTS["loops"] += 1
                 # a value without a lane axis stands for every lane: _put spreads it
                 out = [(np.array(v) if _has_lanes(v, t) else v) if how == "lanes" else None
                        for v, (t, how) in zip(fwd, p.forwarded)]
-                if p.key is not None and SORT:
+                if p.key is not None and h.policy.sort:
                     keep = _by_trip_count(keep, env[p.key.id])
                 rows, cenv = keep, LoopEnv(env, keep, p)
             else:

@@ -29,6 +29,8 @@ from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ..types import ArrayType, ScalarType
 from .hostarrays import array_rule, array_store_rule, select_rule
+from .policy import Policy
+from .policy import current as current_policy
 
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
@@ -129,9 +131,12 @@ class Host:
     #: its loops may still run on a compacted lane set (``compact``)
     compacts = False
 
-    def __init__(self, fn: Function, lanes: int) -> None:
+    def __init__(self, fn: Function, lanes: int, policy: Policy | None = None) -> None:
         self.fn = fn
         self.lanes = lanes
+        #: when per-lane array code compacts (``policy``): the reference never does; a
+        #: host made inside a kernel's run takes that run's
+        self.policy = current_policy() if policy is None else policy
 
     def __call__(self, args: list) -> list:
         env: dict[int, object] = {p.id: a for p, a in zip(self.fn.params, args)}

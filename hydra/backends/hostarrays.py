@@ -104,7 +104,7 @@ def array_rule(h, op: Op, env) -> list:
     if op.mask is not None and op.result.varying and any(vary):
         mask = env[op.mask.id]
         rows = np.nonzero(mask)[0]
-        if len(rows) < COMPACT_BELOW * h.lanes:
+        if len(rows) < h.policy.op_below * h.lanes:
             return [_compacted(h, op, fn, args, vary, rows)]
     out = batched(fn, args, vary, h.lanes, op.result.type, op.attrs["params"])
     if op.result.varying and not any(vary) and fn not in FRESH:
@@ -112,11 +112,6 @@ def array_rule(h, op: Op, env) -> list:
         # lane's own copy
         out = lane_copies(out, h.lanes)
     return [out if out.ndim or op.result.varying else out[()]]
-
-
-#: compact a heavy operation's active rows when fewer than this fraction of the lanes
-#: are active: ML.md measured compaction faster than masking below about 0.9
-COMPACT_BELOW = 0.9
 
 
 def _compacted(h, op: Op, fn: str, args, vary, rows):

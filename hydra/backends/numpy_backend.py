@@ -6,11 +6,13 @@ from __future__ import annotations
 from ..ir.core import Function
 from . import PROTOCOLS
 from .host import Host
+from .policy import OFF
 
 
 class NumpyBackend:
     """The reference backend's entry point (see ``hydra.backends``): it takes the
-    predicated IR and every option, none of which changes anything here."""
+    predicated IR and every option, none of which changes anything here (it never
+    compacts: ``hydra.backends.policy``)."""
 
     protocol = PROTOCOLS["numpy"]
 
@@ -21,5 +23,5 @@ class NumpyBackend:
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
         def run(args: list, lanes: int) -> list:
-            return Host(fn, lanes)(args)
+            return Host(fn, lanes, OFF)(args)  # the oracle never compacts
         return run

@@ -31,7 +31,7 @@ general path worked out once per call of the kernel (a ragged RNN runs ~200 step
 An index out of bounds, a live-in already gathered whole, or a mask that is not all
 true take the general path, which raises the same error (file, line, original lane)
 or computes the same values; nothing here changes a bit of any result
-(``compact.PLAN_STEPS = False`` runs the steps one by one, for comparison).  Counted
+(a policy with ``plan_steps=False`` runs the steps one by one, for comparison).  Counted
 in ``compact.COUNTS``: "passed", "unmasked", "taken", "in place".
 """
 
@@ -44,7 +44,6 @@ import numpy as np
 from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
 from ...types import ArrayType, ScalarType
-from .. import hostarrays
 from ..compact import COUNTS, _deaths
 from ..host import _BINARY, _COMPARE
 from .hoststeps import int_sizes
@@ -254,7 +253,7 @@ def _unmasked(op: Op, mask: int, scratch: bool):
     box = (id(op), rid)
 
     def unmasked(host, env):
-        if host.full != mask or hostarrays.COMPACT_BELOW > 1.0:
+        if host.full != mask or host.policy.op_below > 1.0:
             host._run(op, env)  # (a setting above 1 compacts even a full mask)
             return
         COUNTS["unmasked"] += 1

@@ -14,7 +14,7 @@ Guarantees: ``lane_step(op)`` is None or a ``Quick`` step that puts the same val
   dispatch (~5 us a product).
 
 Anything else goes to the host rule: a reduction over no active lane (its error), a
-product under a mask with few active lanes (``hostarrays.COMPACT_BELOW``: the host
+product under a mask with few active lanes (the policy's ``op_below``: the host
 rule computes the active rows only; inside a compacted loop ``compactsteps`` plans the
 product itself), an operand with another shape or dtype than the
 IR says (an undefined value, a uniform array a select passed through).
@@ -29,7 +29,7 @@ from ...intrinsics import INTRINSICS
 from ...ir.core import Op
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
-from .. import hostarrays
+from ..policy import current as current_policy
 from .hoststeps import Quick
 
 #: the intrinsics whose reference reduces the active lanes of one scalar
@@ -107,7 +107,7 @@ def _gemm(op: Op) -> Quick | None:
 
     def step(env, lanes):
         args = [env[i] for i in ids]
-        if mid is not None and np.count_nonzero(env[mid]) < hostarrays.COMPACT_BELOW * lanes:
+        if mid is not None and np.count_nonzero(env[mid]) < current_policy().op_below * lanes:
             run_op(Host(None, lanes), op, env)
             return
         for x, v, w in zip(args, vary, want):

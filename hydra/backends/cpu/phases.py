@@ -31,6 +31,7 @@ from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
 from ..host import run_op
 from ..cut import Run, cut, nested, users_of
+from .. import policy
 from . import nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
@@ -188,14 +189,14 @@ class Plan:
 
     def run(self, args: list, lanes: int) -> list:
         fn = self.fn
-        ref = FusingHost(fn, lanes, self.regions)
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
         threads = min(int(self.options.get("threads") or cores()), cores())
         # the fused loops this run builds go to the disk cache with the kernel's phases
         caching = nativeloops.CACHE.set(bool(self.options.get("cache")))
         try:
-            self._steps(env, lanes, threads, ref)
+            with policy.using(policy.of(self.options.get("compaction") or "auto")):
+                self._steps(env, lanes, threads, FusingHost(fn, lanes, self.regions))
         finally:
             nativeloops.CACHE.reset(caching)
         return [env[v.id] for v in fn.body.terminator.operands]

@@ -25,7 +25,7 @@ disk cache with ``cache=True``.  Two loop shapes, picked from the operands' stri
   columns, a row's dot products share one loop over ``k``.  The order is fixed
   by the kernel: the same inputs give the same bits on every call, at every lane count.
 
-Under a mask with few active lanes (``hostarrays.COMPACT_BELOW``) the host rule computes
+Under a mask with few active lanes (the policy's ``op_below``) the host rule computes
 the active rows only; otherwise every lane's row is computed (inactive lanes' rows are
 never read).  Any other layout, an empty dimension, or a lane count or rank the step does not expect
 (an undefined value, a uniform array passed through a select) goes to the host rule.
@@ -41,7 +41,7 @@ import numpy as np
 from ...ir.core import Op
 from ...types import ArrayType
 from ..host import Host, run_op
-from .. import hostarrays
+from ..policy import current as current_policy
 from .fuse import _compiled
 from .hoststeps import Quick
 
@@ -98,7 +98,7 @@ class _Product:
         x, y = (env[i] for i in self.ids)
         kern = self._kernel(x, y, lanes)
         if kern is None or self.mid is not None and \
-                np.count_nonzero(env[self.mid]) < hostarrays.COMPACT_BELOW * lanes:
+                np.count_nonzero(env[self.mid]) < current_policy().op_below * lanes:
             run_op(Host(None, lanes), self.op, env)
             return
         out = np.empty((lanes,) + self.out, self.dtype)
