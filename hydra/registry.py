@@ -23,6 +23,9 @@ transformation asks the record instead of keeping a table of its own:
 - ``type_rule``: argument types (and static params) -> result type;
 - ``batching``: how all lanes run at once (``hydra.batching``): a rule, or None where the
   definition already runs over all lanes (elementwise NumPy on ``[N]`` values);
+- ``memory``: which operands' arrays it reads and writes, and which its result may be a
+  view of (``hydra.ir.core.Memory``: the declarations ``hydra.effects`` follows; None for
+  what is compiled from its body, whose operations declare their own);
 - ``monoid``: the reduction's ufunc and identity, for a reduction (a lane reduction's
   is its intrinsic's, ``hydra.intrinsics.Monoid``);
 - ``adjoint``: the reverse-mode rule (SPEC section 11), or why there is none.
@@ -45,7 +48,7 @@ import numpy as np
 from . import batching, nn
 from . import random as hydra_random
 from .intrinsics import INTRINSICS, Monoid
-from .ir.core import LANE_ARRAY_FNS, OPCODES
+from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
 from .types import BOOL
 
 
@@ -88,6 +91,7 @@ class OpRecord:
     batching: Callable | None
     adjoint: Adjoint
     monoid: Monoid | None = None
+    memory: Memory | None = None
     #: names of the frontend spellings that lead here (``np.amax`` -> array ``max``)
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
@@ -160,7 +164,7 @@ def _opcode_batching(name: str) -> Callable | None:
 for _name, _info in OPCODES.items():
     _add(OpRecord("op", _name, _info.doc, definition=None, type_rule=None,
                   batching=_opcode_batching(_name),
-                  adjoint=_OPCODE_ADJOINTS.get(_name, NO_RULE_YET)))
+                  adjoint=_OPCODE_ADJOINTS.get(_name, NO_RULE_YET), memory=_info.memory))
 
 # --- math functions of numbers -----------------------------------------------------------
 
@@ -181,7 +185,7 @@ def _math_records() -> None:
                    else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS else NO_RULE_YET)
         _add(OpRecord("math", fn, f"{name}: {arity} operand(s), {result} result",
                       definition=_math_definition(fn), type_rule=_math_type(result),
-                      batching=None, adjoint=adjoint))
+                      batching=None, adjoint=adjoint, memory=PURE))
 
 
 _NUMPY_MATH_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
@@ -265,7 +269,8 @@ def _array_records() -> None:
                       definition=f, type_rule=_array_type_rule(fn),
                       batching=batching.BATCH.get(fn, batching.loop_rule),
                       adjoint=_ARRAY_NO_GRAD.get(fn, NO_RULE_YET),
-                      monoid=_ARRAY_MONOIDS.get(fn), aliases=tuple(aliases.get(fn, ()))))
+                      monoid=_ARRAY_MONOIDS.get(fn), aliases=tuple(aliases.get(fn, ())),
+                      memory=ARRAY_MEMORY[fn]))
     # the cross-lane reductions of arrays: the intrinsics' references over the lane axis
     for fn in sorted(LANE_ARRAY_FNS):
         entry = INTRINSICS.get(fn)
@@ -273,7 +278,7 @@ def _array_records() -> None:
                       definition=entry.reference if entry else lanesum_outer,
                       type_rule=entry.result if entry else _lanesum_outer_type,
                       batching=None, adjoint=_ARRAY_NO_GRAD[fn],
-                      monoid=entry.monoid if entry else None))
+                      monoid=entry.monoid if entry else None, memory=ARRAY_MEMORY[fn]))
 
 
 # --- intrinsics --------------------------------------------------------------------------
@@ -284,7 +289,7 @@ def _intrinsic_records() -> None:
                    else Adjoint.none(_NO_GRAD_EFFECT))
         _add(OpRecord("intrinsic", name, entry.doc, definition=entry.reference,
                       type_rule=entry.result, batching=None, adjoint=adjoint,
-                      monoid=entry.monoid))
+                      monoid=entry.monoid, memory=intrinsic_memory(name)))
 
 
 # --- hydra.nn layers -----------------------------------------------------------------------
@@ -297,7 +302,8 @@ def _layer_records() -> None:
             array = record("array", own[0])
             _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
                           definition=layer, type_rule=array.type_rule,
-                          batching=array.batching, adjoint=array.adjoint))
+                          batching=array.batching, adjoint=array.adjoint,
+                          memory=array.memory))
         else:  # compiled from its body: the records of the operations it uses
             _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
                           definition=layer, type_rule=None, batching=None,

@@ -20,7 +20,7 @@ from hydra.effects import effects, written_arrays
 from hydra.frontend.arrayops import _ALIASES, _METHODS, ARRAY_FUNCTIONS
 from hydra.intrinsics import INTRINSICS
 from hydra.ir.core import (ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, Memory, Op, OpInfo, Value,
-                           _intrinsic_memory)
+                           intrinsic_memory)
 from hydra.types import ArrayType, scalar
 from hydra.views import VIEW_FNS
 
@@ -175,9 +175,9 @@ def test_every_array_operation_declares_what_it_reads_and_writes():
     for fn in VIEW_FNS | {"einsum"}:
         assert ARRAY_MEMORY[fn].aliases, fn  # a store through the result writes the base
     for name, entry in INTRINSICS.items():
-        m = _intrinsic_memory(name)
+        m = intrinsic_memory(name)
         assert bool(m.writes) == entry.effect, name  # an effect writes an array argument
-    assert _intrinsic_memory("atomic_add") == Memory(reads=(0,), writes=(0,))
+    assert intrinsic_memory("atomic_add") == Memory(reads=(0,), writes=(0,))
 
 
 def test_a_number_result_reads_what_it_would_alias():

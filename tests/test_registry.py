@@ -11,6 +11,7 @@ from hydra.backends.host import HOST_RULES
 from hydra.frontend import arrayops
 from hydra.frontend.calls import MATH_FUNCTIONS
 from hydra.intrinsics import INTRINSICS
+from hydra.ir.core import Memory
 from hydra.ir.core import LANE_ARRAY_FNS, OPCODES
 from hydra.registry import RECORDS, Adjoint, AdjointState, monoid, record
 from hydra.types import BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ScalarType
@@ -54,6 +55,9 @@ def test_every_accepted_operation_has_a_complete_record(kind, name):
         assert callable(r.definition) and callable(r.type_rule)
     if kind == "array" and name not in LANE_ARRAY_FNS:
         assert callable(r.batching)
+    compiled_from_body = r.type_rule is None and kind in ("layer", "random")
+    assert compiled_from_body or isinstance(r.memory, Memory), \
+        "a record declares what its operation reads and writes"
 
 
 def test_no_record_without_an_operation():

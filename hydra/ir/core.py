@@ -196,7 +196,7 @@ ARRAY_MEMORY: dict[str, Memory] = {
 }
 
 
-def _intrinsic_memory(name: str) -> Memory:
+def intrinsic_memory(name: str) -> Memory:
     """An intrinsic reads its array arguments (``PARAM_KINDS``: "1-d array") and, if it
     has an effect (``atomic_add``), writes them; its other arguments are numbers (an
     effect on no array argument would be undeclared: a test checks there is none)."""
@@ -294,7 +294,7 @@ class Op:
         if self.opcode == "array":
             m = ARRAY_MEMORY[self.attrs["fn"]]
         elif self.opcode == "intrinsic":
-            m = _intrinsic_memory(self.attrs["name"])
+            m = intrinsic_memory(self.attrs["name"])
         else:
             m = OPCODES[self.opcode].memory
         n = len(self.operands)
