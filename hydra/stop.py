@@ -46,11 +46,6 @@ _lock = threading.Lock()
 _stopping: set = set()  # launches told to stop that have not finished
 
 
-def requested() -> bool:
-    """True while a stop is under way (kernels leave with ``KeyboardInterrupt``)."""
-    return bool(WORDS[0])
-
-
 def check() -> None:
     """The poll of Python-level loops (the host rules' ``while``)."""
     if WORDS[0]:
