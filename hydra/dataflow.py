@@ -27,9 +27,9 @@ A plain call ``k(*args)`` with nothing outstanding runs at once on the calling t
 and costs nothing extra (it is not registered: a launch submitted meanwhile from
 another thread is not ordered after it); otherwise it is registered as a launch like
 ``submit`` (so later submits order after it), waits for its dependencies and its
-cores, and still runs on the calling thread (Ctrl-C reaches it).  At interpreter exit
-outstanding launches are waited for; a Ctrl-C during that wait cancels those that have
-not started.
+cores, and still runs on the calling thread (Ctrl-C reaches it).  A Ctrl-C in a wait
+on the main thread (``Future.result``, ``wait``, a plain call, the wait at interpreter
+exit) stops every launch (``hydra.stop``).
 ``launch_graph()`` pictures the recent launches (``hydra.launchview``).
 """
 
@@ -42,11 +42,13 @@ import contextlib
 import itertools
 import os
 import queue
+import sys
 import threading
 import time
 
 import numpy as np
 
+from . import stop
 from .effects import effects
 from .errors import HydraError
 from .types import ArrayType
@@ -80,6 +82,17 @@ class Future(cf.Future):
 
     def __repr__(self) -> str:
         return f"<hydra.Future of launch #{self.launch_id} ({self.kernel_name}) {self._state}>"
+
+    def result(self, timeout: float | None = None):
+        """As ``concurrent.futures``; a Ctrl-C while it waits stops every launch
+        (``hydra.stop``) before the ``KeyboardInterrupt`` goes on."""
+        with stop.on_ctrl_c(self):
+            return super().result(timeout)
+
+    def exception(self, timeout: float | None = None):
+        """As ``concurrent.futures``, and Ctrl-C as in ``result``."""
+        with stop.on_ctrl_c(self):
+            return super().exception(timeout)
 
 
 class Launch:
@@ -358,6 +371,7 @@ class Scheduler:
                 # the graph keeps timings, not arrays, values or other launches
                 launch.args = launch.prepared = launch.kernel = launch.future = None
                 launch.deps, launch.failed_dep = [], None
+                stop.finished(launch)
                 if not self.outstanding:
                     self.idle.notify_all()
 
@@ -390,15 +404,8 @@ class Scheduler:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no launch is outstanding; False if ``timeout`` passed first."""
-        with self.lock:
+        with stop.on_ctrl_c(), self.lock:
             return self.idle.wait_for(lambda: not self.outstanding, timeout)
-
-    def cancel_pending(self) -> None:
-        """Cancel every launch that has not started (their dependants fail)."""
-        with self.lock:
-            pending = [x for x in self.outstanding.values() if not x.dispatched]
-            for x in pending:
-                x.future.cancel()
 
 
 def _value_of(launch: Launch, fut: Future):
@@ -453,18 +460,29 @@ def scheduler() -> Scheduler:
         with _scheduler_lock:
             if _scheduler is None:
                 _scheduler = Scheduler()
-                atexit.register(_at_exit)
+                # before concurrent.futures joins the cpu drivers' pool threads (which
+                # a running launch keeps busy): threading's exit hooks run last first
+                import concurrent.futures.thread  # noqa: F401 (registers its hook)
+                try:
+                    getattr(threading, "_register_atexit", atexit.register)(_at_exit)
+                except RuntimeError:  # first made while the interpreter shuts down
+                    atexit.register(_at_exit)
     return _scheduler
 
 
 def _at_exit() -> None:
+    """Wait for the outstanding launches; a Ctrl-C now, or one that ended the program
+    (``sys.last_value``; not in an interactive session, where it may be an old one),
+    stops them instead."""
     s = _scheduler
     if s is None or not s.outstanding:
         return
-    try:
-        s.wait()
-    except KeyboardInterrupt:
-        s.cancel_pending()
+    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt) \
+            and not hasattr(sys, "ps1"):
+        stop.interrupted(s)
+        return
+    with contextlib.suppress(KeyboardInterrupt):
+        s.wait()  # which a Ctrl-C ends, once the launches have stopped
 
 
 # --- the entry points of Kernel --------------------------------------------------------
@@ -514,19 +532,20 @@ def call(kernel, args: tuple):
     launch = fut._launch
     if fut.done():
         return fut.result()
-    try:
-        launch.go.wait()
-    except BaseException:
-        with scheduler().lock:
-            started = launch.go.is_set() and not launch.abandoned
-            launch.abandoned = True
-            fut.cancel()
-        if started:  # dispatched to us: give its budget back
-            scheduler().complete(launch, error=cf.CancelledError(f"{launch.label()} was "
-                                                                 "interrupted"))
-        raise
-    if not launch.abandoned:  # else it failed before it could run: the future says why
-        scheduler().run(launch)
+    with stop.on_ctrl_c():  # and a Ctrl-C stops the other launches too
+        try:
+            launch.go.wait()
+        except BaseException:
+            with scheduler().lock:
+                started = launch.go.is_set() and not launch.abandoned
+                launch.abandoned = True
+                fut.cancel()
+            if started:  # dispatched to us: give its budget back
+                scheduler().complete(launch, error=cf.CancelledError(
+                    f"{launch.label()} was interrupted"))
+            raise
+        if not launch.abandoned:  # else it failed before it could run: the future says why
+            scheduler().run(launch)
     return fut.result()
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.core import HEAVY_ARRAY_FNS, Op, Region, Value
+from ..stop import check as check_stop
 from ..types import ArrayType
 from . import hostarrays
 from .host import Host, lane_rows, run_op
@@ -382,6 +383,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
     rows = None  # the positions in h's lanes of host's lanes, once compacted
     out = None   # the results over h's lanes, once compacted
     while True:
+        check_stop()
         _bind(before, values, cenv)
         go, *fwd = _region(host, before, cenv)
         fwd = lane_rows(host, fwd, before.terminator.operands[1:],

@@ -27,6 +27,7 @@ from ..batching import lane_copies
 from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
+from ..stop import check as check_stop
 from ..types import ArrayType, ScalarType
 from .hostarrays import array_rule, array_store_rule, select_rule
 from .policy import Policy
@@ -371,6 +372,7 @@ def _while(h: Host, op: Op, env) -> list:
     before, body = op.regions
     values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
     while True:
+        check_stop()  # Ctrl-C on a thread no signal reaches (``hydra.stop``)
         for a, v in zip(before.args, values):
             env[a.id] = v
         go, *values = h.region(before, env)

@@ -16,7 +16,10 @@ neither needs the GIL, and the kernels hold none (the drivers are ``nogil``).
 The handler is installed only from the main thread (where Python handles signals), on
 Linux, and only while SIGINT has Python's default handler (``KeyboardInterrupt``): a
 program with its own SIGINT handler keeps it untouched.  Kernels on other threads read
-the same word, so Ctrl-C during a main-thread kernel stops them too.
+the same word, so Ctrl-C during a main-thread kernel stops them too.  The word is
+``hydra.stop.WORDS[0]``: ``hydra.stop`` sets it as well, to stop submitted launches
+when a Ctrl-C reaches a wait of hydra's, and ``restore`` leaves it set while that
+stop is under way.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import threading
 
 import numpy as np
 
-#: [0] the stop word the kernels read, [1] the address of Python's C handler
-_WORDS = np.zeros(2, np.int64)
+from ...stop import WORDS as _WORDS  # [0] the stop word, [1] Python's C handler
+from ...stop import reset as _reset
 _SA_SIGINFO = 4
 _handler: list[int] = []  # the native handler's address, once made
 
@@ -104,7 +107,8 @@ def restore(installed: bool, err: np.ndarray, interrupted: int) -> None:
     for Ctrl-C (it set ``err[interrupted]``)."""
     if installed:
         _sigaction()(signal.SIGINT, _OLD_AT, None)
-        _WORDS[0] = 0  # also when the signal came after the kernel's last check
+        _reset()  # also when the signal came after the kernel's last check (not while
+        # launches on other threads are being stopped: ``hydra.stop``)
     if err[interrupted]:
         if installed:
             # Python's handler saw the signal too: let it raise its KeyboardInterrupt

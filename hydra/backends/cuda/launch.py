@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 from numba import cuda
 
+from ... import stop
 from .. import diskcache
 
 BLOCK = 128
@@ -121,7 +122,13 @@ def launch(kernel, lanes: int, args: list) -> None:
     # hydra wraps silently, as NumPy arrays do
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        kernel[grid, block, stream_now()](np.int64(lanes), *args)
+        try:
+            kernel[grid, block, stream_now()](np.int64(lanes), *args)
+        except stop.SimulatorStopped:  # a Ctrl-C stopped it (``hydra.stop``)
+            raise KeyboardInterrupt from None
+        except KeyboardInterrupt:  # Ctrl-C on this (main) thread: the simulator's
+            stop.stop_simulator()  # threads would run on
+            raise
 
 
 class ErrorBuffer:
