@@ -25,7 +25,7 @@ from .types import ArrayType, Type, scalar
 
 # --- per-lane definitions -------------------------------------------------------------
 
-_UFUNCS = {
+UFUNCS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
     "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power,
     "lshift": np.left_shift, "rshift": np.right_shift, "bitand": np.bitwise_and,
@@ -43,8 +43,8 @@ MATH_UFUNCS = ("tanh", "exp", "log", "sqrt", "abs", "absolute", "sin", "cos", "t
                "logical_or", "logical_xor", "copysign", "cbrt", "fabs", "fmod", "positive",
                "deg2rad", "rad2deg", "degrees", "radians", "signbit", "logaddexp2",
                "nextafter", "spacing", "heaviside", "float_power", "gcd", "lcm")
-_UFUNCS.update({name: getattr(np, name) for name in MATH_UFUNCS})
-ELEMENTWISE = frozenset({*_UFUNCS, "astype"})
+UFUNCS.update({name: getattr(np, name) for name in MATH_UFUNCS})
+ELEMENTWISE = frozenset({*UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
 #: results that are a lane's own new array even from uniform operands (writes stay private)
 FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy",
@@ -109,7 +109,7 @@ def _reduce(name):
 
 
 PER_LANE: dict[str, Callable] = {
-    **_UFUNCS,
+    **UFUNCS,
     **{name: _reduce(name) for name in REDUCTIONS},
     "astype": lambda a, dtype: np.asarray(a).astype(dtype),
     "matmul": np.matmul, "dot": np.dot, "outer": np.outer,
@@ -182,7 +182,7 @@ def elementwise_rule(f, args, vary, n, out, params):
     return f(*[_align(a, r, n) if v else a for a, v in zip(args, vary)], **params)
 
 
-def _shift_axis(axis, nd: int):
+def shift_axis(axis, nd: int):
     if axis is None:
         return tuple(range(1, nd + 1))
     if isinstance(axis, tuple):
@@ -200,7 +200,7 @@ def reduction_rule(f, args, vary, n, out, params):
             if keep:
                 return loop_rule(f, args, vary, n, out, params)
             return f(a.reshape(n, -1), axis=1)
-    return f(a, axis=_shift_axis(axis, nd), keepdims=keep)
+    return f(a, axis=shift_axis(axis, nd), keepdims=keep)
 
 
 def matmul_rule(f, args, vary, n, out, params):

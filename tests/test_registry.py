@@ -22,7 +22,7 @@ def _accepted() -> list[tuple[str, str]]:
     aliases = arrayops._ALIASES
     array_names = {aliases.get(n, n) for n in (
         *arrayops.ARRAY_FUNCTIONS, *arrayops._METHODS, *batching.MATH_UFUNCS,
-        *batching._UFUNCS)}
+        *batching.UFUNCS)}
     array_names |= {"getitem", "astype", "full", "copy", *LANE_ARRAY_FNS}
     array_names |= {getattr(nn, n).__hydra_array_op__[0] for n in ("conv2d", "max_pool2d")}
     return sorted(

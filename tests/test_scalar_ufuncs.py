@@ -10,10 +10,10 @@ import pytest
 
 import hydra
 from conftest import BACKENDS, TRANSCENDENTAL_ULPS
-from hydra.batching import _UFUNCS, MATH_UFUNCS
+from hydra.batching import UFUNCS, MATH_UFUNCS
 from hydra.frontend.ufuncs import REFUSED, _RULES
 
-NAMES = sorted({*MATH_UFUNCS, *(f.__name__ for f in _UFUNCS.values() if isinstance(f, np.ufunc))})
+NAMES = sorted({*MATH_UFUNCS, *(f.__name__ for f in UFUNCS.values() if isinstance(f, np.ufunc))})
 FLOATS = np.array([-2.5, -1.0, -0.0, 0.0, 0.5, 1.5, 2.5, 3.0, np.nan, np.inf, -np.inf, 1e300,
                    -7.25, 0.25, 2.0, 2.0])
 OTHERS = np.array([1.5, -1.0, 0.0, -0.0, np.nan, 2.0, -2.5, 3.0, 1.0, np.inf, -np.inf, 2.0,

@@ -53,8 +53,6 @@ from ..types import ArrayType
 from . import hostarrays
 from .host import Host, lane_rows, run_op
 
-_PLANNED: list = [None]
-
 #: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
 #: slice), "gathers" (shrinks by a gather)
 COUNTS: Counter = Counter()
@@ -83,8 +81,7 @@ class Plan:
 def plan(h: Host, op: Op) -> Plan | None:
     """The plan of a varying ``while`` op worth compacting on host ``h``, or None (not
     varying, no heavy operation inside, or excluded by the rule of the docstring)."""
-    if not op.attrs.get("varying") or h.policy.loop_below <= 0 or not (
-            type(h).region is Host.region or h.compacts or isinstance(h, CompactHost)):
+    if not op.attrs.get("varying") or h.policy.loop_below <= 0:
         return None
     cache = h.__dict__.setdefault("_compact_plans", {})
     if id(op) not in cache:
@@ -165,7 +162,24 @@ def _take(value, sel, t):
     return np.take(value, sel, axis=0) if isinstance(sel, np.ndarray) else value[sel]
 
 
-class CompactHost(Host):
+class CompactingHost(Host):
+    """A host whose varying loops with heavy per-lane array work may run on their
+    active lanes' rows (this module; by its ``policy``).  A backend's host subclasses
+    it (cpu: ``FusingHost``) and may give ``compacted_steps``, its planner of a
+    compacted region's steps: ``(host, region, steps) -> [(step, ids dead after it)]``
+    with ``step(host, env)`` (cpu: ``compactsteps.steps``); without one a compacted
+    region runs op by op by the host rules."""
+
+    compacted_steps = None
+
+    def loop(self, op: Op, env: dict) -> list:
+        p = plan(self, op)
+        if p is not None:  # heavy per-lane array work: run it on the active lanes' rows
+            return run(self, op, env, p)
+        return super().loop(op, env)
+
+
+class CompactHost(CompactingHost):
     """The host rules over a compacted lane set: ``ids`` are the original lanes (of
     ``root``, the host of all N lanes) in the order of the rows."""
 
@@ -195,19 +209,15 @@ class CompactHost(Host):
     def region(self, region: Region, env: dict) -> list:
         plans = getattr(self.root, "plans", None)
         steps = None if plans is None else plans.get(id(region))
-        plan_steps = self.root.policy.plan_steps
-        if steps is None and (plans is None or not plan_steps):
+        planner = self.root.compacted_steps if self.root.policy.plan_steps else None
+        if planner is None and steps is None:
             return _freeing(self, region, env, CompactHost._run)
         # the root host's steps for this region (cpu: fused elementwise chains, which
         # read their inputs from ``env`` and so gather live-ins as any op does),
         # planned for compacted rows: lane ids, row gathers and selects follow the
         # rules of this class
-        if plan_steps:
-            planned = _PLANNED[0]
-            if planned is None:  # the cpu backend's module: imported by its first region
-                from .cpu.compactsteps import steps as planned
-                _PLANNED[0] = planned
-            for step, dead in planned(self, region, region.ops[:-1] if steps is None else steps):
+        if planner is not None:
+            for step, dead in planner(self, region, region.ops[:-1] if steps is None else steps):
                 step(self, env)
                 for v in dead:
                     env.pop(v, None)
@@ -237,7 +247,7 @@ def _freeing(host: Host, region: Region, env: dict, run_one) -> list:
     cache = host.__dict__.setdefault("_compact_plans", {})
     key = ("deaths", id(region))
     if key not in cache:
-        cache[key] = (region, _deaths(region))
+        cache[key] = (region, deaths(region))
     for op, dead in zip(region.ops[:-1], cache[key][1]):
         run_one(host, op, env)
         for v in dead:  # freed now, as a NumPy expression frees its temporaries
@@ -253,7 +263,7 @@ def _region(host: Host, region: Region, env: dict) -> list:
     return host.region(region, env)
 
 
-def _deaths(region: Region, groups: list | None = None) -> list[list[int]]:
+def deaths(region: Region, groups: list | None = None) -> list[list[int]]:
     """For each op of the region (or each group of its ops run as one step, in order,
     without the terminator), the region's own values (its arguments and its ops'
     results) that nothing reads after it: the loop's temporaries, dropped at once so

@@ -33,12 +33,12 @@ from .hostarrays import array_rule, array_store_rule, select_rule
 from .policy import Policy
 from .policy import current as current_policy
 
-_BINARY = {
+BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
     "lshift": np.left_shift, "rshift": np.right_shift, "bitand": np.bitwise_and,
     "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
 }
-_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
             "eq": np.equal, "ne": np.not_equal}
 _erf = np.frompyfunc(math.erf, 1, 1)
 _erfc = np.frompyfunc(math.erfc, 1, 1)
@@ -128,10 +128,6 @@ class Host:
     """Runs one predicated function for ``lanes`` lanes by the host rules; backends
     that run parts natively subclass it (``region``) or call ``run_op`` per op."""
 
-    #: a subclass whose ``region`` runs other steps than the host rules sets this when
-    #: its loops may still run on a compacted lane set (``compact``)
-    compacts = False
-
     def __init__(self, fn: Function, lanes: int, policy: Policy | None = None) -> None:
         self.fn = fn
         self.lanes = lanes
@@ -146,6 +142,11 @@ class Host:
 
     def fail(self, kind: str, message: str, lane, loc: Loc):
         raise RUNTIME_ERRORS[kind](message, lane, loc)
+
+    def loop(self, op: Op, env: dict) -> list:
+        """Run a ``while`` op (its host rule).  A host that may compact its varying
+        loops overrides it (``compact.CompactingHost``)."""
+        return masked_loop(self, op, env)
 
     def region(self, region: Region, env: dict) -> list:
         for op in region.ops[:-1]:
@@ -204,10 +205,10 @@ def _pure(h: Host, op: Op, env) -> list:
     name = op.opcode
     t = op.results[0].type
     dtype = t.dtype if isinstance(t, ScalarType) else None
-    if name in _BINARY:
-        out = _BINARY[name](*args, dtype=dtype)
-    elif name in _COMPARE:
-        out = _COMPARE[name](*args)
+    if name in BINARY:
+        out = BINARY[name](*args, dtype=dtype)
+    elif name in COMPARE:
+        out = COMPARE[name](*args)
     elif name == "pow":
         a, b = args
         if t.kind in "iu":
@@ -366,9 +367,12 @@ def _if(h: Host, op: Op, env) -> list:
 
 
 def _while(h: Host, op: Op, env) -> list:
-    plan = compact.plan(h, op)
-    if plan is not None:  # heavy per-lane array work: run it on the active lanes' rows
-        return compact.run(h, op, env, plan)
+    return h.loop(op, env)
+
+
+def masked_loop(h: Host, op: Op, env) -> list:
+    """A ``while`` op over all of ``h``'s lanes (a varying one masked, as linearize
+    made it): ``Host.loop``."""
     before, body = op.regions
     values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
     while True:
@@ -402,6 +406,3 @@ def run_op(host: Host, op: Op, env) -> None:
     for r, value in zip(op.results, HOST_RULES[op.opcode](host, op, env)):
         env[r.id] = value
 
-
-# compaction per loop region runs the rules above on fewer rows, so it comes after them
-from . import compact  # noqa: E402

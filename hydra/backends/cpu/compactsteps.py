@@ -44,14 +44,14 @@ import numpy as np
 from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
 from ...types import ArrayType, ScalarType
-from ..compact import COUNTS, _deaths
-from ..host import _BINARY, _COMPARE
+from ..compact import COUNTS, deaths
+from ..host import BINARY, COMPARE
 from .hoststeps import int_sizes
 
 
 def steps(host, region, root_steps: list) -> list:
     """The planned steps of ``region`` on compacted hosts of ``host``'s loop, each with
-    the region's values that die after it (``compact._deaths``: dropped at once, so
+    the region's values that die after it (``compact.deaths``: dropped at once, so
     that the next step's arrays reuse their memory); cached in the hosts' shared
     ``_compact_plans``."""
     cache = host._compact_plans
@@ -62,7 +62,7 @@ def steps(host, region, root_steps: list) -> list:
         groups = [list(getattr(s, "ops", None) or [getattr(s, "op", s)]) for s in root_steps]
         mem = _Memory(region, root_steps, groups)
         planned = [_step(s, mask, mem) for s in root_steps]
-        got = cache[key] = (region, list(zip(planned, _deaths(region, groups))))
+        got = cache[key] = (region, list(zip(planned, deaths(region, groups))))
     return got[1]
 
 
@@ -190,7 +190,7 @@ def _general(op: Op):
 
 def _op_step(op: Op, mask: int | None, mem: _Memory):
     made = None
-    if op.opcode in _BINARY or op.opcode in _COMPARE or op.opcode == "any":
+    if op.opcode in BINARY or op.opcode in COMPARE or op.opcode == "any":
         made = _scalar(op)
     elif mask is not None and op.opcode == "select":
         made = _select(op, mask)
@@ -216,9 +216,9 @@ def _scalar(op: Op):
             x = env[ids[0]]
             env[rid] = np.bool_(x.any() if type(x) is np.ndarray else np.any(x))
         return any_
-    f = _BINARY.get(op.opcode)
+    f = BINARY.get(op.opcode)
     kw = {"dtype": t.dtype} if f is not None else {}
-    f = f or _COMPARE[op.opcode]
+    f = f or COMPARE[op.opcode]
     a, b = ids
 
     def number(host, env):

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...batching import _UFUNCS
+from ...batching import UFUNCS
 from ...ir.core import Op, Value
 from ...types import ArrayType, ScalarType
 from ..cut import nested
+from ..compact import CompactingHost
 from ..host import Host, run_op
 from . import nativeloops
+from .compactsteps import steps as compacted_steps
 from .hoststeps import Quick, precompute
 
 #: elementwise ``array`` fns that fuse (see the module docstring for the others)
@@ -77,7 +79,7 @@ def _loop_dtypes(op: Op) -> tuple | None:
     if fn in _FLOAT_ONLY and any(d.kind != "f" for d in ins):
         return None
     try:
-        loop = _UFUNCS[fn].resolve_dtypes(tuple(ins) + (None,))
+        loop = UFUNCS[fn].resolve_dtypes(tuple(ins) + (None,))
     except (TypeError, ValueError, AttributeError):
         return None
     return loop[:-1], loop[-1]
@@ -192,20 +194,8 @@ def _expr(op: Op, names: list[str]) -> str:
 
 # --- one fused chain --------------------------------------------------------------------
 
-_KERNELS: dict[tuple, object] = {}
 #: per chain, at most this many layouts get a kernel of their own
 SPECIALIZE = 4
-
-
-def _compiled(source: str, label: str = "a generated loop", reassoc: bool = False):
-    """The native loop of a generated source (one per source per process; its machine
-    code per argument signature, in the disk cache with ``cache=True``:
-    ``nativeloops``); ``reassoc``: its float sums may be reassociated (``products``)."""
-    k = _KERNELS.get((source, reassoc))
-    if k is None:
-        k = _KERNELS.setdefault((source, reassoc),
-                                nativeloops.Loop(source, label, reassoc))
-    return k
 
 
 class Fused:
@@ -255,7 +245,7 @@ class Fused:
     @property
     def kernel(self):
         """The general kernel (strides read from the arrays)."""
-        return _compiled(self.source, f"the fused loop of {self.label()}")
+        return nativeloops.compiled(self.source, f"the fused loop of {self.label()}")
 
     def run(self, env: dict, lanes: int) -> None:
         outs = [np.empty((lanes,) + s, d) for s, d in self._outs]
@@ -369,7 +359,7 @@ class Fused:
                 if any(x % size for x in st):
                     return self.kernel
                 strides[k] = tuple(x // size for x in st)
-            kern = self._special[key] = _compiled(self._generate(strides),
+            kern = self._special[key] = nativeloops.compiled(self._generate(strides),
                                                   f"the fused loop of {self.label()}")
         return kern
 
@@ -431,44 +421,6 @@ class Fused:
         body[deepest].append(f"_st(o{k}, {' + '.join(terms) or '0'}, t{j})")
 
 
-# --- np.stack of per-lane arrays: one native copy ---------------------------------------
-
-def stack_source(shape: tuple, k: int, axis: int, strides: list[tuple]) -> str:
-    """The loops of ``np.stack`` of ``k`` per-lane arrays of shape ``shape`` at ``axis``
-    into a fresh C-ordered ``[N, *out]`` array; ``strides``: each input's per-lane
-    element strides (constants: the kernel is specialized on them)."""
-    out = shape[:axis] + (k,) + shape[axis:]
-    cs = [int(np.prod(out[d + 1:], dtype=np.int64)) for d in range(len(out))]
-    ostr = cs[:axis] + cs[axis + 1:]  # per input axis, its stride in the output
-    lane = int(np.prod(out, dtype=np.int64))
-    ins = [f"a{j}" for j in range(k)]
-    lines = [f"def fused(n, o0, {', '.join(ins)}):"]
-    lines += [f"    a{j}s = a{j}.strides[0] // a{j}.itemsize" for j in range(k)]
-    lines.append("    for i0 in range(n):")
-    # a short last axis is spelled out, all loads before all stores: the store of one
-    # element between two loads (the loop's order) keeps LLVM from packing them (the
-    # output might alias an input); the spelled-out run packs into vector moves
-    short = bool(shape) and 0 < shape[-1] <= STACK_SPELLED
-    for j in range(k):
-        cur, ocur = f"i0 * a{j}s", f"i0 * {lane} + {j * cs[axis]}"
-        ind = "        "
-        for d, size in enumerate(shape[:-1] if short else shape):
-            lines.append(f"{ind}for i{d + 1} in range({size}):")
-            ind += "    "
-            cur = f"{cur} + i{d + 1} * {strides[j][d]}"
-            ocur = f"{ocur} + i{d + 1} * {ostr[d]}"
-        if not short:
-            lines.append(f"{ind}_st(o0, {ocur}, _ld(a{j}, {cur}))")
-            continue
-        last = len(shape) - 1
-        lines += [f"{ind}v{q} = _ld(a{j}, {cur} + {q * strides[j][last]})"
-                  for q in range(shape[-1])]
-        lines += [f"{ind}_st(o0, {ocur} + {q * ostr[last]}, v{q})" for q in range(shape[-1])]
-    return "\n".join(lines) + "\n"
-
-
-#: ``np.stack`` spells out a last axis of at most this many elements (``stack_source``)
-STACK_SPELLED = 16
 
 
 # --- where chains run -------------------------------------------------------------------
@@ -537,12 +489,13 @@ def region_plans(fn, users: dict, undef: set[int]) -> dict[int, list]:
 STEPS = (Fused, Quick)
 
 
-class FusingHost(Host):
+class FusingHost(CompactingHost):
     """The host rules with the fused steps of ``region_plans`` in the regions that
     have them (loop and branch bodies that run on the host).  Its varying loops may
-    still be compacted (``compact.CompactHost`` runs these steps on the rows)."""
+    still be compacted (``compact.CompactHost`` runs these steps on the rows, as
+    ``compactsteps`` plans them)."""
 
-    compacts = True
+    compacted_steps = staticmethod(compacted_steps)
 
     def __init__(self, fn, lanes: int, plans: dict[int, list]) -> None:
         super().__init__(fn, lanes)

@@ -16,30 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...batching import ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, _shift_axis, index_tuple
+from ...batching import ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, shift_axis, index_tuple
 from ...ir.core import LANE_ARRAY_FNS, Op
 from ...registry import monoid
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
-
-
-class Quick:
-    """One host op with its work precomputed (see the module docstring)."""
-
-    def __init__(self, op: Op, fn) -> None:
-        self.op = op
-        self.fn = fn
-        self.rid = op.results[0].id
-
-    def run(self, env: dict, lanes: int) -> None:
-        self.fn(env, lanes)
-
-
-def _typed(dtype):
-    def typed(value):
-        value = np.asarray(value)
-        return value if value.dtype == dtype else value.astype(dtype)
-    return typed
+from .nativeloops import compiled
+from .lanesteps import lane_step
+from .products import product_step
+from .quick import Quick, converter
 
 
 def quick(op: Op) -> Quick | None:
@@ -52,7 +37,6 @@ def quick(op: Op) -> Quick | None:
             env[rid] = value
         return Quick(op, const)
     if op.opcode == "intrinsic":
-        from .lanesteps import lane_step
         return lane_step(op)
     if op.opcode != "array" or len(op.results) != 1:
         return None
@@ -64,8 +48,6 @@ def quick(op: Op) -> Quick | None:
     if fn == "lanesum_outer" and all(v.varying for v in op.operands):
         return _lanesum_outer(op)
     if fn in ("matmul", "dot"):
-        from .products import product_step  # the products take Quick from here
-        from .lanesteps import lane_step
         return product_step(op) or lane_step(op)
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
@@ -108,9 +90,9 @@ def quick(op: Op) -> Quick | None:
         make = _short_reduce(op, ids[0], params)
     elif r.varying and fn in REDUCTIONS and fn not in ("argmax", "argmin") and vary == [True]:
         f = PER_LANE[fn]
-        axis = _shift_axis(params.get("axis"), op.operands[0].type.ndim)
+        axis = shift_axis(params.get("axis"), op.operands[0].type.ndim)
         keep = params.get("keepdims", False)
-        typed = _typed(dtype)
+        typed = converter(dtype)
 
         def make(env, lanes):
             return typed(f(env[ids[0]], axis=axis, keepdims=keep))
@@ -136,7 +118,7 @@ def _lane_reduce(op: Op, dtype):
     xid, rid = op.operands[0].id, op.result.id
     mid = op.mask.id if op.mask is not None else None
     nd = op.operands[0].type.ndim + 1
-    typed = _typed(dtype)
+    typed = converter(dtype)
 
     def step(env, lanes):
         x = env[xid]
@@ -170,7 +152,7 @@ def _lanesum_outer(op: Op):
 def _uniform(fn, params, ids, dtype, varying: bool):
     """An op on uniform values only: computed once per call, as ``batched`` does."""
     f = PER_LANE[fn]
-    typed = _typed(dtype)
+    typed = converter(dtype)
 
     def make(env, lanes):
         out = typed(f(*[env[i] for i in ids], **params))
@@ -263,7 +245,6 @@ def _stack(op: Op, ids: list, dtype):
     """``np.stack`` of per-lane arrays as one generated copy loop (``fuse``), specialized
     on the inputs' per-lane strides: NumPy copies the rows of strided views (the nine
     shifted windows of an im2col) one short row at a time."""
-    from .fuse import _compiled, stack_source
     shape = tuple(op.operands[0].type.shape)
     k = len(ids)
     axis = op.attrs["params"].get("axis", 0) % (len(shape) + 1)
@@ -281,7 +262,7 @@ def _stack(op: Op, ids: list, dtype):
             if len(kernels) >= 4 or any(x % dtype.itemsize for st in key for x in st):
                 return np.stack(arrays, axis=axis + 1)
             per = [tuple(x // dtype.itemsize for x in st) for st in key]
-            kern = kernels[key] = _compiled(stack_source(shape, k, axis, per))
+            kern = kernels[key] = compiled(stack_source(shape, k, axis, per))
         result = np.empty((lanes,) + out, dtype)
         kern(lanes, result, *arrays)
         return result
@@ -292,7 +273,7 @@ def _elementwise(op: Op, fn, params, ids, dtype):
     """An elementwise op that does not fuse (exp, tanh, ...): its varying operands
     aligned to the result's rank once, as ``batching.elementwise_rule`` does."""
     f = PER_LANE[fn]
-    typed = _typed(dtype)
+    typed = converter(dtype)
     rank = op.result.type.ndim
     pads = []
     for v in op.operands:
@@ -354,3 +335,43 @@ def _getitem(op: Op):
 def precompute(steps: list) -> list:
     """``steps`` with each op that ``quick`` takes replaced by its ``Quick`` step."""
     return [(quick(s) or s) if isinstance(s, Op) else s for s in steps]
+
+
+# --- np.stack of per-lane arrays: one native copy ---------------------------------------
+
+def stack_source(shape: tuple, k: int, axis: int, strides: list[tuple]) -> str:
+    """The loops of ``np.stack`` of ``k`` per-lane arrays of shape ``shape`` at ``axis``
+    into a fresh C-ordered ``[N, *out]`` array; ``strides``: each input's per-lane
+    element strides (constants: the kernel is specialized on them)."""
+    out = shape[:axis] + (k,) + shape[axis:]
+    cs = [int(np.prod(out[d + 1:], dtype=np.int64)) for d in range(len(out))]
+    ostr = cs[:axis] + cs[axis + 1:]  # per input axis, its stride in the output
+    lane = int(np.prod(out, dtype=np.int64))
+    ins = [f"a{j}" for j in range(k)]
+    lines = [f"def fused(n, o0, {', '.join(ins)}):"]
+    lines += [f"    a{j}s = a{j}.strides[0] // a{j}.itemsize" for j in range(k)]
+    lines.append("    for i0 in range(n):")
+    # a short last axis is spelled out, all loads before all stores: the store of one
+    # element between two loads (the loop's order) keeps LLVM from packing them (the
+    # output might alias an input); the spelled-out run packs into vector moves
+    short = bool(shape) and 0 < shape[-1] <= STACK_SPELLED
+    for j in range(k):
+        cur, ocur = f"i0 * a{j}s", f"i0 * {lane} + {j * cs[axis]}"
+        ind = "        "
+        for d, size in enumerate(shape[:-1] if short else shape):
+            lines.append(f"{ind}for i{d + 1} in range({size}):")
+            ind += "    "
+            cur = f"{cur} + i{d + 1} * {strides[j][d]}"
+            ocur = f"{ocur} + i{d + 1} * {ostr[d]}"
+        if not short:
+            lines.append(f"{ind}_st(o0, {ocur}, _ld(a{j}, {cur}))")
+            continue
+        last = len(shape) - 1
+        lines += [f"{ind}v{q} = _ld(a{j}, {cur} + {q * strides[j][last]})"
+                  for q in range(shape[-1])]
+        lines += [f"{ind}_st(o0, {ocur} + {q * ostr[last]}, v{q})" for q in range(shape[-1])]
+    return "\n".join(lines) + "\n"
+
+
+#: ``np.stack`` spells out a last axis of at most this many elements (``stack_source``)
+STACK_SPELLED = 16

@@ -30,7 +30,7 @@ from ...ir.core import Op
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
 from ..policy import current as current_policy
-from .hoststeps import Quick
+from .quick import Quick
 
 #: the intrinsics whose reference reduces the active lanes of one scalar
 #: the lane reductions: the intrinsics that combine by a monoid

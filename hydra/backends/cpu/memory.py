@@ -25,7 +25,7 @@ def mem_type(t: ScalarType) -> str:
     return "i8" if t.kind == "b" else lty(t)
 
 
-def _mangle(t: ScalarType, w: int) -> str:
+def mangle(t: ScalarType, w: int) -> str:
     return arith.mangle(ScalarType("int8") if t.kind == "b" else t, w)
 
 
@@ -108,7 +108,7 @@ class MemoryOps:
 
     def _load_parts(self, ptr: str, t: ScalarType, masked: bool) -> list[str]:
         b, w = self.b, self.geo.width(t)
-        mt, m = mem_type(t), _mangle(t, w)
+        mt, m = mem_type(t), mangle(t, w)
         out = []
         masks = self._tail_parts(w, False) if masked else []
         for k in range(self.geo.lanes // w):
@@ -135,7 +135,7 @@ class MemoryOps:
             tails: dict[int, list[str]] = {}
             for (ptr, t, _), parts in zip(items, vals):
                 w = self.geo.width(t)
-                mt, m = mem_type(t), _mangle(t, w)
+                mt, m = mem_type(t), mangle(t, w)
                 for k, v in enumerate(parts):
                     at = b.emit(f"add i64 {self.base}, {k * w}")
                     p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
@@ -220,7 +220,7 @@ class MemoryOps:
             if t.kind == "b":
                 v = b.emit(f"icmp ne i8 {v}, 0")
             return [Uni(v)]
-        m = _mangle(t, w)
+        m = mangle(t, w)
         b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, i32, "
                   f"<{w} x i1>, <{w} x {mt}>)")
         out = []
@@ -241,7 +241,7 @@ class MemoryOps:
             v = b.emit(f"zext i1 {value.ref} to i8") if t.kind == "b" else value.ref
             b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask, True)}")
             return []
-        m = _mangle(t, w)
+        m = mangle(t, w)
         b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
                   f"i32, <{w} x i1>)")
         vals = self._to_memory(b.parts(value, t, w), t, w)

@@ -206,3 +206,17 @@ define void @{entry}({", ".join(head)}) {{
 
 declare i32 @{symbol}({", ".join(params)})
 """
+
+
+#: one Loop per (source, reassoc) in this process (``compiled``)
+_LOOPS: dict[tuple, "Loop"] = {}
+
+
+def compiled(source: str, label: str = "a generated loop", reassoc: bool = False) -> "Loop":
+    """The native loop of a generated source (one per source per process; its machine
+    code per argument signature, in the disk cache with ``cache=True``); ``reassoc``:
+    its float sums may be reassociated (``products``)."""
+    k = _LOOPS.get((source, reassoc))
+    if k is None:
+        k = _LOOPS.setdefault((source, reassoc), Loop(source, label, reassoc))
+    return k

@@ -74,7 +74,7 @@ from ..cut import nested
 from . import arith
 from .codegen import KernelGen
 from .loopselects import free_selects, value_uses
-from .memory import _mangle, mem_type
+from .memory import mangle, mem_type
 from .stops import HELPERS
 from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
 
@@ -343,7 +343,7 @@ class PersistentGen(KernelGen):
 
     def _lanes_access(self, ptr: str, t: ScalarType, rep):
         b, w = self.b, self.geo.width(t)
-        mt, m = mem_type(t), _mangle(t, w)
+        mt, m = mem_type(t), mangle(t, w)
         masks = b.parts(self.tail, _BOOL, w)
         ptrs = [b.emit(f"getelementptr {mt}, ptr {ptr}, <{w} x i64> {p}")
                 for p in self.gang_lane_ids(w)]

@@ -42,8 +42,8 @@ from ...ir.core import Op
 from ...types import ArrayType
 from ..host import Host, run_op
 from ..policy import current as current_policy
-from .fuse import _compiled
-from .hoststeps import Quick
+from .nativeloops import compiled
+from .quick import Quick
 
 #: per-lane multiply-adds above which the product stays with BLAS (one call per lane)
 SMALL = 1 << 15
@@ -121,7 +121,7 @@ class _Product:
             label = (f"the native product of line {self.op.loc.line}" if self.op.loc
                      else "a native product")
             kern = self.kernels[key] = None if source is None else \
-                _compiled(source, label, fast)
+                compiled(source, label, fast)
         return kern
 
 
