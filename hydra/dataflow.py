@@ -86,12 +86,12 @@ class Future(cf.Future):
     def result(self, timeout: float | None = None):
         """As ``concurrent.futures``; a Ctrl-C while it waits stops every launch
         (``hydra.stop``) before the ``KeyboardInterrupt`` goes on."""
-        with stop.on_ctrl_c(self):
+        with stop.on_ctrl_c(_current, self):
             return super().result(timeout)
 
     def exception(self, timeout: float | None = None):
         """As ``concurrent.futures``, and Ctrl-C as in ``result``."""
-        with stop.on_ctrl_c(self):
+        with stop.on_ctrl_c(_current, self):
             return super().exception(timeout)
 
 
@@ -404,7 +404,7 @@ class Scheduler:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no launch is outstanding; False if ``timeout`` passed first."""
-        with stop.on_ctrl_c(), self.lock:
+        with stop.on_ctrl_c(_current), self.lock:
             return self.idle.wait_for(lambda: not self.outstanding, timeout)
 
 
@@ -452,6 +452,11 @@ def _record(stream):
 
 _scheduler: Scheduler | None = None
 _scheduler_lock = threading.Lock()
+
+
+def _current() -> Scheduler | None:
+    """The scheduler, if one was made (``hydra.stop`` stops its launches on Ctrl-C)."""
+    return _scheduler
 
 
 def scheduler() -> Scheduler:
@@ -532,7 +537,7 @@ def call(kernel, args: tuple):
     launch = fut._launch
     if fut.done():
         return fut.result()
-    with stop.on_ctrl_c():  # and a Ctrl-C stops the other launches too
+    with stop.on_ctrl_c(_current):  # and a Ctrl-C stops the other launches too
         try:
             launch.go.wait()
         except BaseException:

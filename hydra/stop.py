@@ -70,19 +70,19 @@ def reset() -> None:
 
 
 @contextlib.contextmanager
-def on_ctrl_c(future=None):
+def on_ctrl_c(scheduler, future=None):
     """Around a wait of ``hydra.dataflow``: a ``KeyboardInterrupt`` on the main thread
-    that is not ``future``'s own failure is a Ctrl-C, which stops every launch
-    (``interrupted``) and goes on."""
+    that is not ``future``'s own failure is a Ctrl-C, which stops every launch of
+    ``scheduler()`` (the scheduler then, or None: ``interrupted``) and goes on."""
     try:
         yield
     except KeyboardInterrupt as e:
-        from .dataflow import _scheduler
         own = future is not None and future.done() and not future.cancelled() \
             and future._exception is e
-        if not own and _scheduler is not None \
+        current = scheduler()
+        if not own and current is not None \
                 and threading.current_thread() is threading.main_thread():
-            interrupted(_scheduler)
+            interrupted(current)
         raise
 
 
