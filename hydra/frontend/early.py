@@ -9,7 +9,8 @@ at once, at the user's line:
   the calls whose callee a name resolves to);
 - a module-level ``list``/``dict``/``set`` read by a kernel (hint: an array or a tuple);
 - a string constant outside ``print()``, an ``assert`` message, a call's arguments (dtype
-  names) and docstrings;
+  names), a subscript or dict key (``p["W1"]``), a comparison (``act == "relu"``, with
+  static strings) and docstrings;
 - ``np.zeros(-1)`` and friends with a negative literal size.
 
 Helpers are checked with ``check_subset`` too.  A name that does not resolve yet, or a
@@ -19,6 +20,7 @@ callee without source, is left to the builder, which reports it at the first cal
 from __future__ import annotations
 
 import ast
+import dataclasses
 import types as pytypes
 
 from ..errors import CompileError
@@ -62,7 +64,7 @@ def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
         if _is_numpy_local_array(callee):
             _check_size(parsed, node, callee.__name__)
         callee = getattr(callee, "__hydra_kernel__", callee)
-        if not isinstance(callee, pytypes.FunctionType) \
+        if not isinstance(callee, pytypes.FunctionType) or callee is dataclasses.replace \
                 or hasattr(callee, "__hydra_intrinsic__") \
                 or hasattr(callee, "__hydra_array_op__"):  # hydra.nn.conv2d: an array op
             continue
@@ -130,6 +132,12 @@ def _check_strings(parsed: ParsedFunction) -> None:
             inside = [node.msg]
         elif isinstance(node, ast.AnnAssign):
             inside = [node.annotation]
+        elif isinstance(node, ast.Subscript):  # p["W1"]: a dict's key
+            inside = [node.slice]
+        elif isinstance(node, ast.Dict):  # {"W1": W}: a dict literal's keys
+            inside = [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.Compare):  # act == "relu", "W" in p: static strings
+            inside = [node.left, *node.comparators]
         for sub in inside:
             allowed.update(id(n) for n in ast.walk(sub))
     for node in _body(parsed):

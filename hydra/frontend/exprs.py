@@ -18,6 +18,7 @@ from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_FLOAT, WEAK_INT, ArrayTy
                      Type, promote, scalar, typeof_python)
 from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
+from .containers import Struct, is_node, items_of
 from .subset import EXPRESSIONS
 
 _BINOPS = {
@@ -71,6 +72,8 @@ class ExprMixin:
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(v, tuple):
             return f"a tuple of {len(v)}"
+        if isinstance(v, Struct):
+            return v.describe()
         if v is None:
             return "None"
         if isinstance(v, Meta):
@@ -182,8 +185,10 @@ class ExprMixin:
         return self.emit("not", [cond], BOOL, loc)
 
     def truthy(self, v, loc: Loc) -> Value:
-        if isinstance(v, tuple):
-            return self.const(len(v) > 0, loc)
+        if isinstance(v, tuple) or isinstance(v, Struct) and v.kind != "dataclass":
+            return self.const(len(items_of(v)) > 0, loc)
+        if isinstance(v, Struct) or isinstance(v, Meta) and v.obj is None:
+            return self.const(v.obj is not None if isinstance(v, Meta) else True, loc)
         if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
             raise CompileError(f"{self.describe(v)} cannot be used as a condition", loc)
         if v.type.kind == "b":
@@ -289,6 +294,8 @@ class ExprMixin:
         base = self.expr(node.value)
         if isinstance(base, Value) and isinstance(base.type, ArrayType):
             return self.array_attribute(base, node.attr, loc)
+        if isinstance(base, Struct):
+            return self.container_attribute(base, node.attr, loc)
         if isinstance(base, Meta) and isinstance(base.obj, pytypes.ModuleType):
             try:
                 obj = getattr(base.obj, node.attr)
@@ -424,9 +431,11 @@ class ExprMixin:
     def compare_chain(self, left, rest, loc: Loc) -> Value:
         op, right_node = rest[0]
         right = self.expr(right_node)
-        if type(op) not in _CMPOPS:
+        result = self.compare_special(op, left, right, loc)  # is, in, static strings
+        if result is None and type(op) not in _CMPOPS:
             raise CompileError(f"comparison {type(op).__name__} is not supported", loc)
-        result = self.compare(_CMPOPS[type(op)], left, right, loc)
+        if result is None:
+            result = self.compare(_CMPOPS[type(op)], left, right, loc)
         if len(rest) == 1:
             return result
         # a < b < c is a < b and b < c, with b evaluated once and c only where a < b.
@@ -505,8 +514,9 @@ class ExprMixin:
             values.append(fn())
             self.region = outer
             arms.append(region)
-        shape = self.join_shapes("$expr", self.shape_of("", values[0], loc),
-                                 self.shape_of("", values[1], loc), loc, loc)
+        shape = self.pin_same(*values, self.join_shapes(
+            "$expr", self.shape_of("", values[0], loc), self.shape_of("", values[1], loc),
+            loc, loc))
         yields = []
         for region, v in zip(arms, values):
             outer, self.region = self.region, region
@@ -558,6 +568,7 @@ class ExprMixin:
         else:
             base = self.expr(node.value)
         if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
+            self.read_only_error(base, "an item", loc)
             raise CompileError(f"cannot assign to an item of {self.describe(base)}", loc)
         return base, self.indices(base, node.slice, loc)
 
@@ -609,15 +620,8 @@ class ExprMixin:
     def subscript_of(self, base, node: ast.Subscript, loc: Loc):
         """``base[...]`` of an evaluated ``base``: a tuple's item, an array's element or
         sub-array."""
-        if isinstance(base, tuple):
-            index = self.constant_value(self.expr(node.slice)) \
-                if not isinstance(node.slice, ast.Slice) else None
-            if not isinstance(index, int):
-                raise CompileError("tuples can only be indexed by an integer constant", loc)
-            if not -len(base) <= index < len(base):
-                raise CompileError(f"tuple index {index} out of range for a tuple of {len(base)}",
-                                   loc)
-            return base[index]
+        if is_node(base):
+            return self.container_item(base, node, loc)
         if isinstance(base, Meta) and isinstance(base.obj, (list, dict, set)):
             raise CompileError(f"{self.describe(base)} cannot be indexed in a kernel", loc,
                                hint="make it a NumPy array at module level "

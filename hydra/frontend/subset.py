@@ -27,6 +27,7 @@ STATEMENTS: dict[type[ast.AST], str] = {
     ast.Pass: "stmt_pass",
     ast.Expr: "stmt_expr",
     ast.Assert: "stmt_assert",
+    ast.FunctionDef: "stmt_def",  # a nested function, inlined where it is called
 }
 
 EXPRESSIONS: dict[type[ast.AST], str] = {
@@ -44,6 +45,10 @@ EXPRESSIONS: dict[type[ast.AST], str] = {
     ast.JoinedStr: "expr_joinedstr",  # f-strings, inside print() only
     ast.FormattedValue: "expr_joinedstr",
     ast.Slice: "expr_slice",  # in an index only (per-lane arrays, SPEC section 8)
+    ast.List: "expr_list",  # containers (read-only; hydra.trees)
+    ast.Dict: "expr_dict",
+    ast.Lambda: "expr_lambda",
+    ast.GeneratorExp: "expr_genexp",  # as the argument of sum() only
 }
 
 PARTS: tuple[type[ast.AST], ...] = (
@@ -118,11 +123,12 @@ def _joins_arrays(node: ast.AST) -> bool:
 
 
 def _hint(node: ast.AST) -> str | None:
-    if isinstance(node, (ast.List, ast.ListComp)):
-        return "use a tuple, or np.zeros(k) for a per-lane array"
+    if isinstance(node, ast.ListComp):
+        return "use a tuple, a for loop, or np.zeros(k) for a per-lane array"
     if isinstance(node, ast.Try):
         return "kernels cannot catch exceptions; check the condition with if instead"
-    if isinstance(node, ast.FunctionDef):
-        return "define helper functions outside the kernel; hydra inlines calls to them"
+    if isinstance(node, ast.Nonlocal):
+        return "a nested function cannot assign the enclosing function's variables; " \
+               "return the value instead"
     return None
 
