@@ -1,0 +1,167 @@
+"""The Python idioms per-example code is written with (issue 25 item 3): loops over
+tuples (``enumerate``, ``zip``), ``sum`` of a tuple or a generator, ``in``, ``is None``
+with ``None`` defaults, nested ``def`` and ``lambda`` reading the enclosing variables,
+``round``/``divmod``/``pow``, ``np.array`` of per-lane numbers; each against the
+function run lane by lane, on every backend; refusals by their messages."""
+
+import numpy as np
+import pytest
+
+import hydra
+from arrays_oracle import check
+from conftest import check_against_oracle
+
+
+def over_tuples(x, w):
+    s = 0.0
+    for c in (1.0, 2.0, x):
+        s += c * x
+    for i, c in enumerate(w):
+        s += i * c
+    for a, b in zip(w, (10, 20, 30)):
+        s -= a * b
+    return s
+
+
+def sums(x, n):
+    a = sum((x, 2.0 * x, 1.0))
+    b = sum(x * i for i in range(4))
+    c = sum((x + k for k in range(n)), 0.5)  # a bound known only at the call: a loop
+    return a, b, c
+
+
+def membership(x, k):
+    small = k in (1, 2, 3)
+    odd = k % 7 not in (0, 2, 4, 6)
+    return small, odd, x if k in (5,) else -x
+
+
+def maybe_scaled(x, scale=None, shift=None):
+    if scale is None:
+        scale = 2.0
+    if shift is not None:
+        x = x + shift
+    return x * scale
+
+
+def closures(x, k):
+    t = 1.0
+
+    def g(y, z=3.0):
+        t = y * z  # g's own t
+        return t + k
+
+    f = lambda y: y * t  # noqa: E731  (reads t at the call, as Python does)
+    t = 4.0
+    return g(x) + f(x) + t
+
+
+def builtins(x, k):
+    q, r = divmod(k, 3)
+    return round(x), round(x * 10.0, 1), round(x, -1), q, r, pow(x, 2), pow(k, 2)
+
+
+@pytest.mark.parametrize("lanes", [1, 17])
+def test_loops_over_tuples(backend, lanes):
+    x = np.linspace(-2.0, 2.0, backend.lanes(lanes))
+    check_against_oracle(over_tuples, [x, (0.5, 1.5, 2.5)], varying="x", backend=backend)
+
+
+def test_sums(backend):
+    x = np.linspace(-1.0, 1.0, backend.lanes(9))
+    check_against_oracle(sums, [x, 3], varying="x", backend=backend)
+
+
+def test_membership(backend):
+    k = np.arange(backend.lanes(12)) - 2
+    check_against_oracle(membership, [np.arange(len(k)) * 0.5, k], varying=("x", "k"),
+                         backend=backend)
+
+
+def test_none_defaults_are_decided_when_the_kernel_compiles(backend):
+    x = np.arange(4.0)
+    check_against_oracle(maybe_scaled, [x], varying="x", backend=backend)
+    check_against_oracle(maybe_scaled, [x, 3.0, 1.0], varying="x", backend=backend)
+    k = hydra.compile(maybe_scaled, varying="x", backend="numpy")
+    for args in ((x,), (x, 3.0, 1.0)):  # both tests were decided: no if op is left
+        ops = [ln.split(";")[0].split("=")[-1].split() for ln in
+               k.dump_ir("ssa", *args).splitlines()[1:]]
+        assert ["if"] not in [o[:1] for o in ops] and len(ops) > 3
+
+
+def test_nested_functions_read_the_enclosing_variables(backend):
+    x = np.linspace(0.0, 3.0, backend.lanes(5))
+    check_against_oracle(closures, [x, 2.0], varying="x", backend=backend)
+
+
+def test_builtins(backend):
+    x = np.array([-2.5, -1.26, 0.5, 1.5, 2.675, 14.9])
+    k = np.array([-4, -1, 0, 2, 5, 7])
+    check_against_oracle(builtins, [x, k], varying=("x", "k"), backend=backend)
+
+
+def to_array(x, y):
+    v = np.array([x, y * 2.0, 1.0])
+    w = np.array((int(y > 0.0), 3), dtype=np.float32)
+    return v @ v, w
+
+
+def test_np_array_of_per_lane_numbers(be, n):
+    rng = np.random.default_rng(0)
+    check(to_array, ("x", "y"), [rng.standard_normal(n), rng.standard_normal(n)], n, be)
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+def breaks_in_tuple_loop(x):
+    for c in (1.0, 2.0):
+        if x > c:
+            break
+    return x
+
+
+def generator_outside_sum(x):
+    return max(x * i for i in range(3))
+
+
+def modular_pow(x):
+    return pow(int(x), 3, 5)
+
+
+def is_between_numbers(x):
+    one = 1.0
+    return x is one
+
+
+def writes_enclosing(x):
+    t = 0.0
+
+    def g():
+        nonlocal t
+        t = x
+    g()
+    return t
+
+
+@pytest.mark.parametrize("fn,message", [
+    (breaks_in_tuple_loop, "break in a loop over a tuple or container is not supported "
+                           "(hydra unrolls it)"),
+    (generator_outside_sum, "generator expressions are only supported as the argument of "
+                            "sum()"),
+    (modular_pow, "pow() with a modulus is not supported"),
+    (is_between_numbers, "'is' compares objects; in a kernel it only tests for None "
+                         "(x is None)"),
+])
+def test_refusals(fn, message):
+    k = hydra.compile(fn, varying="x", backend="numpy")
+    with pytest.raises(hydra.CompileError) as e:
+        k(np.arange(3.0))
+    assert e.value.message == message
+
+
+def test_nonlocal_is_refused_when_compiling():
+    with pytest.raises(hydra.CompileError) as e:
+        hydra.compile(writes_enclosing, varying="x", backend="numpy")
+    assert e.value.message == "nonlocal is not supported in hydra kernels"
+    assert e.value.hint == ("a nested function cannot assign the enclosing function's "
+                            "variables; return the value instead")
