@@ -10,6 +10,7 @@ import pytest
 import hydra
 from arrays_oracle import check
 from conftest import check_against_oracle
+from hydra import atomic_add
 
 
 def over_tuples(x, w):
@@ -109,6 +110,22 @@ def to_array(x, y):
 def test_np_array_of_per_lane_numbers(be, n):
     rng = np.random.default_rng(0)
     check(to_array, ("x", "y"), [rng.standard_normal(n), rng.standard_normal(n)], n, be)
+
+
+def histogram2d(x, y, counts):
+    atomic_add(counts, (int(x), -1 - int(y)), 1)
+
+
+def test_atomic_add_with_a_tuple_index(be):
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, 3, 50).astype(float), rng.integers(0, 4, 50).astype(float)
+    counts = np.zeros((3, 4), np.int64)
+    hydra.compile(histogram2d, varying=("x", "y"), backend=be)(x, y, counts)
+    want = np.zeros((3, 4), np.int64)
+    np.add.at(want, (x.astype(int), -1 - y.astype(int)), 1)
+    np.testing.assert_array_equal(counts, want)
+    with pytest.raises(IndexError, match="atomic_add index out of bounds for axis 1"):
+        hydra.compile(histogram2d, varying=("x", "y"), backend=be)(x, y + 1.0, counts)
 
 
 # --- refusals -------------------------------------------------------------------------------

@@ -138,6 +138,9 @@ class CallMixin:
             return self.call_lane_reduction(name, args, loc)
         if kwargs or len(args) != entry.nargs:
             raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)
+        if name == "atomic_add" and len(args) == 3 and isinstance(args[1], tuple) \
+                and isinstance(args[0], Value) and isinstance(args[0].type, ArrayType):
+            return self.atomic_add_at(args, loc)  # atomic_add(a, (i, j), v)
         for a in args:
             if not isinstance(a, Value):
                 raise CompileError(f"{name}() takes numbers, not {self.describe(a)}", loc)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
-from ..types import ScalarType, promote
+from ..types import BOOL, INT64, ScalarType, promote
 from .common import Meta
 from .containers import Struct, is_node, items_of
 from .source import ParsedFunction
@@ -266,6 +266,33 @@ class IdiomMixin:
         return self.unflatten(leaves, tree)
 
     # --- arrays ------------------------------------------------------------------------
+
+    def atomic_add_at(self, args, loc: Loc) -> None:
+        """``atomic_add(a, (i, j), v)`` into an n-d shared array: each index wrapped and
+        checked on its own axis (as ``a[i, j]``), then one ``atomic_add`` into the
+        flattened view of ``a`` at ``i * a.shape[1] + j``."""
+        a, index, v = args
+        if len(index) != a.type.ndim:
+            raise CompileError(f"atomic_add into a {a.type.ndim}-d array takes "
+                               f"{a.type.ndim} indices, not {len(index)}", loc)
+        flat = None
+        for axis, i in enumerate(index):
+            if not isinstance(i, Value) or not isinstance(i.type, ScalarType) \
+                    or i.type.kind not in "iu":
+                raise CompileError(f"atomic_add indices must be integers, not "
+                                   f"{self.describe(i)}", loc)
+            i = self.coerce(i, INT64, loc)
+            n = self.emit("array_dim", [a], INT64, loc, {"axis": axis})
+            neg = self.emit("lt", [i, self.const(0, loc, INT64)], BOOL, loc)
+            i = self.emit("select", [neg, self.emit("add", [i, n], INT64, loc), i], INT64, loc)
+            ok = self.emit("bitand", [self.emit("ge", [i, self.const(0, loc, INT64)], BOOL, loc),
+                                      self.emit("lt", [i, n], BOOL, loc)], BOOL, loc)
+            self.emit_op("check", [ok], [], loc, {
+                "kind": "index", "message": f"atomic_add index out of bounds for axis {axis}"})
+            flat = i if flat is None else self.emit(
+                "add", [self.emit("mul", [flat, n], INT64, loc), i], INT64, loc)
+        view = self.array_reshape(a, (self.const(-1, loc),), loc)
+        return self.call_intrinsic("atomic_add", [view, flat, v], {}, loc)
 
     def array_of_numbers(self, items, kwargs, loc: Loc) -> Value:
         """``np.array([a, b, c])`` of numbers: a per-lane array, filled element by
