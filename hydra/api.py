@@ -119,12 +119,15 @@ class Kernel:
         writes into it would be lost, so a kernel that writes one is refused."""
         written = {v.id for v in _written(fn)}
         params = dict(zip(fn.param_names, fn.params))
-        for name, a in zip(self.param_names, args):
-            if name in self.varying and name in params and params[name].id in written \
-                    and not isinstance(a, np.ndarray) and not is_device_array(a):
-                raise TypeError(f"argument '{name}' is a {type(a).__name__}, which the kernel "
-                                f"writes: the writes would be lost; pass a NumPy array "
-                                f"(np.asarray({name})) and read the results from it")
+        params.update((path, params[ident]) for ident, path in
+                      fn.notes.get("param_paths", {}).items())  # a container's leaves
+        for top, arg in zip(self.param_names, args):
+            for name, a in lane_leaves(top, arg) if top in self.varying else ():
+                if name in params and params[name].id in written \
+                        and not isinstance(a, np.ndarray) and not is_device_array(a):
+                    raise TypeError(f"argument '{name}' is a {type(a).__name__}, which the "
+                                    f"kernel writes: the writes would be lost; pass a NumPy "
+                                    f"array (np.asarray({name})) and read the results from it")
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
         stored = {v.id for v in _written(fn)}
@@ -135,7 +138,9 @@ class Kernel:
                 if is_device_array(a) or is_device_array(b):
                     continue  # GPU memory: numpy cannot tell; the cuda backend copies nothing
                 if (p.id in stored or q.id in stored) and np.shares_memory(a, b):
-                    raise ValueError(f"arguments '{p.name}' and '{q.name}' share memory and the "
+                    shown = fn.notes.get("param_paths", {})  # p['W'], not p_W
+                    raise ValueError(f"arguments '{shown.get(p.name, p.name)}' and "
+                                     f"'{shown.get(q.name, q.name)}' share memory and the "
                                      f"kernel writes one of them; pass separate arrays")
 
     # --- compiling --------------------------------------------------------------------
@@ -313,7 +318,9 @@ def _check_writeable(fn: Function, values: list) -> None:
     array) must be writeable: a read-only memmap, a broadcast view or a buffer over
     ``bytes`` would be written through (or crash) in native code.  Checked before
     anything runs, so nothing is half done."""
-    given = {p.id: (f"argument '{p.name}'", a) for p, a in zip(fn.params, values)}
+    shown = fn.notes.get("param_paths", {})  # a container's leaves: p['W'], not p_W
+    given = {p.id: (f"argument '{shown.get(p.name, p.name)}'", a)
+             for p, a in zip(fn.params, values)}
     for v in _written(fn):
         if v.id in given:
             what, a = given[v.id]

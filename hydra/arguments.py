@@ -21,24 +21,26 @@ from .types import ArrayType, ScalarType, TreeType, Type, scalar, typeof_python
 _NUMBERS = (bool, int, float, complex, np.generic)
 
 
+def numbers(a) -> bool:
+    """A list or tuple (not a namedtuple) of numbers, nested: passed varying, one
+    array (``[1.0, 2.0, 3.0]``: one number per lane, as before containers)."""
+    return isinstance(a, (tuple, list)) and not trees.is_namedtuple(a) and all(
+        isinstance(x, _NUMBERS) for x in trees.flatten(a)[0])
+
+
 def is_tree(a, varying: bool) -> bool:
     """Is the argument ``a`` a container (typed as a ``TreeType``)?  ``None`` and a
     string are static trees of no leaves."""
     if a is None or isinstance(a, str):
         return True
-    if not trees.is_container(a):
-        return False
-    if varying and isinstance(a, (tuple, list)) and not trees.is_namedtuple(a):
-        # [1.0, 2.0, 3.0] passed varying: one number per lane, as before containers
-        return not all(isinstance(x, _NUMBERS) for x in trees.flatten(a)[0])
-    return True
+    return trees.is_container(a) and not (varying and numbers(a))
 
 
 def typed_argument(kernel, name: str, a, varying: bool) -> tuple[object, Type]:
     """(the value passed on, its type) of argument ``name``; a container's value is the
     tuple of its converted leaves."""
     if is_tree(a, varying):
-        leaves, treedef = trees.flatten(a, name)
+        leaves, treedef = trees.flatten(a, name, numbers if varying else None)
         typed = [typed_leaf(kernel, path, x, varying)
                  for path, x in zip(trees.paths(treedef, name), leaves)]
         return tuple(v for v, _ in typed), TreeType(treedef, tuple(t for _, t in typed))
@@ -102,7 +104,7 @@ def scalar_argument(name: str, a, t: ScalarType):
 def lane_leaves(name: str, a) -> list[tuple[str, object]]:
     """(name, value) of a varying argument's leaves, as the caller passed it."""
     if is_tree(a, True):
-        leaves, treedef = trees.flatten(a, name)
+        leaves, treedef = trees.flatten(a, name, numbers)
         return list(zip(trees.paths(treedef, name), leaves))
     return [(name, a)]
 

@@ -66,23 +66,27 @@ def is_container(obj) -> bool:
     return isinstance(obj, (tuple, list, dict)) or is_dataclass_instance(obj)
 
 
-def flatten(obj, path: str = "") -> tuple[list, TreeDef]:
+def flatten(obj, path: str = "", is_leaf=None) -> tuple[list, TreeDef]:
     """``(leaves, treedef)`` of ``obj``.  ``path`` names ``obj`` in a ``TypeError``
-    (a dict key that is not a string)."""
+    (a dict key that is not a string); ``is_leaf(x)``: True where a container ``x`` is
+    to be one leaf (as JAX's ``is_leaf``)."""
     leaves: list = []
-    return leaves, _flatten(obj, leaves, path, in_dataclass=False)
+    return leaves, _flatten(obj, leaves, path, False, is_leaf)
 
 
-def _flatten(obj, leaves: list, path: str, in_dataclass: bool) -> TreeDef:
+def _flatten(obj, leaves: list, path: str, in_dataclass: bool, is_leaf=None) -> TreeDef:
+    if is_leaf is not None and is_leaf(obj):
+        leaves.append(obj)
+        return LEAF
     if obj is None or isinstance(obj, str) or in_dataclass and isinstance(obj, bool):
         return static(obj)
     if is_namedtuple(obj):
-        kids = tuple(_flatten(v, leaves, f"{path}.{f}", False)
+        kids = tuple(_flatten(v, leaves, f"{path}.{f}", False, is_leaf)
                      for f, v in zip(obj._fields, obj))
         return TreeDef("namedtuple", type(obj), tuple(obj._fields), kids)
     if isinstance(obj, (tuple, list)):
         kind = "tuple" if isinstance(obj, tuple) else "list"
-        kids = tuple(_flatten(v, leaves, f"{path}[{i}]", False) for i, v in enumerate(obj))
+        kids = tuple(_flatten(v, leaves, f"{path}[{i}]", False, is_leaf) for i, v in enumerate(obj))
         return TreeDef(kind, None, (), kids)
     if isinstance(obj, dict):
         bad = [k for k in obj if not isinstance(k, str)]
@@ -90,11 +94,12 @@ def _flatten(obj, leaves: list, path: str, in_dataclass: bool) -> TreeDef:
             raise TypeError(f"argument '{path}' is a dict with the key {bad[0]!r}: hydra "
                             f"takes dicts with str keys")
         keys = tuple(sorted(obj))
-        kids = tuple(_flatten(obj[k], leaves, f"{path}[{k!r}]", False) for k in keys)
+        kids = tuple(_flatten(obj[k], leaves, f"{path}[{k!r}]", False, is_leaf) for k in keys)
         return TreeDef("dict", None, keys, kids)
     if is_dataclass_instance(obj):
         names = tuple(f.name for f in dataclasses.fields(obj))
-        kids = tuple(_flatten(getattr(obj, n), leaves, f"{path}.{n}", True) for n in names)
+        kids = tuple(_flatten(getattr(obj, n), leaves, f"{path}.{n}", True,
+                              is_leaf) for n in names)
         return TreeDef("dataclass", type(obj), names, kids)
     leaves.append(obj)
     return LEAF

@@ -223,6 +223,33 @@ def test_uniform_array_in_a_container_is_written_in_place(be):
     np.testing.assert_array_equal(out, [0.0, 3.0, 6.0, 9.0])
 
 
+def test_errors_name_a_leaf_by_its_path():
+    def scatter(x, bufs):
+        bufs["out"][hydra.lane()] = x
+    out = np.zeros(4)
+    out.flags.writeable = False
+    k = hydra.compile(scatter, varying="x", backend="numpy")
+    with pytest.raises(ValueError, match=r"argument 'bufs\['out'\]' is read-only and the "
+                                         r"kernel writes it"):
+        k(np.arange(4.0), {"out": out})
+    shared = np.zeros(4)
+    with pytest.raises(ValueError, match=r"arguments 'bufs\['out'\]' and 'bufs\['x'\]' share "
+                                         r"memory"):
+        hydra.compile(scatter, lanes=4, backend="numpy")(1.0, {"out": shared, "x": shared})
+
+
+def test_a_written_list_inside_a_varying_container_is_refused():
+    def zero_first(batch):
+        batch["rows"][0] = 0.0
+    k = hydra.compile(zero_first, varying="batch", backend="numpy")
+    with pytest.raises(TypeError, match=r"argument 'batch\['rows'\]' is a list, which the "
+                                        r"kernel writes: the writes would be lost"):
+        k({"rows": [[1.0, 2.0], [3.0, 4.0]]})
+    rows = np.ones((2, 2))
+    k({"rows": rows})
+    np.testing.assert_array_equal(rows, [[0.0, 1.0], [0.0, 1.0]])
+
+
 # --- refusals, by their messages ---------------------------------------------------------
 
 def sets_item(x, p):
