@@ -51,6 +51,39 @@ EXPRESSIONS: dict[type[ast.AST], str] = {
     ast.GeneratorExp: "expr_genexp",  # as the argument of sum() only
 }
 
+#: each supported construct as the guide's generated table shows it (docs/regen.py)
+SHOWN: dict[type[ast.AST], str] = {
+    ast.Assign: "`x = e`, `a, b = t`, `a[i] = v`, `a[i:j] = v` (containers are read-only)",
+    ast.AugAssign: "`x += e` and the other operators, also `a[i] += v`",
+    ast.AnnAssign: "`x: np.float32 = e` (the annotation converts)",
+    ast.If: "`if`/`elif`/`else` (uniform: a branch; varying: masks; static: one arm)",
+    ast.While: "`while` (no `else:`)",
+    ast.For: "`for i in range(...)`, `for row in a`, `for x in container` (unrolled), "
+             "`enumerate`, `zip`",
+    ast.Break: "`break`", ast.Continue: "`continue`", ast.Return: "`return` anywhere",
+    ast.Pass: "`pass`", ast.Expr: "a call for its effect, a docstring",
+    ast.Assert: "`assert c, \"message\"` (fails naming the lane)",
+    ast.FunctionDef: "a nested `def` (inlined where called; reads the enclosing variables)",
+    ast.Constant: "numbers, `True`/`False`, `None`, strings (static: print, keys, `==`)",
+    ast.Name: "variables, parameters, module constants and arrays, closures",
+    ast.BinOp: "arithmetic and bit operators, `@`, `t + t` of tuples",
+    ast.UnaryOp: "`-x`, `+x`, `~x`, `not x`",
+    ast.BoolOp: "`and`/`or` with per-lane short circuit",
+    ast.Compare: "comparisons (chained), `in`/`not in` a tuple or dict, `is None`",
+    ast.IfExp: "`a if c else b`",
+    ast.Call: "helpers, builtins, `math`/`np` functions, intrinsics, dataclass and "
+              "namedtuple classes",
+    ast.Subscript: "`a[i, j]`, `a[i:j]`, `t[0]`, `p[\"key\"]`",
+    ast.Attribute: "`a.shape`, `m.field`, `np.sqrt`, `p.items()`",
+    ast.Tuple: "tuples: build, unpack, return",
+    ast.JoinedStr: "f-strings, inside `print()`", ast.FormattedValue: "`{x:.3f}` in an f-string",
+    ast.Slice: "`i:j:k` in an index",
+    ast.List: "lists: `[a, b]` (read-only), `np.stack([a, b])`",
+    ast.Dict: "dicts with string keys: `{\"W\": W}`, `{**p, \"W\": W}`",
+    ast.Lambda: "`lambda` (inlined where called)",
+    ast.GeneratorExp: "`sum(e for i in range(n))` (the argument of `sum` only)",
+}
+
 PARTS: tuple[type[ast.AST], ...] = (
     ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
     ast.arguments, ast.arg, ast.keyword,
@@ -68,6 +101,12 @@ _NAMES = {
     ast.FunctionDef: "nested function definitions inside a kernel",
     ast.Slice: "slices", ast.Match: "match", ast.AsyncFor: "async for",
 }
+
+
+def refused() -> list[str]:
+    """The constructs with a name of their own that the subset refuses (for the guide)."""
+    return sorted({what for node, what in _NAMES.items()
+                   if node not in STATEMENTS and node not in EXPRESSIONS})
 
 
 def describe(node: ast.AST) -> str:
