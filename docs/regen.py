@@ -11,8 +11,10 @@ import re
 import sys
 from pathlib import Path
 
-from hydra.backends import PROTOCOLS
-from hydra.intrinsics import INTRINSICS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's hydra
+
+from hydra.backends import PROTOCOLS  # noqa: E402
+from hydra.intrinsics import INTRINSICS  # noqa: E402
 
 GUIDE = Path(__file__).with_name("guide.md")
 
