@@ -19,8 +19,8 @@ import weakref
 import numpy as np
 
 from . import dataflow, trees
-from .arguments import (flatten_arguments, is_device_array, lane_leaves, leaf_names,
-                        leaves_of, typed_argument, unshaped)
+from .arguments import (flatten_arguments, int_arguments, is_device_array, lane_leaves,
+                        leaf_names, leaves_of, typed_argument, unshaped)
 from .arrays import copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
@@ -36,7 +36,7 @@ from .passes.syncpoints import written_arrays
 from .views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
-from .types import ArrayType, ScalarType, Type
+from .types import ArrayType, Type
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
@@ -259,8 +259,7 @@ class Kernel:
         lanes = self._lanes_for(args)
         # uniform ints a per-lane array's shape may depend on (see specialize); this
         # call's, passed on (another thread may be preparing a call with others)
-        shape_values = {n: v for n, v, t in zip(self.param_names, values, types)
-                        if isinstance(t, ScalarType) and t.kind in "iu"}
+        shape_values = int_arguments(self.param_names, values, types)
         self._shape_values = shape_values  # the default of a later ``specialize(types)``
         fn, runner = self.specialize(types, shape_values)
         self._refuse_written_lists(fn, args)

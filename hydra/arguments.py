@@ -131,6 +131,21 @@ def flatten_arguments(values: list, types: list[Type]) -> tuple[list, list[Type]
     return flat_values, flat_types
 
 
+def int_arguments(names: list[str], values: list, types: list[Type]) -> dict:
+    """The call's uniform int arguments by name, and the int leaves of its containers by
+    path (``cfg['hidden']``): the values a per-lane array's shape or an unrolled loop's
+    bounds may depend on (``Kernel.specialize``)."""
+    out = {}
+    for name, v, t in zip(names, values, types):
+        if isinstance(t, ScalarType) and t.kind in "iu":
+            out[name] = v
+        elif isinstance(t, TreeType):
+            out.update((path, x) for path, x, lt in zip(trees.paths(t.treedef, name), v,
+                                                         t.leaves)
+                       if isinstance(lt, ScalarType) and lt.kind in "iu")
+    return out
+
+
 def leaf_names(names: list[str], types: list[Type]) -> list[str]:
     """The names of the arguments' leaves as the user writes them (``centre[1]``,
     ``p['W1']``, ``m.b``), in the order of ``flatten_arguments``."""

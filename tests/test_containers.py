@@ -306,6 +306,23 @@ def test_a_uniform_int_index_specializes_on_its_value():
     np.testing.assert_array_equal(k(np.arange(2.0), (1.0, 2.0), 0), [0.0, 1.0])
 
 
+def configured(x, cfg, layers):
+    h = np.zeros(cfg["hidden"]) + x
+    for i in range(cfg["n"]):
+        h = h * layers[i]
+    return h.sum()
+
+
+def test_int_leaves_of_a_config_fix_shapes_and_unrolled_loops(be):
+    """A shape (np.zeros(cfg["hidden"])) and a loop bound that indexes a tuple depend on
+    ints inside a container: the kernel specializes on their values, as on uniform int
+    arguments."""
+    x = np.arange(3.0)
+    layers = (2.0, 3.0, 4.0)
+    for cfg in ({"hidden": 4, "n": 2}, {"hidden": 2, "n": 3}):
+        check(configured, ("x",), [x, cfg, layers], 3, be, exact=True)
+
+
 def test_dict_keys_must_be_strings():
     k = hydra.compile(missing_key, varying="x", backend="numpy")
     with pytest.raises(TypeError, match=r"argument 'p' is a dict with the key 1: hydra takes "

@@ -125,8 +125,10 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ContainerMixin, Idi
                for name, t in zip(names, param_types)}
         self.param_names_by_id = {p.id: n for p, n in zip(params, param_names)}
         for name, value in (SHAPE_VALUES.get() or {}).items():
-            # a uniform int the shapes of per-lane arrays depend on: a constant here
-            env[name] = self.const(value, loc, env[name].type)
+            # a uniform int the shapes of per-lane arrays depend on: a constant here (a
+            # container's int leaves are made constants by param_tree)
+            if name in env:
+                env[name] = self.const(value, loc, env[name].type)
         self.call_stack.append(self.root.pyfunc)
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body

@@ -27,6 +27,7 @@ from .. import trees
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import TreeType, Type
+from .arrayops import SHAPE_VALUES
 from .common import Meta, loop_exits
 
 READ_ONLY = "containers are read-only in hydra kernels"
@@ -126,7 +127,10 @@ class ContainerMixin:
             params.append(v)
             names.append(ident)
             self.param_owners[ident] = owner
-            self.param_paths[ident] = next(paths)
+            path = self.param_paths[ident] = next(paths)
+            pinned = SHAPE_VALUES.get() or {}
+            if path in pinned:  # an int leaf a shape or an unrolled loop depends on
+                return self.const(pinned[path], loc, v.type)
             return v
         if t.kind == "static":
             return self.const(t.aux, loc) if isinstance(t.aux, bool) else Meta(t.aux)
