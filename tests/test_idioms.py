@@ -176,6 +176,24 @@ def test_refusals(fn, message):
     assert e.value.message == message
 
 
+SCALE = 5.0
+
+
+def closure_over_a_partial_name(x):
+    if x > 1.0:
+        SCALE = 2.0  # noqa: N806  (a local shadowing the module's, on one path)
+    g = lambda y: y * SCALE  # noqa: E731
+    return g(x)
+
+
+def test_a_closure_never_reads_a_global_for_a_local_defined_on_some_paths():
+    k = hydra.compile(closure_over_a_partial_name, varying="x", backend="numpy")
+    with pytest.raises(hydra.CompileError) as e:
+        k(np.arange(3.0))
+    assert e.value.message.startswith("variable 'SCALE' is defined on only some paths to "
+                                      "this use")
+
+
 def test_nonlocal_is_refused_when_compiling():
     with pytest.raises(hydra.CompileError) as e:
         hydra.compile(writes_enclosing, varying="x", backend="numpy")

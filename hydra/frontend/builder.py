@@ -145,11 +145,13 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ContainerMixin, Idi
         return fn
 
     def translate_function(self, parsed: ParsedFunction, env: dict, body: list[ast.stmt],
-                           loc: Loc) -> tuple[list[Value], object]:
+                           loc: Loc, partial: dict | None = None
+                           ) -> tuple[list[Value], object]:
         """Translate a function body into the current region; return the leaves of its
         result and the ``trees.TreeDef`` that rebuilds it."""
         saved = self.frame
-        frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh())
+        frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh(),
+                      partial=dict(partial or {}))
         frame.has_return = has_return(body)
         self.frame = frame
         try:

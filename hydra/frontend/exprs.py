@@ -187,8 +187,10 @@ class ExprMixin:
     def truthy(self, v, loc: Loc) -> Value:
         if isinstance(v, tuple) or isinstance(v, Struct) and v.kind != "dataclass":
             return self.const(len(items_of(v)) > 0, loc)
-        if isinstance(v, Struct) or isinstance(v, Meta) and v.obj is None:
-            return self.const(v.obj is not None if isinstance(v, Meta) else True, loc)
+        if isinstance(v, Struct):
+            return self.const(True, loc)  # a dataclass instance
+        if isinstance(v, Meta) and (v.obj is None or isinstance(v.obj, str)):
+            return self.const(bool(v.obj), loc)  # None, a static string
         if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
             raise CompileError(f"{self.describe(v)} cannot be used as a condition", loc)
         if v.type.kind == "b":
