@@ -177,6 +177,17 @@ def test_refusals(fn, message):
 
 
 SCALE = 5.0
+ROWS = [1.0, 2.0]  # a module-level list: a kernel that reads it is refused
+
+
+def shadows_a_module_list(x):
+    def first(ROWS):  # noqa: N803  (a parameter, not the module's list)
+        return ROWS[0]
+    return first((x, 1.0))
+
+
+def test_a_nested_parameter_is_not_the_module_global():
+    check_against_oracle(shadows_a_module_list, [np.arange(3.0)], varying="x")
 
 
 def closure_over_a_partial_name(x):

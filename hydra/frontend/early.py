@@ -45,7 +45,7 @@ def _body(parsed: ParsedFunction):
 
 def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
     code = parsed.pyfunc.__code__
-    local = set(code.co_varnames) | set(code.co_cellvars)
+    local = _locals(code)
     _check_strings(parsed)
     for node in _body(parsed):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
@@ -80,6 +80,15 @@ def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
             continue  # no source: the builder says so at the first call
         check_subset(inner)
         _visit(inner, stack + [callee], seen)
+
+
+def _locals(code) -> set[str]:
+    """The local names of a function and of the functions and lambdas nested in it."""
+    names = set(code.co_varnames) | set(code.co_cellvars)
+    for c in code.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            names |= _locals(c)
+    return names
 
 
 def _resolve(parsed: ParsedFunction, name: str):
