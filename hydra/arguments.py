@@ -48,6 +48,8 @@ def typed_argument(kernel, name: str, a, varying: bool) -> tuple[object, Type]:
 
 
 def typed_leaf(kernel, name: str, a, varying: bool) -> tuple[object, Type]:
+    """(the value passed on, its type) of one leaf: a number (converted to its NumPy
+    type), an array, a GPU array; a varying one with one entry per lane."""
     check_argument(name, a)
     if is_device_array(a):
         return a, device_array_type(kernel, name, a, varying)
@@ -90,11 +92,14 @@ def device_array_type(kernel, name: str, a, varying: bool) -> Type:
 
 
 def is_device_array(a) -> bool:
+    """A GPU array (numba device array, CuPy, ...), not a NumPy array."""
     return not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
                                               or hasattr(a, "copy_to_host"))
 
 
 def scalar_argument(name: str, a, t: ScalarType):
+    """A number argument as its NumPy scalar of type ``t`` (a TypeError if it does not
+    fit)."""
     try:
         return t.dtype.type(a)
     except OverflowError:

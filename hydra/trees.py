@@ -50,14 +50,17 @@ NONE = TreeDef("static", None)
 
 
 def static(value) -> TreeDef:
+    """The node of a static value (``None``, a string, a dataclass's bool field)."""
     return TreeDef("static", value)
 
 
 def is_namedtuple(obj) -> bool:
+    """Is ``obj`` an instance of a ``namedtuple`` (or ``typing.NamedTuple``) class?"""
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
 def is_dataclass_instance(obj) -> bool:
+    """Is ``obj`` a dataclass instance (not a dataclass class)?"""
     return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
 
 

@@ -77,6 +77,7 @@ def is_node(v) -> bool:
 
 
 def items_of(v) -> tuple:
+    """A container's items (a tuple's own elements, a Struct's items)."""
     return v if isinstance(v, tuple) else v.items
 
 
@@ -86,6 +87,7 @@ def like(v, items):
 
 
 def treedef_of(v, children: tuple) -> trees.TreeDef:
+    """The ``TreeDef`` node of container ``v`` over its items' nodes ``children``."""
     if isinstance(v, tuple):
         return trees.TreeDef("tuple", None, (), children)
     return trees.TreeDef(v.kind, v.aux, v.names, children)
