@@ -263,7 +263,9 @@ class Kernel:
         self._shape_values = shape_values  # the default of a later ``specialize(types)``
         fn, runner = self.specialize(types, shape_values)
         self._refuse_written_lists(fn, args)
-        shown = leaf_names(self.param_names, types)
+        # the leaves' names as the user writes them, where a check may need them
+        shown = leaf_names(self.param_names, types) \
+            if fn.notes.get("python_int_params") else fn.param_names
         values, types = flatten_arguments(values, types)
         _check_python_ints(fn, values, shown)
         _check_writeable(fn, values)

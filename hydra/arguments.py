@@ -41,8 +41,14 @@ def typed_argument(kernel, name: str, a, varying: bool) -> tuple[object, Type]:
     tuple of its converted leaves."""
     if is_tree(a, varying):
         leaves, treedef = trees.flatten(a, name, numbers if varying else None)
-        typed = [typed_leaf(kernel, path, x, varying)
-                 for path, x in zip(trees.paths(treedef, name), leaves)]
+        typed = []
+        for k, x in enumerate(leaves):
+            try:
+                typed.append(typed_leaf(kernel, name, x, varying))
+            except (TypeError, ValueError):  # again, naming the leaf by its path (the
+                # paths are made only here: they cost more than the flattening)
+                typed_leaf(kernel, trees.paths(treedef, name)[k], x, varying)
+                raise
         return tuple(v for v, _ in typed), TreeType(treedef, tuple(t for _, t in typed))
     return typed_leaf(kernel, name, a, varying)
 
@@ -144,7 +150,8 @@ def int_arguments(names: list[str], values: list, types: list[Type]) -> dict:
     for name, v, t in zip(names, values, types):
         if isinstance(t, ScalarType) and t.kind in "iu":
             out[name] = v
-        elif isinstance(t, TreeType):
+        elif isinstance(t, TreeType) and any(isinstance(lt, ScalarType) and lt.kind in "iu"
+                                             for lt in t.leaves):
             out.update((path, x) for path, x, lt in zip(trees.paths(t.treedef, name), v,
                                                          t.leaves)
                        if isinstance(lt, ScalarType) and lt.kind in "iu")

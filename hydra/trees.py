@@ -18,6 +18,7 @@ one day a gradient in its argument's structure).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 #: the kinds of inner nodes, with the static and leaf kinds
@@ -34,6 +35,15 @@ class TreeDef:
     aux: object = None
     names: tuple = ()
     children: tuple["TreeDef", ...] = ()
+    _hash: int = dataclasses.field(default=0, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # a kernel's cache key holds the treedef: hashed on every call, so hashed once
+        object.__setattr__(self, "_hash", hash((self.kind, self.aux, self.names,
+                                                self.children)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def num_leaves(self) -> int:
@@ -74,38 +84,67 @@ def flatten(obj, path: str = "", is_leaf=None) -> tuple[list, TreeDef]:
     (a dict key that is not a string); ``is_leaf(x)``: True where a container ``x`` is
     to be one leaf (as JAX's ``is_leaf``)."""
     leaves: list = []
-    return leaves, _flatten(obj, leaves, path, False, is_leaf)
+    try:
+        return leaves, _flatten(obj, leaves, None, False, is_leaf)
+    except _BadKey:  # again, with the paths (made only here: a call flattens its
+        pass        # arguments, and the paths cost more than the rest)
+    return leaves, _flatten(obj, [], path, False, is_leaf)
 
 
-def _flatten(obj, leaves: list, path: str, in_dataclass: bool, is_leaf=None) -> TreeDef:
+class _BadKey(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=None)
+def _kind_of(cls) -> str:
+    """How ``flatten`` takes an object of class ``cls`` (cached: it runs per leaf)."""
+    if cls is type(None) or issubclass(cls, str):
+        return "static"
+    if issubclass(cls, tuple):
+        return "namedtuple" if hasattr(cls, "_fields") else "tuple"
+    if issubclass(cls, list):
+        return "list"
+    if issubclass(cls, dict):
+        return "dict"
+    return "dataclass" if dataclasses.is_dataclass(cls) else "leaf"
+
+
+def _flatten(obj, leaves: list, path: str | None, in_dataclass: bool, is_leaf) -> TreeDef:
     if is_leaf is not None and is_leaf(obj):
         leaves.append(obj)
         return LEAF
-    if obj is None or isinstance(obj, str) or in_dataclass and isinstance(obj, bool):
+    kind = _kind_of(type(obj))
+    if kind == "leaf":
+        if in_dataclass and isinstance(obj, bool):
+            return static(obj)
+        leaves.append(obj)
+        return LEAF
+    if kind == "static":
         return static(obj)
-    if is_namedtuple(obj):
-        kids = tuple(_flatten(v, leaves, f"{path}.{f}", False, is_leaf)
-                     for f, v in zip(obj._fields, obj))
-        return TreeDef("namedtuple", type(obj), tuple(obj._fields), kids)
-    if isinstance(obj, (tuple, list)):
-        kind = "tuple" if isinstance(obj, tuple) else "list"
-        kids = tuple(_flatten(v, leaves, f"{path}[{i}]", False, is_leaf) for i, v in enumerate(obj))
+    if kind in ("tuple", "list"):
+        kids = tuple(_flatten(v, leaves, path and f"{path}[{i}]", False, is_leaf)
+                     for i, v in enumerate(obj))
         return TreeDef(kind, None, (), kids)
-    if isinstance(obj, dict):
+    if kind == "dict":
         bad = [k for k in obj if not isinstance(k, str)]
+        if bad and path is None:
+            raise _BadKey
         if bad:
             raise TypeError(f"argument '{path}' is a dict with the key {bad[0]!r}: hydra "
                             f"takes dicts with str keys")
         keys = tuple(sorted(obj))
-        kids = tuple(_flatten(obj[k], leaves, f"{path}[{k!r}]", False, is_leaf) for k in keys)
+        kids = tuple(_flatten(obj[k], leaves, path and f"{path}[{k!r}]", False, is_leaf)
+                     for k in keys)
         return TreeDef("dict", None, keys, kids)
-    if is_dataclass_instance(obj):
-        names = tuple(f.name for f in dataclasses.fields(obj))
-        kids = tuple(_flatten(getattr(obj, n), leaves, f"{path}.{n}", True,
-                              is_leaf) for n in names)
-        return TreeDef("dataclass", type(obj), names, kids)
-    leaves.append(obj)
-    return LEAF
+    names = obj._fields if kind == "namedtuple" else _field_names(type(obj))
+    kids = tuple(_flatten(getattr(obj, n), leaves, path and f"{path}.{n}", kind == "dataclass",
+                          is_leaf) for n in names)
+    return TreeDef(kind, type(obj), tuple(names), kids)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def unflatten(treedef: TreeDef, leaves) -> object:
