@@ -45,6 +45,10 @@ class TreeDef:
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self):
+        # rebuilt, not restored: a class's hash differs from one process to the next
+        return TreeDef, (self.kind, self.aux, self.names, self.children)
+
     @property
     def num_leaves(self) -> int:
         if self.kind == "leaf":
