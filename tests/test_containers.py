@@ -164,6 +164,35 @@ def test_a_varying_list_of_numbers_is_still_one_value_per_lane():
     np.testing.assert_array_equal(got, [2.0, 4.0, 6.0])
 
 
+def first_above(x, thresholds):
+    for k, t in enumerate(thresholds):
+        if x < t:
+            return k  # a return in one unrolled copy: the copies after it do not run
+    return len(thresholds)
+
+
+def test_return_inside_an_unrolled_loop(backend):
+    x = np.linspace(-1.0, 4.0, backend.lanes(11))
+    check(first_above, ("x",), [x, (0.0, 1.0, 2.5)], len(x), backend, exact=True)
+
+
+def nested(pair, scale):
+    (a, b), d = pair["ab"], pair["d"]
+    return {"s": a * scale + b.sum(), "d": d.x - d.offset[0]}
+
+
+class Point(NamedTuple):
+    x: float
+    offset: np.ndarray
+
+
+def test_nested_varying_container(be):
+    rng = np.random.default_rng(7)
+    pair = {"ab": (rng.standard_normal(6), rng.standard_normal((6, 2))),
+            "d": Point(np.arange(6.0), rng.standard_normal((6, 3)))}
+    check(nested, ("pair",), [pair, 2.0], 6, be)
+
+
 def as_dict(x, m):
     y = m.W2 @ np.maximum(m.W1 @ x + m.b1, 0.0)
     return {"y": y, "norm": np.sqrt((y * y).sum()), "b2": m.b2, "tag": None}
