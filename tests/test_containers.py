@@ -231,6 +231,25 @@ def test_container_literals_join_at_branches(backend):
     assert isinstance(got[1], list) and isinstance(got[2], Pair)
 
 
+def rebinds_in_a_loop(x, p, n):
+    q = p
+    for _ in range(n):
+        q = {**q, "a": q["a"] * 2.0 + x}
+        if q["a"] > 10.0:
+            break
+    return q
+
+
+def test_items_a_loop_leaves_alone_stay_uniform(backend):
+    """A dict rebound in a loop whose exit is per lane: the item it changes comes back
+    per lane, the one it never changes stays one uniform value (not carried)."""
+    x = np.arange(backend.lanes(6)) * 1.0
+    got = check(rebinds_in_a_loop, ("x",), [x, {"a": 1.0, "b": 2.0}, 5], len(x), backend,
+                exact=True)
+    assert got["b"] == 2.0 and isinstance(got["b"], float)
+    assert got["a"].shape == (len(x),)
+
+
 def helper_sum(p):
     return p["a"] + p["b"]
 

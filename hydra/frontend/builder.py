@@ -214,6 +214,10 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ContainerMixin, Idi
                 isinstance(a, Struct) and isinstance(b, Struct) and a.same_node(b):
             return like(a, (self.join_shapes(name, x, y, loc_a, loc_b)
                             for x, y in zip(items_of(a), items_of(b))))
+        if a is not b:  # an item pinned to its value (pin_same) and another: by type
+            a, b = (s.type if isinstance(s, Value) and not (isinstance(s.type, ArrayType)
+                                                             and self.is_array_ref(s)) else s
+                    for s in (a, b))
         if isinstance(a, Type) != isinstance(b, Type):
             # an argument array on one path, a per-lane array value on another (h = x
             # before a loop that computes h): both join as values

@@ -143,7 +143,11 @@ class LoopMixin:
         shapes: dict[str, object] = {}
         for n in names:
             if n in entry_env and isinstance(entry_env[n], (Value, tuple, Struct)):
-                shapes[n] = self.shape_of(n, entry_env[n], loc)
+                v = entry_env[n]
+                # a container's items start pinned to their values (not carried): those
+                # the body leaves alone stay so, uniform if they were (see pin_same)
+                shapes[n] = self.pin_same(v, v, self.shape_of(n, v, loc)) if is_node(v) \
+                    else self.shape_of(n, v, loc)
         for _attempt in range(20):
             frame.env, frame.partial = dict(entry_env), dict(entry_partial)
             carried = list(shapes)
@@ -176,6 +180,8 @@ class LoopMixin:
                 if n not in frame.env or not isinstance(frame.env[n], (Value, tuple, Struct)):
                     continue
                 s = self.shape_of(n, frame.env[n], loc)
+                if n in entry_env:
+                    s = self.pin_same(frame.env[n], entry_env[n], s)
                 widened[n] = s if n not in widened else self.join_shapes(
                     n, widened[n], s, self.value_loc(entry_env.get(n), loc),
                     self.value_loc(frame.env[n], loc))
