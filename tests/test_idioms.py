@@ -24,6 +24,29 @@ def over_tuples(x, w):
     return s
 
 
+def exits_tuple_loops(x, n):
+    s = 0.0
+    for t in (0.0, 1.0, 2.5):
+        if x < t:
+            break
+        if x == t:
+            continue
+        s += t
+    i = 0
+    while i < n:  # an unrolled loop inside a loop: its break is its own
+        for t in (1.0, 2.0):
+            if x > t:
+                break
+            s += 0.5
+        i += 1
+    return s
+
+
+def test_break_and_continue_in_loops_over_tuples(backend):
+    x = np.linspace(-1.0, 4.0, backend.lanes(11))
+    check_against_oracle(exits_tuple_loops, [x, 2], varying="x", backend=backend)
+
+
 def sums(x, n):
     a = sum((x, 2.0 * x, 1.0))
     b = sum(x * i for i in range(4))
@@ -130,13 +153,6 @@ def test_atomic_add_with_a_tuple_index(be):
 
 # --- refusals -------------------------------------------------------------------------------
 
-def breaks_in_tuple_loop(x):
-    for c in (1.0, 2.0):
-        if x > c:
-            break
-    return x
-
-
 def generator_outside_sum(x):
     return max(x * i for i in range(3))
 
@@ -161,8 +177,6 @@ def writes_enclosing(x):
 
 
 @pytest.mark.parametrize("fn,message", [
-    (breaks_in_tuple_loop, "break in a loop over a tuple or container is not supported "
-                           "(hydra unrolls it)"),
     (generator_outside_sum, "generator expressions are only supported as the argument of "
                             "sum()"),
     (modular_pow, "pow() with a modulus is not supported"),

@@ -256,25 +256,43 @@ class ContainerMixin:
 
     def for_items(self, node: ast.For, items: tuple, loc: Loc) -> None:
         """``for x in (a, b, c)``: unrolled, the body translated once per item (so each
-        copy may see another type: arrays of other shapes, other containers)."""
+        copy may see another type: arrays of other shapes, other containers).  A
+        ``break``, ``continue`` or ``return`` sets its flag, as in a loop, and the rest
+        of the copy and the copies after it run only where no flag stops them."""
+        frame = self.frame
         has_break, has_continue = loop_exits(node.body)
-        if has_break or has_continue:
-            raise CompileError(f"{'break' if has_break else 'continue'} in a loop over a "
-                               f"tuple or container is not supported (hydra unrolls it)", loc,
-                               hint="loop over range(len(items)) with a flag, or use if")
-        hidden, body = [], []
+        tag = frame.prefix + "." + self.fresh()
+        brk, cont = (f"$brk{tag}" if has_break else ""), (f"$cont{tag}" if has_continue else "")
+        if brk:
+            frame.env[brk] = self.const(False, loc)
+        hidden = []
 
         def at(x):
             return ast.copy_location(x, node)
-        for item in items:
-            name = f"$item{self.frame.prefix}.{self.fresh()}"
-            self.frame.env[name] = item
+
+        def copies(k: int) -> None:
+            if k == len(items):
+                return
+            name = f"$item{frame.prefix}.{self.fresh()}"
             hidden.append(name)
-            body.append(at(ast.Assign([node.target], at(ast.Name(name, ast.Load())))))
-            body.extend(node.body)
-        self.stmts(body)  # a return in one copy guards the copies after it
-        for name in hidden:
+            self.frame.env[name] = items[k]
+            if cont:
+                self.frame.env[cont] = self.const(False, loc)
+            self.frame.loops.append((brk, cont))
+            self.stmts([at(ast.Assign([node.target], at(ast.Name(name, ast.Load())))),
+                        *node.body])
+            if cont:
+                self.frame.env[cont] = self.const(False, loc)
+            guard = self.still_running(loc)  # not after a return or a break
+            self.frame.loops.pop()
+            if guard is None:
+                copies(k + 1)
+            else:
+                self.build_if(guard, lambda: copies(k + 1), lambda: None, loc)
+        copies(0)
+        for name in [*hidden, brk, cont]:
             self.frame.env.pop(name, None)
+            self.frame.partial.pop(name, None)
 
     # --- building ------------------------------------------------------------------
 
