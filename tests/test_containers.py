@@ -298,6 +298,22 @@ def test_a_written_list_inside_a_varying_container_is_refused():
     np.testing.assert_array_equal(rows, [[0.0, 1.0], [0.0, 1.0]])
 
 
+def prints_containers(x, p):
+    print("lane", {"x": x, "k": [x * 2.0, None]}, p, Pair(x, p.offset))
+
+
+def test_print_shows_containers_as_python_does(backend, capsys):
+    """Each lane's line is Python's print of the containers holding that lane's values
+    (as Python numbers for int64/float64, as a tuple's are); a dict's keys are sorted."""
+    p = Pair(1.5, np.array([2.0, 3.0]))
+    hydra.compile(prints_containers, varying="x", backend=backend)(np.arange(2.0), p)
+    assert capsys.readouterr().out == (
+        "lane {'k': [0.0, None], 'x': 0.0} Pair(scale=1.5, offset=array([2., 3.])) "
+        "Pair(scale=0.0, offset=array([2., 3.]))\n"
+        "lane {'k': [2.0, None], 'x': 1.0} Pair(scale=1.5, offset=array([2., 3.])) "
+        "Pair(scale=1.0, offset=array([2., 3.]))\n")
+
+
 # --- refusals, by their messages ---------------------------------------------------------
 
 def sets_item(x, p):

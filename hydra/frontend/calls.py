@@ -11,7 +11,7 @@ import types as pytypes
 
 import numpy as np
 
-from .. import intrinsics
+from .. import intrinsics, trees
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ArrayType, ScalarType,
@@ -20,7 +20,7 @@ from ..ir.core import LANE_ARRAY_FNS
 from .arrayops import ArrayMethod, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
-from .containers import ContainerMethod, is_node, items_of
+from .containers import ContainerMethod, Struct, is_node, items_of
 from .idioms import LocalFunction
 from .exprs import _NUMPY_SCALAR_TYPES
 from .source import parse_function
@@ -332,6 +332,10 @@ class CallMixin:
             return ("str", value.obj)
         if isinstance(value, tuple):
             return ("tuple", [self.print_value(v, operands, loc) for v in value])
+        if isinstance(value, Struct):  # rebuilt per lane and printed as Python prints it
+            node = trees.TreeDef(value.kind, value.aux, value.names,
+                                 (trees.LEAF,) * len(value.items))
+            return ("tree", node, [self.print_value(v, operands, loc) for v in value.items])
         if isinstance(value, Value) and (isinstance(value.type, ScalarType) or is_array(value)
                                          and value.type.shape is not None):
             operands.append(value)  # a per-lane array prints as NumPy prints it
