@@ -25,7 +25,7 @@ from dataclasses import dataclass
 KINDS = ("leaf", "static", "tuple", "list", "dict", "namedtuple", "dataclass")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class TreeDef:
     """One node of a tree's structure.  ``kind``: one of ``KINDS``; ``aux``: a static
     node's value, or a namedtuple's or dataclass's class; ``names``: a dict's keys
@@ -57,6 +57,9 @@ class TreeDef:
 
     def __str__(self) -> str:
         return show(self, ["*"] * self.num_leaves)
+
+    def __repr__(self) -> str:  # (dump-ir prints it in a print op's template)
+        return f"TreeDef({show(self, ['*'] * self.num_leaves, qualified=True)})"
 
 
 LEAF = TreeDef("leaf")
@@ -212,25 +215,27 @@ def _paths(t: TreeDef, path: str, out: list) -> None:
             _paths(c, f"{path}[{i}]", out)
 
 
-def show(t: TreeDef, leaves: list) -> str:
-    """The structure with ``leaves`` (strings) in it, e.g. ``MLP(W1=float64[3, 4], b1=*)``."""
+def show(t: TreeDef, leaves: list, qualified: bool = False) -> str:
+    """The structure with ``leaves`` (strings) in it, e.g. ``MLP(W1=float64[3, 4], b1=*)``
+    (``qualified``: classes with their modules)."""
     it = iter(leaves)
-    return _show(t, it)
+    return _show(t, it, qualified)
 
 
-def _show(t: TreeDef, it) -> str:
+def _show(t: TreeDef, it, qualified: bool) -> str:
     if t.kind == "leaf":
         return str(next(it))
     if t.kind == "static":
         return repr(t.aux)
-    items = [_show(c, it) for c in t.children]
+    items = [_show(c, it, qualified) for c in t.children]
     if t.kind == "tuple":
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if t.kind == "list":
         return "[" + ", ".join(items) + "]"
     if t.kind == "dict":
         return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(t.names, items)) + "}"
-    return f"{t.aux.__name__}(" + ", ".join(f"{k}={v}" for k, v in zip(t.names, items)) + ")"
+    name = f"{t.aux.__module__}.{t.aux.__qualname__}" if qualified else t.aux.__name__
+    return f"{name}(" + ", ".join(f"{k}={v}" for k, v in zip(t.names, items)) + ")"
 
 
 def tuple_of(n: int) -> TreeDef:
