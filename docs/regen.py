@@ -1,6 +1,7 @@
 """Regenerate the generated parts of docs/guide.md: the intrinsics table (from
 ``hydra.intrinsics``), the options table and the host-only table (from the backends'
-declared protocols, ``hydra.backends.PROTOCOLS``).
+declared protocols, ``hydra.backends.PROTOCOLS``) and the syntax table (from
+``hydra.frontend.subset``).
 
     python docs/regen.py          # rewrite docs/guide.md
     python docs/regen.py --check  # exit 1 if it is out of date
@@ -10,8 +11,10 @@ import re
 import sys
 from pathlib import Path
 
-from hydra.backends import PROTOCOLS
-from hydra.intrinsics import INTRINSICS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's hydra
+
+from hydra.backends import PROTOCOLS  # noqa: E402
+from hydra.intrinsics import INTRINSICS  # noqa: E402
 
 GUIDE = Path(__file__).with_name("guide.md")
 
@@ -42,8 +45,20 @@ def markdown_tables() -> dict[str, str]:
     return {"options": "\n".join(rows), "host": "\n".join(host)}
 
 
+def subset_table() -> str:
+    """The supported syntax, from the one table of ``hydra.frontend.subset``, and the
+    constructs it refuses."""
+    from hydra.frontend import subset
+    rows = ["| kind | construct |", "|---|---|"]
+    for kind, table in (("statement", subset.STATEMENTS), ("expression", subset.EXPRESSIONS)):
+        rows += [f"| {kind} | {subset.SHOWN[node]} |" for node in table]
+    rows.append("| not supported | " + ", ".join(subset.refused()) + " |")
+    return "\n".join(rows)
+
+
 def regenerated(text: str) -> str:
-    for name, table in {"intrinsics": markdown_table(), **markdown_tables()}.items():
+    tables = {"intrinsics": markdown_table(), **markdown_tables(), "subset": subset_table()}
+    for name, table in tables.items():
         block = re.compile(rf"(<!-- {name}:start -->\n).*?(\n<!-- {name}:end -->)", re.S)
         text = block.sub(lambda m: m.group(1) + table + m.group(2), text)
     return text

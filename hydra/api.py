@@ -18,8 +18,10 @@ import weakref
 
 import numpy as np
 
-from . import dataflow
-from .arrays import check_argument, copy_back, native_arguments
+from . import dataflow, trees
+from .arguments import (flatten_arguments, int_arguments, is_device_array, lane_leaves,
+                        leaf_names, leaves_of, typed_argument, unshaped)
+from .arrays import copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .backends.host import python_scalar
 from .effects import effects, written_arrays
@@ -35,7 +37,7 @@ from .races import warn_races
 from .views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
-from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
+from .types import ArrayType, Type
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
@@ -82,11 +84,12 @@ class Kernel:
         lengths = {}
         for name, a in zip(self.param_names, args):
             if name in self.varying:
-                shape = tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
-                if not shape:
-                    raise ValueError(f"varying argument '{name}' must be an array with one "
-                                     f"entry per lane, got a scalar")
-                lengths[name] = shape[0]
+                for path, x in lane_leaves(name, a):
+                    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+                    if not shape:
+                        raise ValueError(f"varying argument '{path}' must be an array with "
+                                         f"one entry per lane, got a scalar")
+                    lengths[path] = shape[0]
         if self.lanes is not None:
             for name, n in lengths.items():
                 if n != self.lanes:
@@ -107,59 +110,25 @@ class Kernel:
                             f"argument(s) ({', '.join(self.param_names)}), {len(args)} given")
         values, types = [], []
         for name, a in zip(self.param_names, args):
-            check_argument(name, a)
-            if _is_device_array(a):
-                t = self._device_array_type(name, a)
-            elif name in self.varying:
-                if not isinstance(a, np.ndarray):
-                    a = np.asarray(a)
-                try:
-                    dt = scalar(a.dtype)
-                except TypeError:
-                    raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
-                t = dt if a.ndim == 1 else ArrayType(dt, a.ndim - 1, tuple(a.shape[1:]))
-            else:
-                t = typeof_python(a)
-                if t is None:
-                    raise TypeError(f"argument '{name}' has unsupported type "
-                                    f"{type(a).__name__}"
-                                    + (f" (dtype {a.dtype})" if isinstance(a, np.ndarray) else ""))
-                if isinstance(t, ScalarType):
-                    a = _scalar_argument(name, a, t)
-                elif isinstance(t, TupleType):
-                    a = _tuple_argument(name, a, t)
-                elif isinstance(t, ArrayType):
-                    t = ArrayType(t.dtype, t.ndim, tuple(a.shape))
-            values.append(a)
+            v, t = typed_argument(self, name, a, name in self.varying)
+            values.append(v)
             types.append(t)
         return values, types
-
-    def _device_array_type(self, name: str, a) -> Type:
-        """The type of a GPU array argument (numba device arrays, CuPy, anything with
-        ``__cuda_array_interface__``): passed to the cuda backend without a copy."""
-        if self.backend_name != "cuda":
-            raise TypeError(f"argument '{name}' is a GPU array; only backend='cuda' takes "
-                            f"those (copy it to the host for the {self.backend_name} backend)")
-        try:
-            dt = scalar(np.dtype(a.dtype))
-        except TypeError:
-            raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
-        ndim = len(a.shape)
-        if name in self.varying:
-            return dt if ndim == 1 else ArrayType(dt, ndim - 1)
-        return ArrayType(dt, ndim)
 
     def _refuse_written_lists(self, fn: Function, args) -> None:
         """A varying argument that is not an array (a list) reaches the kernel as a copy:
         writes into it would be lost, so a kernel that writes one is refused."""
         written = {v.id for v in written_arrays(fn)}
         params = dict(zip(fn.param_names, fn.params))
-        for name, a in zip(self.param_names, args):
-            if name in self.varying and params[name].id in written \
-                    and not isinstance(a, np.ndarray) and not _is_device_array(a):
-                raise TypeError(f"argument '{name}' is a {type(a).__name__}, which the kernel "
-                                f"writes: the writes would be lost; pass a NumPy array "
-                                f"(np.asarray({name})) and read the results from it")
+        params.update((path, params[ident]) for ident, path in
+                      fn.notes.get("param_paths", {}).items())  # a container's leaves
+        for top, arg in zip(self.param_names, args):
+            for name, a in lane_leaves(top, arg) if top in self.varying else ():
+                if name in params and params[name].id in written \
+                        and not isinstance(a, np.ndarray) and not is_device_array(a):
+                    raise TypeError(f"argument '{name}' is a {type(a).__name__}, which the "
+                                    f"kernel writes: the writes would be lost; pass a NumPy "
+                                    f"array (np.asarray({name})) and read the results from it")
 
     def _check_aliasing(self, fn: Function, values, types) -> None:
         stored = {v.id for v in written_arrays(fn)}
@@ -167,10 +136,12 @@ class Kernel:
                   if isinstance(t, ArrayType) and not p.varying]
         for i, (p, a) in enumerate(arrays):
             for q, b in arrays[i + 1:]:
-                if _is_device_array(a) or _is_device_array(b):
+                if is_device_array(a) or is_device_array(b):
                     continue  # GPU memory: numpy cannot tell; the cuda backend copies nothing
                 if (p.id in stored or q.id in stored) and np.shares_memory(a, b):
-                    raise ValueError(f"arguments '{p.name}' and '{q.name}' share memory and the "
+                    shown = fn.notes.get("param_paths", {})  # p['W'], not p_W
+                    raise ValueError(f"arguments '{shown.get(p.name, p.name)}' and "
+                                     f"'{shown.get(q.name, q.name)}' share memory and the "
                                      f"kernel writes one of them; pass separate arrays")
 
     # --- compiling --------------------------------------------------------------------
@@ -199,7 +170,7 @@ class Kernel:
         if not getattr(self, "_shaped", False):
             # array shapes join the key only once a kernel needs them (whole-array
             # operations, SPEC section 8): kernels that only index arrays compile once
-            types = [t.unshaped() if isinstance(t, ArrayType) else t for t in types]
+            types = [unshaped(t) for t in types]
         return tuple(types) + tuple(sorted(pinned.items())), types, pinned
 
     def _compile(self, full: list[Type], values: dict) -> tuple[Function, object]:
@@ -262,7 +233,7 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         args = self._bind(*args, **kwargs)
-        if any(type(a).__module__.startswith("dask.") for a in args):
+        if any(type(x).__module__.startswith("dask.") for x in leaves_of(self.param_names, args)):
             from .dask import call  # SPEC section 10: lanes as Dask tasks, lazily
             return call(self, args)
         return dataflow.call(self, args)
@@ -275,16 +246,17 @@ class Kernel:
         """Everything a launch needs before it runs: checked arguments, the compiled code
         (``args``: bound, one per parameter)."""
         values, types = self._signature(args)
-        lanes = self._lanes_for(values)
+        lanes = self._lanes_for(args)
         # uniform ints a per-lane array's shape may depend on (see specialize); this
         # call's, passed on (another thread may be preparing a call with others)
-        shape_values = {n: v for n, v, t in zip(self.param_names, values, types)
-                        if isinstance(t, ScalarType) and t.kind in "iu"}
+        shape_values = int_arguments(self.param_names, values, types)
         self._shape_values = shape_values  # the default of a later ``specialize(types)``
         fn, runner = self.specialize(types, shape_values)
         self._refuse_written_lists(fn, args)
-        shown = _leaf_names(self.param_names, types)
-        values, types = _flatten_tuples(values, types)
+        # the leaves' names as the user writes them, where a check may need them
+        shown = leaf_names(self.param_names, types) \
+            if fn.notes.get("python_int_params") else fn.param_names
+        values, types = flatten_arguments(values, types)
         _check_python_ints(fn, values, shown)
         _check_writeable(fn, values)
         check_layouts(fn, values)
@@ -329,7 +301,9 @@ def _check_writeable(fn: Function, values: list) -> None:
     array) must be writeable: a read-only memmap, a broadcast view or a buffer over
     ``bytes`` would be written through (or crash) in native code.  Checked before
     anything runs, so nothing is half done."""
-    given = {p.id: (f"argument '{p.name}'", a) for p, a in zip(fn.params, values)}
+    shown = fn.notes.get("param_paths", {})  # a container's leaves: p['W'], not p_W
+    given = {p.id: (f"argument '{shown.get(p.name, p.name)}'", a)
+             for p, a in zip(fn.params, values)}
     for v in written_arrays(fn):
         if v.id in given:
             what, a = given[v.id]
@@ -344,50 +318,6 @@ def _check_writeable(fn: Function, values: list) -> None:
                                    f"a copy", None, at)
 
 
-def _is_device_array(a) -> bool:
-    return not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
-                                              or hasattr(a, "copy_to_host"))
-
-
-def _tuple_argument(name: str, a: tuple, t: TupleType) -> tuple:
-    out = []
-    for i, (x, e) in enumerate(zip(a, t.elems)):
-        if isinstance(e, ScalarType):
-            out.append(_scalar_argument(f"{name}[{i}]", x, e))
-        elif isinstance(e, TupleType):
-            out.append(_tuple_argument(f"{name}[{i}]", x, e))
-        else:
-            raise TypeError(f"argument '{name}[{i}]': tuples of numbers are supported, "
-                            f"not tuples holding {type(x).__name__}")
-    return tuple(out)
-
-
-def _flatten_tuples(values: list, types: list[Type]) -> tuple[list, list[Type]]:
-    """Tuple arguments as their leaves, in the order the frontend's parameters are."""
-    flat_values, flat_types = [], []
-    for v, t in zip(values, types):
-        if isinstance(t, TupleType):
-            fv, ft = _flatten_tuples(list(v), list(t.elems))
-            flat_values += fv
-            flat_types += ft
-        else:
-            flat_values.append(v)
-            flat_types.append(t)
-    return flat_values, flat_types
-
-
-def _leaf_names(names: list[str], types: list[Type]) -> list[str]:
-    """The names of the arguments' leaves as the user writes them (``centre[1]``), in
-    the order of ``_flatten_tuples``."""
-    out = []
-    for name, t in zip(names, types):
-        if isinstance(t, TupleType):
-            out += _leaf_names([f"{name}[{i}]" for i in range(len(t.elems))], list(t.elems))
-        else:
-            out.append(name)
-    return out
-
-
 def _check_python_ints(fn: Function, values: list, shown: list[str]) -> None:
     """A Python int argument must fit every NumPy type it meets in the kernel (NumPy 2
     raises OverflowError otherwise): checked here, before anything runs."""
@@ -400,15 +330,6 @@ def _check_python_ints(fn: Function, values: list, shown: list[str]) -> None:
                                     f"raises OverflowError there too)")
 
 
-def _scalar_argument(name: str, a, t: ScalarType):
-    try:
-        return t.dtype.type(a)
-    except OverflowError:
-        raise OverflowError(f"argument '{name}' = {a} does not fit in {t.name}, the type "
-                            f"of a Python int argument (NumPy 2 raises OverflowError "
-                            f"there too)") from None
-
-
 def _result(fn: Function, leaves: list, lanes: int):
     values = []
     for v, x in zip(fn.body.terminator.operands, leaves):
@@ -419,19 +340,10 @@ def _result(fn: Function, leaves: list, lanes: int):
             values.append(x)  # a uniform array (SPEC section 8): one array of its shape
         else:
             values.append(python_scalar(np.asarray(x), v.type))
-    return _build(fn.notes["result_tree"], iter(values))
-
-
-def _build(tree, it):
-    """The result tree with its leaves taken from ``it`` in order.  (A module function,
-    not a closure that calls itself: that closure was a reference cycle holding every
-    call's results until the cyclic GC ran, so each call's output buffers were fresh
-    pages: 730 page faults, 0.5 ms, a mandelbrot call.)"""
-    if tree == "leaf":
-        return next(it)
-    if tree is None:
-        return None
-    return tuple(_build(t, it) for t in tree)
+    # (trees.unflatten is a module function, not a closure that calls itself: that
+    # closure was a reference cycle holding every call's results until the cyclic GC
+    # ran, so each call's output buffers were fresh pages: 0.5 ms, a mandelbrot call)
+    return trees.unflatten(fn.notes["result_tree"], values)
 
 
 def compile(fn=None, *, lanes: int | None = None, varying=(), backend: str | None = None,

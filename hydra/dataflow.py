@@ -51,6 +51,7 @@ import numpy as np
 from . import stop
 from .effects import effects
 from .errors import HydraError
+from .trees import flatten, is_container, unflatten
 from .types import ArrayType
 
 #: how many finished launches ``launch_graph`` keeps
@@ -164,12 +165,10 @@ def span(a) -> tuple[int, int] | None:
 
 
 def _arrays_in(value):
-    """The arrays in a value (a kernel's result: an array, a scalar or nested tuples)."""
-    if isinstance(value, tuple):
-        for v in value:
-            yield from _arrays_in(v)
-    elif span(value) is not None:
-        yield value
+    """The arrays in a value (a kernel's result: an array, a scalar or a container)."""
+    for v in flatten(value)[0]:
+        if span(v) is not None:
+            yield v
 
 
 class Scheduler:
@@ -301,7 +300,7 @@ class Scheduler:
             return
         launch.started = time.perf_counter()
         try:
-            args = [_value_of(launch, a) if isinstance(a, Future) else a for a in launch.args]
+            args = [_resolve(a, lambda f: _value_of(launch, f)) for a in launch.args]
             kernel = launch.kernel
             prepared = launch.prepared or kernel._prepare(args)
             with self._resources(launch):
@@ -497,12 +496,12 @@ def submit(kernel, args: tuple, inline: bool = False) -> Future:
     parameter) and return its future.  Errors found before anything runs (types,
     lengths, compiling) raise here."""
     args = list(args)
-    futures = [a for a in args if isinstance(a, Future)]
+    futures = [f for a in args for f in _futures_in(a)]  # in containers too
     done_failed = [f for f in futures if f.done() and (f.cancelled() or f.exception())]
     # a future that is already done is just its value
-    args = [a.result() if isinstance(a, Future) and a.done() and a not in done_failed
-            else a for a in args]
-    pending = [a for a in args if isinstance(a, Future) and a not in done_failed]
+    args = [_resolve(a, lambda f: f.result() if f.done() and f not in done_failed else f)
+            for a in args]
+    pending = [f for a in args for f in _futures_in(a) if f not in done_failed]
     if pending or done_failed:
         prepared = None
         accesses, future_modes, cores = _modes_with_standins(kernel, args)
@@ -531,7 +530,7 @@ def submit(kernel, args: tuple, inline: bool = False) -> Future:
 def call(kernel, args: tuple):
     """``Kernel.__call__``: run on the calling thread, after the launches it depends on."""
     s = _scheduler
-    if (s is None or not s.outstanding) and not any(isinstance(a, Future) for a in args):
+    if (s is None or not s.outstanding) and not any(_futures_in(a) for a in args):
         return kernel._run(kernel._prepare(args))
     fut = submit(kernel, args, inline=True)
     launch = fut._launch
@@ -585,16 +584,17 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
     stood in for by arrays of the type the producing kernel returns, so the compiler
     says what is read and written; where that cannot be done every array counts as
     read and written."""
-    standins = [_standin(a) if isinstance(a, Future) else a for a in args]
-    futures = [a for a in args if isinstance(a, Future)]
-    if all(x is not None for x in standins):
+    futures = [f for a in args for f in _futures_in(a)]
+    subs = {id(f): _standin(f) for f in futures}
+    standins = [_resolve(a, lambda f: subs[id(f)]) for a in args]
+    if all(x is not None for x in subs.values()):
         try:
             prepared = kernel._prepare(standins)
         except Exception:  # noqa: BLE001 (the real values will say what is wrong)
             prepared = None
         if prepared is not None:
             accesses, cores = _modes(kernel, prepared)
-            by_id = {id(s): a for s, a in zip(standins, args)}
+            by_id = {id(x): f for f in futures for x in _leaves(subs[id(f)])}
             accesses = [(by_id.get(id(v), v), m) for v, m in accesses]
             future_modes = [(f, "".join(sorted(set("".join(m for v, m in accesses if v is f))))
                              or "r") for f in futures]
@@ -602,6 +602,29 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
             return concrete, future_modes, cores
     accesses = [(a, "rw") for a in args if not isinstance(a, Future) and span(a) is not None]
     return accesses, [(f, "rw") for f in futures], _cores(kernel, None)
+
+
+def _leaves(value) -> list:
+    return flatten(value)[0]
+
+
+def _futures_in(a) -> list:
+    """The futures an argument is or holds (a container of futures: each a dependency)."""
+    if isinstance(a, Future):
+        return [a]
+    return [x for x in _leaves(a) if isinstance(x, Future)] if is_container(a) else []
+
+
+def _resolve(a, value_of):
+    """``a`` with each future in it replaced by ``value_of(future)``."""
+    if isinstance(a, Future):
+        return value_of(a)
+    if not is_container(a):
+        return a
+    leaves, treedef = flatten(a)
+    if not any(isinstance(x, Future) for x in leaves):
+        return a
+    return unflatten(treedef, [value_of(x) if isinstance(x, Future) else x for x in leaves])
 
 
 def _standin(fut: Future):

@@ -75,6 +75,20 @@ class TupleType(Type):
         return "(" + ", ".join(map(str, self.elems)) + ("," if len(self.elems) == 1 else "") + ")"
 
 
+@dataclass(frozen=True, slots=True)
+class TreeType(Type):
+    """A container argument (tuple, list, dict, namedtuple, dataclass; ``hydra.trees``):
+    its structure, with the values of its static leaves, and its leaves' types in
+    ``trees.flatten`` order.  Both are part of a kernel's specialization key."""
+
+    treedef: object  # a hydra.trees.TreeDef
+    leaves: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        from .trees import show
+        return show(self.treedef, [str(t) for t in self.leaves])
+
+
 BOOL = ScalarType("bool")
 INT64 = ScalarType("int64")
 INT32 = ScalarType("int32")

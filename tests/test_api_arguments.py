@@ -21,10 +21,10 @@ def test_tuple_argument_matches_plain_python(backend):
     np.testing.assert_array_equal(got, expected)
 
 
-def test_tuple_argument_of_strings_is_a_type_error():
+def test_tuple_argument_of_unsupported_leaves_is_a_type_error():
     k = hydra.compile(distance_plus, varying="x", backend="numpy")
-    with pytest.raises(TypeError, match="argument 'centre' has unsupported type tuple"):
-        k(np.arange(3.0), (1.0, "a"))
+    with pytest.raises(TypeError, match=r"argument 'centre\[1\]\[0\]' has unsupported type set"):
+        k(np.arange(3.0), (1.0, ({2}, 3.0)))
 
 
 def test_device_arrays_reach_the_cuda_backend_without_copies():

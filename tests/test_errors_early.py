@@ -41,9 +41,9 @@ def returns_text(x):
     return "big" if x > 0 else x
 
 
-def compares_text(x):
-    if x == "a":
-        return 1
+def adds_text(x):
+    if x > 0:
+        return x + "a"
     return 0
 
 
@@ -53,7 +53,7 @@ def formats_text(x):
     return x
 
 
-@pytest.mark.parametrize("fn, text", [(returns_text, '"big"'), (compares_text, '"a"'),
+@pytest.mark.parametrize("fn, text", [(returns_text, '"big"'), (adds_text, '"a"'),
                                       (formats_text, 'f"x={x}"')])
 def test_a_string_outside_print_fails_at_compile(fn, text):
     with pytest.raises(hydra.CompileError) as e:

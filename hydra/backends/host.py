@@ -28,6 +28,7 @@ from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ..stop import check as check_stop
+from ..trees import unflatten
 from ..types import ArrayType, ScalarType
 from .hostarrays import array_rule, array_store_rule, select_rule
 from .policy import Policy
@@ -111,6 +112,8 @@ def format_print(parts, values, lane: int, types) -> list[str]:
             return lane_value(part[1])
         if kind == "tuple":
             return tuple(render(p) for p in part[1])
+        if kind == "tree":  # a list, dict, namedtuple or dataclass: Python prints it
+            return unflatten(part[1], [render(p) for p in part[2]])
         out = []
         for piece in part[1]:
             if isinstance(piece, str):

@@ -25,6 +25,8 @@ import weakref
 import numpy as np
 
 from ..effects import effects
+from .. import trees
+from ..arguments import flatten_arguments, lane_leaves
 from ..errors import HydraError, Loc
 from ..frontend import build_specialized
 from ..ir.core import Function
@@ -47,11 +49,11 @@ def call(kernel, args: tuple):
     from dask.base import tokenize
 
     names = kernel.param_names
-    for name, a in zip(names, args):
+    for name, a in _leaves(names, args):
         if type(a).__module__.startswith("dask.") and not is_dask_array(a):
             raise TypeError(f"argument '{name}' is a Dask {type(a).__name__}; kernels take "
                             f"dask.array.Array as varying arguments")
-        if is_dask_array(a) and name not in kernel.varying:
+        if is_dask_array(a) and name.split("[")[0].split(".")[0] not in kernel.varying:
             raise TypeError(f"argument '{name}' is a Dask array but not varying: uniform "
                             f"arguments are shipped whole (pass a NumPy array), or list "
                             f"'{name}' in varying=")
@@ -59,14 +61,13 @@ def call(kernel, args: tuple):
             raise ValueError(f"argument '{name}' has unknown chunk sizes; call "
                              f".compute_chunk_sizes() on it first")
     # the types come from the arrays' metadata: nothing is computed
-    meta = [np.empty((0, *a.shape[1:]), a.dtype) if is_dask_array(a) else a for a in args]
+    meta = [_meta(a) for a in args]
     values, types = kernel._signature(meta)
     lanes = kernel._lanes_for(args)
-    first = next(a for n, a in zip(names, args) if n in kernel.varying and is_dask_array(a))
+    first = next(a for n, a in _leaves(names, args) if is_dask_array(a))
     lane_chunks = first.chunks[0]
     fn, shape_values = _ir(kernel, types, values)
-    from ..api import _flatten_tuples
-    flat_values, flat_types = _flatten_tuples(list(values), list(types))
+    flat_values, flat_types = flatten_arguments(list(values), list(types))
     kernel._check_aliasing(fn, flat_values, flat_types)
     written = _check_writes(fn, flat_values)
     added = _only_added(fn, flat_values)
@@ -80,12 +81,13 @@ def call(kernel, args: tuple):
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
     for name, a, v, t in zip(names, args, values, types):
-        leaves = _flatten_tuples([v], [t])[0]
-        if name in kernel.varying:
-            arr = a if is_dask_array(a) else da.from_array(np.asarray(a), chunks=-1)
-            arr = arr.rechunk({0: lane_chunks, **{i: -1 for i in range(1, arr.ndim)}})
-            deps.append(arr)
-            sources.append(("chunk", len(deps) - 1))
+        leaves = flatten_arguments([v], [t])[0]
+        if name in kernel.varying:  # a container's leaves each chunked along the lanes
+            for _, x in lane_leaves(name, a):
+                arr = x if is_dask_array(x) else da.from_array(np.asarray(x), chunks=-1)
+                arr = arr.rechunk({0: lane_chunks, **{i: -1 for i in range(1, arr.ndim)}})
+                deps.append(arr)
+                sources.append(("chunk", len(deps) - 1))
         elif isinstance(v, np.ndarray):
             key = f"hydra-array-{tokenize(v)}"  # one key: each worker fetches it once
             layers[key] = v
@@ -99,11 +101,32 @@ def call(kernel, args: tuple):
                               starts, lanes, token, fn.name, layers)
     graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
     leaves = fn.body.terminator.operands
-    if written or added or plan.prints or fn.notes["result_tree"] is None:
+    if written or added or plan.prints or fn.notes["result_tree"] == trees.NONE:
         return DaskCall(graph, chunk_keys, fn, lanes, starts,
                         {i: flat_values[i] for i in written},
                         {i: flat_values[i] for i in added})
     return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
+
+
+def _leaves(names, args):
+    """(name, value) of every argument's leaves (a container's, with their paths)."""
+    for name, a in zip(names, args):
+        if trees.is_container(a):
+            leaves, treedef = trees.flatten(a, name)
+            yield from zip(trees.paths(treedef, name), leaves)
+        else:
+            yield name, a
+
+
+def _meta(a):
+    """``a`` with its Dask arrays (in containers too) replaced by empty NumPy arrays of
+    their dtype and trailing shape: the call is typed from metadata alone."""
+    def one(x):
+        return np.empty((0, *x.shape[1:]), x.dtype) if is_dask_array(x) else x
+    if trees.is_container(a):
+        leaves, treedef = trees.flatten(a)
+        return trees.unflatten(treedef, [one(x) for x in leaves])
+    return one(a)
 
 
 def _ir(kernel, types, values) -> tuple[Function, tuple]:
@@ -268,13 +291,7 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
                            {**graph.dependencies, name: set(graph.layers)})
         dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype
         arrays.append(da.Array(g, name, chunks, dtype=dtype))
-    it = iter(arrays)
-
-    def build(tree):
-        if tree == "leaf":
-            return next(it)
-        return tuple(build(t) for t in tree)
-    return build(fn.notes["result_tree"])
+    return trees.unflatten(fn.notes["result_tree"], arrays)
 
 
 def _ndim(t) -> int:

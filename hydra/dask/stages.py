@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import trees
 from ..errors import RUNTIME_ERRORS, Loc
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Value
@@ -340,7 +341,7 @@ def _function(fn: Function, run) -> Function:
     from ..ir.core import Region
     body = Region([], [*run.ops, Op("yield", list(run.outputs), [], fn.loc)])
     return Function(fn.name, list(run.inputs), [v.name or f"v{v.id}" for v in run.inputs],
-                    body, fn.loc, {"result_tree": tuple("leaf" for _ in run.outputs)})
+                    body, fn.loc, {"result_tree": trees.tuple_of(len(run.outputs))})
 
 
 def partial(op: Op, env: dict, lanes: int, start: int):

@@ -259,8 +259,9 @@ class ArrayMixin:
             if x.id in seen:
                 continue
             seen.add(x.id)
-            if x.id in self.param_names_by_id:
-                names.append(self.param_names_by_id[x.id])
+            if x.id in self.param_names_by_id:  # a container's leaf: by its path
+                name = self.param_names_by_id[x.id]
+                names.append(self.param_paths.get(name, name))
             elif x.id in self.loop_counters:
                 names += [self.loop_counters[x.id], *self.loop_counters[x.id].behind]
             elif x.id in defs:

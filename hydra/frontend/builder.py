@@ -27,14 +27,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import trees
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
-from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
+from ..types import BOOL, ArrayType, ScalarType, Type, finalize, join
 from .binding import parameter_names
 from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
+from .containers import ContainerMixin, Struct, is_node, items_of, like
 from .common import Meta, Partial, always_returns, contains, has_return
 from .exprs import ExprMixin
+from .idioms import IdiomMixin
 from .loops import LoopMixin
 from .scalars import ScalarRulesMixin
 from .source import ParsedFunction, parse_function
@@ -63,7 +66,8 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, ExprMixin):
+class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, ContainerMixin,
+              IdiomMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -84,6 +88,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         self.param_names_by_id: dict[int, str] = {}
         #: Python int parameters -> {type they meet: where}, checked at the call
         self.python_int_params: dict[str, dict[str, Loc]] = {}
+        #: a container argument's leaf parameters -> its parameter, and -> their paths
+        self.param_owners: dict[str, str] = {}
+        self.param_paths: dict[str, str] = {}
         #: ids of the if/while results that carry the kernel's return value: a lane
         #: whose value they hold has returned and runs nothing more (views.py)
         self.kernel_return_ids: set[int] = set()
@@ -113,16 +120,19 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         node = self.root.node
         names = parameter_names(node)
         loc = self.root.loc(node)
-        # A tuple argument is passed as its leaves (params "p_0", "p_1", ...) and seen
-        # by the body as a tuple; ``hydra.api`` flattens the caller's tuples the same way.
+        # A container argument is passed as its leaves (params "p_0", "p_W1", ...) and
+        # seen by the body as a container; ``hydra.arguments`` flattens the caller's the
+        # same way.
         params: list[Value] = []
         param_names: list[str] = []
         env = {name: self.param_tree(name, t, loc, params, param_names)
                for name, t in zip(names, param_types)}
         self.param_names_by_id = {p.id: n for p, n in zip(params, param_names)}
         for name, value in (SHAPE_VALUES.get() or {}).items():
-            # a uniform int the shapes of per-lane arrays depend on: a constant here
-            env[name] = self.const(value, loc, env[name].type)
+            # a uniform int the shapes of per-lane arrays depend on: a constant here (a
+            # container's int leaves are made constants by param_tree)
+            if name in env:
+                env[name] = self.const(value, loc, env[name].type)
         self.call_stack.append(self.root.pyfunc)
         body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
             if isinstance(node, ast.Lambda) else node.body
@@ -132,35 +142,28 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         fn = Function(self.root.name, params, param_names, self.region, loc)
         fn.notes["result_tree"] = tree
         fn.notes["python_int_params"] = self.python_int_params
+        fn.notes["param_owners"] = self.param_owners
+        fn.notes["param_paths"] = self.param_paths
         fn.notes["kernel_return_ids"] = self.kernel_return_ids
         _finalize_types(fn)
         return fn
 
-    def param_tree(self, name: str, t: Type, loc: Loc, params: list, names: list):
-        if isinstance(t, TupleType):
-            return tuple(self.param_tree(f"{name}_{i}", e, loc, params, names)
-                         for i, e in enumerate(t.elems))
-        v = Value(t, loc, name)
-        params.append(v)
-        names.append(name)
-        return v
-
     def translate_function(self, parsed: ParsedFunction, env: dict, body: list[ast.stmt],
-                           loc: Loc) -> tuple[list[Value], object]:
+                           loc: Loc, partial: dict | None = None
+                           ) -> tuple[list[Value], object]:
         """Translate a function body into the current region; return the leaves of its
-        result and the tree (structure) that rebuilds it: None, 'leaf', or a tuple."""
+        result and the ``trees.TreeDef`` that rebuilds it."""
         saved = self.frame
-        frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh())
+        frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh(),
+                      partial=dict(partial or {}))
         frame.has_return = has_return(body)
         self.frame = frame
         try:
             if frame.has_return:
                 env[frame.ret] = self.const(False, loc)
             self.stmts(body)
-            if not frame.has_return:
-                return [], None
-            if frame.retval not in frame.env:
-                return [], None
+            if not frame.has_return or frame.retval not in frame.env:
+                return [], trees.NONE
             value = frame.env[frame.retval]
             if value is not None and not always_returns(body):
                 raise CompileError(
@@ -205,41 +208,13 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         self.frame.partial.pop(name, None)
         self.frame.bound_at[name] = loc
 
-    def flatten(self, value, name: str, loc: Loc) -> tuple[list[Value], object]:
-        """Leaves of a (possibly nested) tuple value and its shape."""
-        if isinstance(value, tuple):
-            leaves, trees = [], []
-            for v in value:
-                lv, t = self.flatten(v, name, loc)
-                leaves += lv
-                trees.append(t)
-            return leaves, tuple(trees)
-        if isinstance(value, Value):
-            return [value], "leaf"
-        if value is None:
-            return [], None
-        raise CompileError(f"'{name.lstrip('$')}' holds {self.describe(value)}, which cannot "
-                           f"be returned or carried between paths", loc)
-
-    @staticmethod
-    def unflatten(leaves: list[Value], tree):
-        it = iter(leaves)
-
-        def build(t):
-            if t == "leaf":
-                return next(it)
-            if t is None:
-                return None
-            return tuple(build(s) for s in t)
-        return build(tree)
-
     # --- joins --------------------------------------------------------------------------
 
     def shape_of(self, name: str, value, loc: Loc):
         """The join key of a value: a tree of types, or the value itself for arrays and
         compile-time objects (which must then be the same on every path)."""
-        if isinstance(value, tuple):
-            return tuple(self.shape_of(name, v, loc) for v in value)
+        if is_node(value):
+            return like(value, (self.shape_of(name, v, loc) for v in items_of(value)))
         if isinstance(value, Value):
             if isinstance(value.type, ArrayType) and not self.is_array_ref(value):
                 return value.type  # a per-lane array value: joined by a select
@@ -247,8 +222,14 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         return value
 
     def join_shapes(self, name: str, a, b, loc_a: Loc, loc_b: Loc):
-        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
-            return tuple(self.join_shapes(name, x, y, loc_a, loc_b) for x, y in zip(a, b))
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) or \
+                isinstance(a, Struct) and isinstance(b, Struct) and a.same_node(b):
+            return like(a, (self.join_shapes(name, x, y, loc_a, loc_b)
+                            for x, y in zip(items_of(a), items_of(b))))
+        if a is not b:  # an item pinned to its value (pin_same) and another: by type
+            a, b = (s.type if isinstance(s, Value) and not (isinstance(s.type, ArrayType)
+                                                             and self.is_array_ref(s)) else s
+                    for s in (a, b))
         if isinstance(a, Type) != isinstance(b, Type):
             # an argument array on one path, a per-lane array value on another (h = x
             # before a loop that computes h): both join as values
@@ -285,9 +266,22 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
             f"{self.describe_shape(b)} on another (line {loc_b.line})", loc_b,
             hint="give the variable one type on every path")
 
+    def pin_same(self, a, b, shape):
+        """The join ``shape`` with the leaves that are one value on both paths (a
+        container's unchanged items) pinned to that value: no phi for them, so a uniform
+        item stays uniform whatever the condition."""
+        if is_node(shape) and is_node(a) and is_node(b):
+            return like(shape, [self.pin_same(x, y, s) for x, y, s in
+                                zip(items_of(a), items_of(b), items_of(shape))])
+        if isinstance(shape, Type) and isinstance(a, Value) and a is b:
+            return a
+        return shape
+
     def describe_shape(self, s) -> str:
         if isinstance(s, tuple):
             return f"a tuple of {len(s)}"
+        if isinstance(s, Struct):
+            return s.describe()
         if isinstance(s, ScalarType):
             name = s.strong().name
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
@@ -299,9 +293,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
 
     def leaves_as(self, value, shape, loc: Loc) -> list[Value]:
         """The leaves of ``value`` converted to the join ``shape`` (emitting casts)."""
-        if isinstance(shape, tuple):
+        if is_node(shape):
             out = []
-            for v, s in zip(value, shape):
+            for v, s in zip(items_of(value), items_of(shape)):
                 out += self.leaves_as(v, s, loc)
             return out
         if isinstance(shape, Type):
@@ -310,8 +304,8 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
 
     def rebuild(self, shape, results):
         """Inverse of leaves_as: the joined value from the op's results."""
-        if isinstance(shape, tuple):
-            return tuple(self.rebuild(s, results) for s in shape)
+        if is_node(shape):
+            return like(shape, [self.rebuild(s, results) for s in items_of(shape)])
         if isinstance(shape, Type):
             return next(results)
         return shape
@@ -338,8 +332,8 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
     def value_loc(self, value, default: Loc) -> Loc:
         if isinstance(value, Value):
             return value.loc
-        if isinstance(value, tuple) and value:
-            return self.value_loc(value[0], default)
+        if is_node(value) and items_of(value):
+            return self.value_loc(items_of(value)[0], default)
         return default
 
     # --- structured if ------------------------------------------------------------------
@@ -384,13 +378,14 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
                 joined_env[name] = present
                 if not name.startswith("$"):
                     joined_partial[name] = Partial(self.value_loc(present, loc), loc)
-                if not isinstance(present, (Value, tuple)):
+                if not isinstance(present, (Value, tuple, Struct)):
                     continue
                 shape = self.shape_of(name, present, loc)
                 phis.append((name, shape, name in env_then, name in env_else))
                 continue
             shape = self.join_shapes(name, self.shape_of(name, a, loc), self.shape_of(name, b, loc),
                                      self.binding_loc(name, a, loc), self.binding_loc(name, b, loc))
+            shape = self.pin_same(a, b, shape)
             if name in p_then or name in p_else:
                 joined_partial[name] = p_then.get(name) or p_else.get(name)
             phis.append((name, shape, True, True))
@@ -413,8 +408,8 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         frame.partial = joined_partial
 
     def undef_leaves(self, shape, loc: Loc) -> list[Value]:
-        if isinstance(shape, tuple):
-            return [v for s in shape for v in self.undef_leaves(s, loc)]
+        if is_node(shape):
+            return [v for s in items_of(shape) for v in self.undef_leaves(s, loc)]
         if isinstance(shape, Type):
             return [self.emit("undef", [], shape, loc)]
         return []
@@ -507,7 +502,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         loc = self.loc(target)
         if isinstance(target, ast.Name):
             self.assign(target.id, value, loc)
-        elif isinstance(target, ast.Tuple):
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, Struct) and value.kind in ("list", "namedtuple"):
+                value = value.items
             if not isinstance(value, tuple):
                 raise CompileError(f"cannot unpack {self.describe(value)}", loc)
             if len(value) != len(target.elts):
@@ -515,6 +512,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
                                    f"{len(target.elts)} names", loc)
             for t, v in zip(target.elts, value):
                 self.store_target(t, v)
+        elif isinstance(target, ast.Attribute):
+            self.read_only_target(target, loc)
+            raise CompileError("this assignment target is not supported", loc)
         elif isinstance(target, ast.Subscript):
             array, indices = self.subscript_parts(target)
             self.store(array, indices, value, loc)
@@ -543,7 +543,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, E
         value = self.expr(node.value) if node.value is not None else None
         if isinstance(value, Meta) and value.obj is None:
             value = None
-        if value is not None and not isinstance(value, (Value, tuple)):
+        if value is not None and not isinstance(value, (Value, tuple, Struct)):
             raise CompileError(f"cannot return {self.describe(value)}", loc)
         previous = frame.env.get(frame.retval, "absent")
         if previous != "absent" and frame.retval not in frame.partial:
@@ -611,6 +611,6 @@ def build_specialized(pyfunc, param_types: list[Type], known: dict | None = None
 
 def _leaves(value, shape) -> list[Value]:
     """The op results ``rebuild`` took for ``value`` of join ``shape``."""
-    if isinstance(shape, tuple):
-        return [v for item, s in zip(value, shape) for v in _leaves(item, s)]
+    if is_node(shape):
+        return [v for item, s in zip(items_of(value), items_of(shape)) for v in _leaves(item, s)]
     return [value] if isinstance(shape, Type) else []

@@ -6,11 +6,12 @@ calls of other Python functions (recursion is a ``CompileError``).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import types as pytypes
 
 import numpy as np
 
-from .. import intrinsics
+from .. import intrinsics, trees
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
@@ -19,6 +20,8 @@ from ..ir.core import LANE_ARRAY_FNS
 from .arrayops import ArrayMethod, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
+from .containers import ContainerMethod, Struct, is_node, items_of
+from .idioms import LocalFunction
 from .exprs import _NUMPY_SCALAR_TYPES
 from .source import parse_function
 from .subset import check_subset
@@ -58,6 +61,9 @@ def array_reduction_error(fname: str, loc: Loc) -> CompileError:
                         hint=f"write a loop: {loop}{also}")
 
 
+_NOT_SPECIAL = object()
+
+
 class CallMixin:
     """Call translation; mixed into ``Builder``."""
 
@@ -75,6 +81,9 @@ class CallMixin:
             return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
+        if fn is sum and node.args and isinstance(node.args[0], ast.GeneratorExp):
+            start = self.expr(node.args[1]) if len(node.args) > 1 else self.const(0, loc)
+            return self.sum_generator(node.args[0], start, loc)
         arrays_of = fn in (np.concatenate, np.stack)  # np.stack([a, b]): a list of arrays
         args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
                 else self.expr(a) for a in node.args]
@@ -82,6 +91,9 @@ class CallMixin:
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
             return self.call_intrinsic(name, args, kwargs, loc)
+        special = self.call_python(fn, args, kwargs, loc)
+        if special is not _NOT_SPECIAL:
+            return special
         if getattr(fn, "__hydra_kernel__", None) is not None:
             fn = fn.__hydra_kernel__
         if fn in (abs, min, max, int, float, bool, len, range, round):
@@ -98,6 +110,27 @@ class CallMixin:
             return self.call_inline(fn, args, kwargs, loc)
         raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
 
+    def call_python(self, fn, args, kwargs, loc: Loc):
+        """Calls of containers' methods, nested functions, the Python builtins of
+        ``idioms`` and dataclass and namedtuple classes; else ``_NOT_SPECIAL``."""
+        if isinstance(fn, ContainerMethod):
+            return self.call_container_method(fn, args, kwargs, loc)
+        if isinstance(fn, LocalFunction):
+            return self.call_local(fn, args, kwargs, loc)
+        if fn in (enumerate, zip, sum, divmod, pow):
+            return self.call_idiom(fn, args, kwargs, loc)
+        if fn is round and (len(args) == 2 or "ndigits" in kwargs):
+            return self.round_digits(args[0], args[1] if len(args) == 2
+                                     else kwargs["ndigits"], loc)
+        if isinstance(fn, type) and (dataclasses.is_dataclass(fn) or issubclass(fn, tuple)
+                                     and hasattr(fn, "_fields")):
+            return self.make_instance(fn, args, kwargs, loc)
+        if fn is dataclasses.replace:
+            return self.replace_fields(args, kwargs, loc)
+        if fn in (np.array, np.asarray) and args and is_node(args[0]):
+            return self.array_of_numbers(items_of(args[0]), kwargs, loc)
+        return _NOT_SPECIAL
+
     def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
         entry = intrinsics.INTRINSICS[name]
         if name in LANE_ARRAY_FNS and args and is_array(args[0]) and not kwargs \
@@ -105,6 +138,9 @@ class CallMixin:
             return self.call_lane_reduction(name, args, loc)
         if kwargs or len(args) != entry.nargs:
             raise CompileError(f"{name}() takes {entry.nargs} positional argument(s)", loc)
+        if name == "atomic_add" and len(args) == 3 and isinstance(args[1], tuple) \
+                and isinstance(args[0], Value) and isinstance(args[0].type, ArrayType):
+            return self.atomic_add_at(args, loc)  # atomic_add(a, (i, j), v)
         for a in args:
             if not isinstance(a, Value):
                 raise CompileError(f"{name}() takes numbers, not {self.describe(a)}", loc)
@@ -137,16 +173,16 @@ class CallMixin:
             if len(args) != 1:
                 raise CompileError("len() takes one argument", loc)
             (a,) = args
-            if isinstance(a, tuple):
-                return self.const(len(a), loc)
+            if is_node(a):
+                return self.container_len(a, loc)
             if isinstance(a, Value) and isinstance(a.type, ArrayType):
                 if a.type.shape:
                     return self.const(a.type.shape[0], loc)
                 return self.emit("array_dim", [a], WEAK_INT, loc, {"axis": 0})
             raise CompileError(f"len() of {self.describe(a)} is not supported", loc)
         if fn in (min, max):
-            if len(args) == 1 and isinstance(args[0], tuple):
-                args = list(args[0])
+            if len(args) == 1 and is_node(args[0]):
+                args = list(items_of(args[0]))
             if any(isinstance(a, Value) and isinstance(a.type, ArrayType) for a in args):
                 raise array_reduction_error(fn.__name__, loc)
             if len(args) < 2:
@@ -301,6 +337,10 @@ class CallMixin:
             return ("str", value.obj)
         if isinstance(value, tuple):
             return ("tuple", [self.print_value(v, operands, loc) for v in value])
+        if isinstance(value, Struct):  # rebuilt per lane and printed as Python prints it
+            node = trees.TreeDef(value.kind, value.aux, value.names,
+                                 (trees.LEAF,) * len(value.items))
+            return ("tree", node, [self.print_value(v, operands, loc) for v in value.items])
         if isinstance(value, Value) and (isinstance(value.type, ScalarType) or is_array(value)
                                          and value.type.shape is not None):
             operands.append(value)  # a per-lane array prints as NumPy prints it

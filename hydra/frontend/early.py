@@ -9,7 +9,8 @@ at once, at the user's line:
   the calls whose callee a name resolves to);
 - a module-level ``list``/``dict``/``set`` read by a kernel (hint: an array or a tuple);
 - a string constant outside ``print()``, an ``assert`` message, a call's arguments (dtype
-  names) and docstrings;
+  names), a subscript or dict key (``p["W1"]``), a comparison (``act == "relu"``, with
+  static strings) and docstrings;
 - ``np.zeros(-1)`` and friends with a negative literal size.
 
 Helpers are checked with ``check_subset`` too.  A name that does not resolve yet, or a
@@ -19,6 +20,7 @@ callee without source, is left to the builder, which reports it at the first cal
 from __future__ import annotations
 
 import ast
+import dataclasses
 import types as pytypes
 
 from ..errors import CompileError
@@ -43,7 +45,7 @@ def _body(parsed: ParsedFunction):
 
 def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
     code = parsed.pyfunc.__code__
-    local = set(code.co_varnames) | set(code.co_cellvars)
+    local = _locals(code)
     _check_strings(parsed)
     for node in _body(parsed):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
@@ -62,7 +64,7 @@ def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
         if _is_numpy_local_array(callee):
             _check_size(parsed, node, callee.__name__)
         callee = getattr(callee, "__hydra_kernel__", callee)
-        if not isinstance(callee, pytypes.FunctionType) \
+        if not isinstance(callee, pytypes.FunctionType) or callee is dataclasses.replace \
                 or hasattr(callee, "__hydra_intrinsic__") \
                 or hasattr(callee, "__hydra_array_op__"):  # hydra.nn.conv2d: an array op
             continue
@@ -78,6 +80,15 @@ def _visit(parsed: ParsedFunction, stack: list, seen: set) -> None:
             continue  # no source: the builder says so at the first call
         check_subset(inner)
         _visit(inner, stack + [callee], seen)
+
+
+def _locals(code) -> set[str]:
+    """The local names of a function and of the functions and lambdas nested in it."""
+    names = set(code.co_varnames) | set(code.co_cellvars)
+    for c in code.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            names |= _locals(c)
+    return names
 
 
 def _resolve(parsed: ParsedFunction, name: str):
@@ -130,6 +141,12 @@ def _check_strings(parsed: ParsedFunction) -> None:
             inside = [node.msg]
         elif isinstance(node, ast.AnnAssign):
             inside = [node.annotation]
+        elif isinstance(node, ast.Subscript):  # p["W1"]: a dict's key
+            inside = [node.slice]
+        elif isinstance(node, ast.Dict):  # {"W1": W}: a dict literal's keys
+            inside = [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.Compare):  # act == "relu", "W" in p: static strings
+            inside = [node.left, *node.comparators]
         for sub in inside:
             allowed.update(id(n) for n in ast.walk(sub))
     for node in _body(parsed):

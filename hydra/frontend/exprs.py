@@ -18,6 +18,7 @@ from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_BOOL, WEAK_FLOAT, WEAK_I
                      ScalarType, Type, promote, scalar, typeof_python)
 from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
+from .containers import Struct, is_node, items_of
 from .subset import EXPRESSIONS
 
 _BINOPS = {
@@ -71,6 +72,8 @@ class ExprMixin:
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(v, tuple):
             return f"a tuple of {len(v)}"
+        if isinstance(v, Struct):
+            return v.describe()
         if v is None:
             return "None"
         if isinstance(v, Meta):
@@ -182,8 +185,12 @@ class ExprMixin:
         return self.emit("not", [cond], WEAK_BOOL, loc)  # Python's not: a Python bool
 
     def truthy(self, v, loc: Loc) -> Value:
-        if isinstance(v, tuple):
-            return self.const(len(v) > 0, loc)
+        if isinstance(v, tuple) or isinstance(v, Struct) and v.kind != "dataclass":
+            return self.const(len(items_of(v)) > 0, loc)
+        if isinstance(v, Struct):
+            return self.const(True, loc)  # a dataclass instance
+        if isinstance(v, Meta) and (v.obj is None or isinstance(v.obj, str)):
+            return self.const(bool(v.obj), loc)  # None, a static string
         if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
             raise CompileError(f"{self.describe(v)} cannot be used as a condition", loc)
         if v.type.kind == "b":
@@ -289,6 +296,8 @@ class ExprMixin:
         base = self.expr(node.value)
         if isinstance(base, Value) and isinstance(base.type, ArrayType):
             return self.array_attribute(base, node.attr, loc)
+        if isinstance(base, Struct):
+            return self.container_attribute(base, node.attr, loc)
         if isinstance(base, Meta) and isinstance(base.obj, pytypes.ModuleType):
             try:
                 obj = getattr(base.obj, node.attr)
@@ -424,28 +433,16 @@ class ExprMixin:
     def compare_chain(self, left, rest, loc: Loc) -> Value:
         op, right_node = rest[0]
         right = self.expr(right_node)
-        if isinstance(op, (ast.Is, ast.IsNot)):
-            same = self.identical(left, right, loc)
-            result = self.const(same == isinstance(op, ast.Is), loc)
-        elif type(op) not in _CMPOPS:
+        result = self.compare_special(op, left, right, loc)  # is, in, static strings
+        if result is None and type(op) not in _CMPOPS:
             raise CompileError(f"comparison {type(op).__name__} is not supported", loc)
-        else:
+        if result is None:
             result = self.compare(_CMPOPS[type(op)], left, right, loc)
         if len(rest) == 1:
             return result
         # a < b < c is a < b and b < c, with b evaluated once and c only where a < b.
         return self.if_value(result, lambda: self.compare_chain(right, rest[1:], loc),
                              lambda: self.const(False, loc), loc)
-
-    def identical(self, a, b, loc: Loc) -> bool:
-        """``a is b``, decided when the kernel compiles: between compile-time objects
-        (``None``, a dtype, a function: ``size is None`` on a helper's default), and a
-        number, which is never one of them.  Two numbers have no identity here."""
-        a, b = (v.obj if isinstance(v, Meta) else v for v in (a, b))
-        if isinstance(a, Value) and isinstance(b, Value):
-            raise CompileError("'is' between two numbers is not supported: compare them "
-                               "with ==", loc)
-        return a is b
 
     def compare(self, name: str, a, b, loc: Loc) -> Value:
         if is_array(a) or is_array(b):
@@ -522,8 +519,9 @@ class ExprMixin:
             values.append(fn())
             self.region = outer
             arms.append(region)
-        shape = self.join_shapes("$expr", self.shape_of("", values[0], loc),
-                                 self.shape_of("", values[1], loc), loc, loc)
+        shape = self.pin_same(*values, self.join_shapes(
+            "$expr", self.shape_of("", values[0], loc), self.shape_of("", values[1], loc),
+            loc, loc))
         yields = []
         for region, v in zip(arms, values):
             outer, self.region = self.region, region
@@ -575,6 +573,7 @@ class ExprMixin:
         else:
             base = self.expr(node.value)
         if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
+            self.read_only_error(base, "an item", loc)
             raise CompileError(f"cannot assign to an item of {self.describe(base)}", loc)
         return base, self.indices(base, node.slice, loc)
 
@@ -626,15 +625,8 @@ class ExprMixin:
     def subscript_of(self, base, node: ast.Subscript, loc: Loc):
         """``base[...]`` of an evaluated ``base``: a tuple's item, an array's element or
         sub-array."""
-        if isinstance(base, tuple):
-            index = self.constant_value(self.expr(node.slice)) \
-                if not isinstance(node.slice, ast.Slice) else None
-            if not isinstance(index, int):
-                raise CompileError("tuples can only be indexed by an integer constant", loc)
-            if not -len(base) <= index < len(base):
-                raise CompileError(f"tuple index {index} out of range for a tuple of {len(base)}",
-                                   loc)
-            return base[index]
+        if is_node(base):
+            return self.container_item(base, node, loc)
         if isinstance(base, Meta) and isinstance(base.obj, (list, dict, set)):
             raise CompileError(f"{self.describe(base)} cannot be indexed in a kernel", loc,
                                hint="make it a NumPy array at module level "

@@ -16,6 +16,7 @@ from ..ir.core import Op, Region, Value
 from ..types import BOOL, ScalarType, Type, join
 from .arrayops import is_array
 from .common import Meta, Partial, assigned_names, has_return, loop_exits
+from .containers import Struct, is_node, items_of
 
 
 class LoopMixin:
@@ -36,6 +37,8 @@ class LoopMixin:
             array = self.expr(it)
             if is_array(array):
                 return self.for_rows(node, array, loc)
+            if is_node(array):  # a tuple, list, dict, enumerate(...), zip(...): unrolled
+                return self.for_items(node, self.iteration_items(array, loc), loc)
         start, stop, step = self.range_args(node.iter)
         if self.unrolled_for(node, (start, stop, step), loc):
             return
@@ -139,8 +142,12 @@ class LoopMixin:
         entry_env, entry_partial = dict(frame.env), dict(frame.partial)
         shapes: dict[str, object] = {}
         for n in names:
-            if n in entry_env and isinstance(entry_env[n], (Value, tuple)):
-                shapes[n] = self.shape_of(n, entry_env[n], loc)
+            if n in entry_env and isinstance(entry_env[n], (Value, tuple, Struct)):
+                v = entry_env[n]
+                # a container's items start pinned to their values (not carried): those
+                # the body leaves alone stay so, uniform if they were (see pin_same)
+                shapes[n] = self.pin_same(v, v, self.shape_of(n, v, loc)) if is_node(v) \
+                    else self.shape_of(n, v, loc)
         for _attempt in range(20):
             frame.env, frame.partial = dict(entry_env), dict(entry_partial)
             carried = list(shapes)
@@ -170,9 +177,11 @@ class LoopMixin:
             frame.loops.pop()
             widened = dict(shapes)
             for n in names:
-                if n not in frame.env or not isinstance(frame.env[n], (Value, tuple)):
+                if n not in frame.env or not isinstance(frame.env[n], (Value, tuple, Struct)):
                     continue
                 s = self.shape_of(n, frame.env[n], loc)
+                if n in entry_env:
+                    s = self.pin_same(frame.env[n], entry_env[n], s)
                 widened[n] = s if n not in widened else self.join_shapes(
                     n, widened[n], s, self.value_loc(entry_env.get(n), loc),
                     self.binding_loc(n, frame.env[n], loc))
@@ -209,8 +218,8 @@ class LoopMixin:
         return out
 
     def leaves_as_types(self, shape) -> list:
-        if isinstance(shape, tuple):
-            return [t for s in shape for t in self.leaves_as_types(s)]
+        if is_node(shape):
+            return [t for s in items_of(shape) for t in self.leaves_as_types(s)]
         return [shape] if isinstance(shape, Type) else []
 
     def bind(self, carried, shapes, args, entry_env, loc) -> None:

@@ -27,6 +27,7 @@ STATEMENTS: dict[type[ast.AST], str] = {
     ast.Pass: "stmt_pass",
     ast.Expr: "stmt_expr",
     ast.Assert: "stmt_assert",
+    ast.FunctionDef: "stmt_def",  # a nested function, inlined where it is called
 }
 
 EXPRESSIONS: dict[type[ast.AST], str] = {
@@ -44,6 +45,43 @@ EXPRESSIONS: dict[type[ast.AST], str] = {
     ast.JoinedStr: "expr_joinedstr",  # f-strings, inside print() only
     ast.FormattedValue: "expr_joinedstr",
     ast.Slice: "expr_slice",  # in an index only (per-lane arrays, SPEC section 8)
+    ast.List: "expr_list",  # containers (read-only; hydra.trees)
+    ast.Dict: "expr_dict",
+    ast.Lambda: "expr_lambda",
+    ast.GeneratorExp: "expr_genexp",  # as the argument of sum() only
+}
+
+#: each supported construct as the guide's generated table shows it (docs/regen.py)
+SHOWN: dict[type[ast.AST], str] = {
+    ast.Assign: "`x = e`, `a, b = t`, `a[i] = v`, `a[i:j] = v` (containers are read-only)",
+    ast.AugAssign: "`x += e` and the other operators, also `a[i] += v`",
+    ast.AnnAssign: "`x: np.float32 = e` (the annotation converts)",
+    ast.If: "`if`/`elif`/`else` (uniform: a branch; varying: masks; static: one arm)",
+    ast.While: "`while` (no `else:`)",
+    ast.For: "`for i in range(...)`, `for row in a`, `for x in container` (unrolled), "
+             "`enumerate`, `zip`",
+    ast.Break: "`break`", ast.Continue: "`continue`", ast.Return: "`return` anywhere",
+    ast.Pass: "`pass`", ast.Expr: "a call for its effect, a docstring",
+    ast.Assert: "`assert c, \"message\"` (fails naming the lane)",
+    ast.FunctionDef: "a nested `def` (inlined where called; reads the enclosing variables)",
+    ast.Constant: "numbers, `True`/`False`, `None`, strings (static: print, keys, `==`)",
+    ast.Name: "variables, parameters, module constants and arrays, closures",
+    ast.BinOp: "arithmetic and bit operators, `@`, `t + t` of tuples",
+    ast.UnaryOp: "`-x`, `+x`, `~x`, `not x`",
+    ast.BoolOp: "`and`/`or` with per-lane short circuit",
+    ast.Compare: "comparisons (chained), `in`/`not in` a tuple or dict, `is None`",
+    ast.IfExp: "`a if c else b`",
+    ast.Call: "helpers, builtins, `math`/`np` functions, intrinsics, dataclass and "
+              "namedtuple classes",
+    ast.Subscript: "`a[i, j]`, `a[i:j]`, `t[0]`, `p[\"key\"]`",
+    ast.Attribute: "`a.shape`, `m.field`, `np.sqrt`, `p.items()`",
+    ast.Tuple: "tuples: build, unpack, return",
+    ast.JoinedStr: "f-strings, inside `print()`", ast.FormattedValue: "`{x:.3f}` in an f-string",
+    ast.Slice: "`i:j:k` in an index",
+    ast.List: "lists: `[a, b]` (read-only), `np.stack([a, b])`",
+    ast.Dict: "dicts with string keys: `{\"W\": W}`, `{**p, \"W\": W}`",
+    ast.Lambda: "`lambda` (inlined where called)",
+    ast.GeneratorExp: "`sum(e for i in range(n))` (the argument of `sum` only)",
 }
 
 PARTS: tuple[type[ast.AST], ...] = (
@@ -63,6 +101,12 @@ _NAMES = {
     ast.FunctionDef: "nested function definitions inside a kernel",
     ast.Slice: "slices", ast.Match: "match", ast.AsyncFor: "async for",
 }
+
+
+def refused() -> list[str]:
+    """The constructs with a name of their own that the subset refuses (for the guide)."""
+    return sorted({what for node, what in _NAMES.items()
+                   if node not in STATEMENTS and node not in EXPRESSIONS})
 
 
 def describe(node: ast.AST) -> str:
@@ -118,11 +162,12 @@ def _joins_arrays(node: ast.AST) -> bool:
 
 
 def _hint(node: ast.AST) -> str | None:
-    if isinstance(node, (ast.List, ast.ListComp)):
-        return "use a tuple, or np.zeros(k) for a per-lane array"
+    if isinstance(node, ast.ListComp):
+        return "use a tuple, a for loop, or np.zeros(k) for a per-lane array"
     if isinstance(node, ast.Try):
         return "kernels cannot catch exceptions; check the condition with if instead"
-    if isinstance(node, ast.FunctionDef):
-        return "define helper functions outside the kernel; hydra inlines calls to them"
+    if isinstance(node, ast.Nonlocal):
+        return "a nested function cannot assign the enclosing function's variables; " \
+               "return the value instead"
     return None
 

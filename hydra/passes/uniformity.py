@@ -34,8 +34,9 @@ _ALWAYS_VARYING = {"local_array", "entry_mask"}
 
 
 def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
+    owners = fn.notes.get("param_owners", {})  # a container's leaves: its parameter
     for p, name in zip(fn.params, fn.param_names):
-        p.varying = name in varying_params
+        p.varying = owners.get(name, name) in varying_params
     for op in fn.walk():
         for v in op.results:
             v.varying = False
