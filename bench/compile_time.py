@@ -51,7 +51,7 @@ def measure(path: str) -> None:
     x, y = np.linspace(0, 1, LANES), np.linspace(1, 2, LANES)
     out = np.zeros(LANES)
     t0 = time.perf_counter()
-    k.specialize(k._signature((x, y, out))[1])
+    k.specialize(k.signature((x, y, out))[1])
     t1 = time.perf_counter()
     k(x, y, out)
     t2 = time.perf_counter()

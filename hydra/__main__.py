@@ -66,7 +66,7 @@ def parse_sig(sig: str) -> list[Type]:
     return [parse_type(p) for p in parts]
 
 
-def _annotation_types(fn) -> list[Type]:
+def annotation_types(fn) -> list[Type]:
     import inspect
     params = list(inspect.signature(fn).parameters.values())
     types = []
@@ -117,7 +117,7 @@ def load_kernel(target: str, lanes: int, varying: list[str], backend: str | None
 def dump_ir(args) -> str:
     kernel = load_kernel(args.target, args.lanes, args.varying, args.backend)
     types = parse_sig(args.sig) if args.sig else (
-        None if args.stage == "ast" else _annotation_types(kernel.pyfunc))
+        None if args.stage == "ast" else annotation_types(kernel.pyfunc))
     if types is not None and len(types) != len(kernel.param_names):
         raise UsageError(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
                          f"{len(kernel.param_names)} parameter(s)")

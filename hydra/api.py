@@ -12,24 +12,23 @@ import ast
 import contextlib
 import functools
 import inspect
-import os
 import threading
 import weakref
 
 import numpy as np
 
-from . import dataflow, trees
+from . import dataflow
 from .arguments import (flatten_arguments, int_arguments, is_device_array, lane_leaves,
                         leaf_names, leaves_of, typed_argument, unshaped)
 from .arrays import copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
-from .backends.host import python_scalar
 from .effects import effects, written_arrays
 from .errors import KernelValueError
 from .frontend import build_function, build_specialized, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
 from .frontend.arrayops import SHAPE_VALUES, SHAPED, NeedShapes
 from .frontend.early import check_early
+from .launch import CHECK_IR, PreparedCall, result
 from .ir.core import Function
 from .ir.printer import print_function
 from .passes import run_pipeline
@@ -39,8 +38,6 @@ from .progress import progress as _progress
 from .progress import stage
 from .types import ArrayType, Type
 
-#: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
-CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
 STAGES = ("ast", "ssa", "predicated", *dict.fromkeys(
     s for p in PROTOCOLS.values() for s in p.stages))
 
@@ -80,7 +77,7 @@ class Kernel:
 
     # --- arguments --------------------------------------------------------------------
 
-    def _lanes_for(self, args) -> int:
+    def lanes_for(self, args) -> int:
         lengths = {}
         for name, a in zip(self.param_names, args):
             if name in self.varying:
@@ -104,7 +101,7 @@ class Kernel:
             raise ValueError(f"varying arguments disagree on the number of lanes: {shown}")
         return next(iter(lengths.values()))
 
-    def _signature(self, args) -> tuple[list, list[Type]]:
+    def signature(self, args) -> tuple[list, list[Type]]:
         if len(args) != len(self.param_names):
             raise TypeError(f"{self.pyfunc.__name__}() takes {len(self.param_names)} "
                             f"argument(s) ({', '.join(self.param_names)}), {len(args)} given")
@@ -242,11 +239,11 @@ class Kernel:
         """Start a launch and return its ``hydra.Future`` at once (see ``hydra.dataflow``)."""
         return dataflow.submit(self, self._bind(*args, **kwargs))
 
-    def _prepare(self, args):
+    def prepare(self, args) -> PreparedCall:
         """Everything a launch needs before it runs: checked arguments, the compiled code
         (``args``: bound, one per parameter)."""
-        values, types = self._signature(args)
-        lanes = self._lanes_for(args)
+        values, types = self.signature(args)
+        lanes = self.lanes_for(args)
         # uniform ints a per-lane array's shape may depend on (see specialize); this
         # call's, passed on (another thread may be preparing a call with others)
         shape_values = int_arguments(self.param_names, values, types)
@@ -261,9 +258,10 @@ class Kernel:
         _check_writeable(fn, values)
         check_layouts(fn, values)
         self._check_aliasing(fn, values, types)
-        return fn, runner, values, types, lanes
+        return PreparedCall(fn, runner, values, types, lanes)
 
-    def _run(self, prepared):
+    def run_prepared(self, prepared: PreparedCall):
+        """Run a call ``prepare`` made ready; its value."""
         fn, runner, values, _, lanes = prepared
         # byte-swapped arrays: copy in, and out where written
         values, swapped = native_arguments(values, effects(fn).params)
@@ -271,7 +269,7 @@ class Kernel:
             leaves = runner(values, lanes)
         finally:
             copy_back(swapped)
-        return _result(fn, leaves, lanes)
+        return result(fn, leaves, lanes)
 
     # --- tools ------------------------------------------------------------------------
 
@@ -284,7 +282,7 @@ class Kernel:
             return ast.dump(self.parsed.node, indent=2) + "\n"
         values = None
         if types is None:
-            values, types = self._signature(self._bind(*example_args))
+            values, types = self.signature(self._bind(*example_args))
         fn = self._build_for_dump(list(types), values)
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
@@ -328,22 +326,6 @@ def _check_python_ints(fn: Function, values: list, shown: list[str]) -> None:
                 raise OverflowError(f"argument '{user_name}' = {int(a)} does not fit in "
                                     f"{tname}, the type it meets at {loc} (NumPy 2 "
                                     f"raises OverflowError there too)")
-
-
-def _result(fn: Function, leaves: list, lanes: int):
-    values = []
-    for v, x in zip(fn.body.terminator.operands, leaves):
-        if v.varying:
-            arr = np.asarray(x)
-            values.append(np.broadcast_to(arr, (lanes,)).copy() if arr.ndim == 0 else arr)
-        elif isinstance(v.type, ArrayType):
-            values.append(x)  # a uniform array (SPEC section 8): one array of its shape
-        else:
-            values.append(python_scalar(np.asarray(x), v.type))
-    # (trees.unflatten is a module function, not a closure that calls itself: that
-    # closure was a reference cycle holding every call's results until the cyclic GC
-    # ran, so each call's output buffers were fresh pages: 0.5 ms, a mandelbrot call)
-    return trees.unflatten(fn.notes["result_tree"], values)
 
 
 def compile(fn=None, *, lanes: int | None = None, varying=(), backend: str | None = None,

@@ -50,6 +50,7 @@ import numpy as np
 
 from . import stop
 from .effects import effects
+from .launch import result
 from .errors import HydraError
 from .trees import flatten, is_container, unflatten
 from .types import ArrayType
@@ -302,10 +303,10 @@ class Scheduler:
         try:
             args = [_resolve(a, lambda f: _value_of(launch, f)) for a in launch.args]
             kernel = launch.kernel
-            prepared = launch.prepared or kernel._prepare(args)
+            prepared = launch.prepared or kernel.prepare(args)
             with self._resources(launch):
                 launch.started = time.perf_counter()  # not counting a wait for a lock
-                value = kernel._run(prepared)
+                value = kernel.run_prepared(prepared)
         except BaseException as e:  # noqa: BLE001 (the caller of .result() gets it)
             self.complete(launch, error=e)
             if launch.inline and not isinstance(e, Exception):
@@ -506,7 +507,7 @@ def submit(kernel, args: tuple, inline: bool = False) -> Future:
         prepared = None
         accesses, future_modes, cores = _modes_with_standins(kernel, args)
     else:
-        prepared = kernel._prepare(args)
+        prepared = kernel.prepare(args)
         accesses, cores = _modes(kernel, prepared)
         future_modes = []
     s = scheduler()
@@ -531,7 +532,7 @@ def call(kernel, args: tuple):
     """``Kernel.__call__``: run on the calling thread, after the launches it depends on."""
     s = _scheduler
     if (s is None or not s.outstanding) and not any(_futures_in(a) for a in args):
-        return kernel._run(kernel._prepare(args))
+        return kernel.run_prepared(kernel.prepare(args))
     fut = submit(kernel, args, inline=True)
     launch = fut._launch
     if fut.done():
@@ -589,7 +590,7 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
     standins = [_resolve(a, lambda f: subs[id(f)]) for a in args]
     if all(x is not None for x in subs.values()):
         try:
-            prepared = kernel._prepare(standins)
+            prepared = kernel.prepare(standins)
         except Exception:  # noqa: BLE001 (the real values will say what is wrong)
             prepared = None
         if prepared is not None:
@@ -632,7 +633,6 @@ def _standin(fut: Future):
     launch = fut._launch
     if launch.prepared is None:
         return None
-    from .api import _result
     fn, _, _, _, lanes = launch.prepared
     leaves = []
     for v in fn.body.terminator.operands:
@@ -642,7 +642,7 @@ def _standin(fut: Future):
         if dtype is None or shape is None:  # (a tuple; an array of unknown shape)
             return None
         leaves.append(np.zeros(((lanes,) if v.varying else ()) + tuple(shape), dtype))
-    return _result(fn, leaves, lanes)
+    return result(fn, leaves, lanes)
 
 
 def _cores(kernel, lanes: int | None) -> int:

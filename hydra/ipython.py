@@ -218,14 +218,14 @@ def _split_on_spaces(text: str) -> list[str]:
 def _known_types(kernel: Kernel, sig: str | None) -> list:
     """The argument types of ``%hydra_ir`` without example arguments: ``--sig``, else
     the kernel's most recent call, else the function's annotations."""
-    from .__main__ import UsageError, _annotation_types, parse_sig
+    from .__main__ import UsageError, annotation_types, parse_sig
     try:
         if sig is not None:
             types = parse_sig(sig)
         elif kernel._cache:
             return list(next(reversed(kernel._cache)))
         else:
-            types = _annotation_types(kernel.pyfunc)
+            types = annotation_types(kernel.pyfunc)
     except UsageError as e:
         how = "check --sig" if sig is not None else (
             f"call {kernel.pyfunc.__name__} once or pass --sig (e.g. --sig "
@@ -242,7 +242,7 @@ def ir_views(kernel: Kernel, stage: str, after, args: list,
     """(IR text, SVG of the control flow or None) for ``%hydra_ir``."""
     if args:
         text = kernel.dump_ir(stage, *args, after=after)
-        types = kernel._signature(args)[1]
+        types = kernel.signature(args)[1]
     elif stage == "ast":
         return kernel.dump_ir("ast"), None
     else:

@@ -257,13 +257,13 @@ def _array_type_rule(fn: str) -> Callable:
 
 
 def _array_records() -> None:
-    from .frontend.arrayops import _ALIASES
+    from .frontend.arrayops import ALIASES
 
     aliases: dict[str, list[str]] = {}
-    for alias, target in _ALIASES.items():
+    for alias, target in ALIASES.items():
         aliases.setdefault(target, []).append(alias)
     for fn, f in batching.PER_LANE.items():
-        if fn in _ALIASES:  # np.absolute is abs: one record, under the name the IR uses
+        if fn in ALIASES:  # np.absolute is abs: one record, under the name the IR uses
             continue
         _add(OpRecord("array", fn, (f.__doc__ or fn).strip().splitlines()[0],
                       definition=f, type_rule=_array_type_rule(fn),

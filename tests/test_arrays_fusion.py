@@ -137,7 +137,7 @@ def test_chains_under_varying_if_and_while(n):
     run_all(branches_one, ("x", "k"), [x, k], n)
     kern = hydra.compile(branches_one, varying=("x", "k"), backend="cpu")
     kern(x, k)
-    plan = kern.specialize(kern._signature([x, k])[1])[1].__self__
+    plan = kern.specialize(kern.signature([x, k])[1])[1].__self__
     # the loop body's chain is fused inside the host-run loop region too
     assert plan.regions and any(isinstance(s, fuse.Fused) for steps in plan.regions.values()
                                 for s in steps)
@@ -257,7 +257,7 @@ def test_fused_loop_is_vectorized():
     b = np.ones(64, f32)
     kern = hydra.compile(f, varying=("x",), backend="cpu")
     kern(x, b)
-    plan = kern.specialize(kern._signature([x, b])[1])[1].__self__
+    plan = kern.specialize(kern.signature([x, b])[1])[1].__self__
     (step,) = [s for s in plan.steps if isinstance(s, fuse.Fused)]
     kernels = list(step._special.values())  # specialized on the arguments' layout
     assert kernels

@@ -17,7 +17,7 @@ import hydra
 from hydra import lane
 from hydra.batching import PER_LANE
 from hydra.effects import effects, written_arrays
-from hydra.frontend.arrayops import _ALIASES, _METHODS, ARRAY_FUNCTIONS
+from hydra.frontend.arrayops import ALIASES, METHODS, ARRAY_FUNCTIONS
 from hydra.intrinsics import INTRINSICS
 from hydra.ir.core import (ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, Memory, Op, OpInfo, Value,
                            intrinsic_memory)
@@ -169,7 +169,7 @@ def test_every_opcode_declares_what_it_reads_and_writes():
 
 def test_every_array_operation_declares_what_it_reads_and_writes():
     accepted = set(PER_LANE) | set(LANE_ARRAY_FNS) | {
-        _ALIASES.get(name, name) for name in ARRAY_FUNCTIONS | _METHODS}
+        ALIASES.get(name, name) for name in ARRAY_FUNCTIONS | METHODS}
     missing = sorted(accepted - set(ARRAY_MEMORY))
     assert not missing, f"array fns without a memory declaration: {missing}"
     for fn in VIEW_FNS | {"einsum"}:
@@ -197,7 +197,7 @@ def test_a_number_result_reads_what_it_would_alias():
 
 def _effects_of(fn, args, varying=(), backend="numpy"):
     k = hydra.compile(fn, lanes=LANES, varying=varying, backend=backend)
-    return effects(k._prepare(list(args))[0]), k
+    return effects(k.prepare(list(args))[0]), k
 
 
 def pick_and_store(a, b, c, v):
@@ -235,7 +235,7 @@ def test_effects_of_a_per_lane_array_layer():
     x, W, out = arrays()
     found, k = _effects_of(layer, (x, W, out, 0), "x")
     assert found.params == ("r", "r", "w", "")
-    fn = k._prepare([x, W, out, 0])[0]
+    fn = k.prepare([x, W, out, 0])[0]
     assert effects(fn) is found  # once per specialization: kept in fn.notes
     assert [v.name for v in written_arrays(fn)] == ["out"]
 
@@ -253,7 +253,7 @@ def test_effects_follow_joins_and_loop_carried_values():
     x, c = np.zeros((LANES, 2, D)), np.arange(LANES) - 1.5
     found, k = _effects_of(select_and_store, (x, c, 2.0), ("x", "c"))
     assert found.params == ("w", "r", "")
-    fn = k._prepare([x, c, 2.0])[0]
+    fn = k.prepare([x, c, 2.0])[0]
     assert any(op.opcode == "select" and isinstance(op.result.type, ArrayType)
                for op in fn.walk())
 

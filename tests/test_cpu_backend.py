@@ -27,7 +27,7 @@ def cpu(fn, **kw):
 
 def dump(k, stage: str, *args) -> str:
     """``k.dump_ir(stage, *args)`` of the cpu backend (see ``cpu``)."""
-    fn, _ = k.specialize(k._signature(args)[1])
+    fn, _ = k.specialize(k.signature(args)[1])
     return CpuBackend.dump(fn, stage, k.options)
 
 

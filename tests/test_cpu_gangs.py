@@ -19,7 +19,7 @@ LANE_COUNTS = [1, 15, 16, 31, 32, 33, 47, 48, 49, 63, 64, 65, 100, 1000]
 
 
 def specialized(k, *args):
-    fn, _ = k.specialize(k._signature(args)[1])
+    fn, _ = k.specialize(k.signature(args)[1])
     return fn
 
 

@@ -15,7 +15,7 @@ from hydra.errors import InactiveLaneError
 
 def plan_of(kern, args):
     kern(*args)
-    return kern.specialize(kern._signature(list(args))[1])[1].__self__
+    return kern.specialize(kern.signature(list(args))[1])[1].__self__
 
 
 def lane_steps(plan) -> list:

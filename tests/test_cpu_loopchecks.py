@@ -17,7 +17,7 @@ G = np.uint32(0x9E3779B1)
 
 
 def llvm(k, *args) -> str:
-    fn, _ = k.specialize(k._signature(args)[1])
+    fn, _ = k.specialize(k.signature(args)[1])
     return CpuBackend.dump(fn, "llvm", k.options)
 
 

@@ -13,7 +13,7 @@ from hydra.backends.cpu.backend import CpuBackend
 
 
 def llvm(k, *args) -> str:
-    fn, _ = k.specialize(k._signature(args)[1])
+    fn, _ = k.specialize(k.signature(args)[1])
     return CpuBackend.dump(fn, "llvm", k.options)
 
 

@@ -19,7 +19,7 @@ f32, f64 = np.float32, np.float64
 def plan_of(fn, varying, args):
     kern = hydra.compile(fn, varying=varying, backend="cpu")
     kern(*args)
-    return kern.specialize(kern._signature(list(args))[1])[1].__self__
+    return kern.specialize(kern.signature(list(args))[1])[1].__self__
 
 
 def product_steps(plan) -> list:

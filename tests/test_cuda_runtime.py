@@ -25,7 +25,7 @@ def scaled(x, out, k):
 def strategy_of(fn, *args, varying=("x",)):
     """The runner the backend chose for these arguments."""
     kern = hydra.compile(fn, varying=varying, backend="cuda")
-    _, types = kern._signature(args)
+    _, types = kern.signature(args)
     return kern.specialize(types)[1].strategy
 
 
@@ -49,7 +49,7 @@ def test_device_arrays_are_used_without_copies():
     from numba import cuda
     kern = hydra.compile(scaled, varying="x", backend="cuda")
     x = np.arange(40.0)
-    _, types = kern._signature((x, np.zeros(40), 2.0))
+    _, types = kern.signature((x, np.zeros(40), 2.0))
     _, runner = kern.specialize(types)
     dx, dout = cuda.to_device(x), cuda.to_device(np.zeros(40))
     doubled, k1 = runner([dx, dout, np.float64(2.0)], 40)
@@ -286,7 +286,7 @@ def test_dump_ptx_on_the_simulator_says_there_is_none():
 def test_dump_of_a_lane_local_function_can_show_its_one_kernel():
     from hydra.backends.cuda import CudaBackend
     kern = hydra.compile(scaled, varying="x", backend="cuda")
-    _, types = kern._signature((np.arange(3.0), np.zeros(3), 1.0))
+    _, types = kern.signature((np.arange(3.0), np.zeros(3), 1.0))
     fn, runner = kern.specialize(types)
     text = CudaBackend.dump(fn, "numba", {}, structured=lambda: _structured(kern, types))
     assert "one kernel" in text and "def kernel_scaled(N, p_x, p_out, p_k, out0, out1, err)" in text

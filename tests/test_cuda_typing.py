@@ -108,7 +108,7 @@ def _kernels(fn, args, varying):
     from hydra.frontend import build_function
     from hydra.passes import run_pipeline
     kern = hydra.compile(fn, varying=varying, backend="cuda")
-    _, types = kern._signature(args)
+    _, types = kern.signature(args)
 
     def build(linearized):
         return run_pipeline(build_function(kern.pyfunc, list(types)), set(varying),

@@ -19,9 +19,9 @@ from hydra.types import BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ScalarType
 
 def _accepted() -> list[tuple[str, str]]:
     """(kind, name) of every operation the frontend can put into a kernel."""
-    aliases = arrayops._ALIASES
+    aliases = arrayops.ALIASES
     array_names = {aliases.get(n, n) for n in (
-        *arrayops.ARRAY_FUNCTIONS, *arrayops._METHODS, *batching.MATH_UFUNCS,
+        *arrayops.ARRAY_FUNCTIONS, *arrayops.METHODS, *batching.MATH_UFUNCS,
         *batching.UFUNCS)}
     array_names |= {"getitem", "astype", "full", "copy", *LANE_ARRAY_FNS}
     array_names |= {getattr(nn, n).__hydra_array_op__[0] for n in ("conv2d", "max_pool2d")}

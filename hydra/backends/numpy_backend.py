@@ -4,7 +4,7 @@ once.  It defines the semantics; the other backends must agree with it."""
 from __future__ import annotations
 
 from ..ir.core import Function
-from . import PROTOCOLS
+from .protocol import PROTOCOLS
 from .host import Host
 from .policy import OFF
 

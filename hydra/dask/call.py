@@ -30,6 +30,7 @@ from ..arguments import flatten_arguments, lane_leaves
 from ..errors import HydraError, Loc
 from ..frontend import build_specialized
 from ..ir.core import Function
+from ..launch import CHECK_IR, result
 from ..passes import run_pipeline
 from . import stages
 from .ship import KernelSpec, ship
@@ -62,8 +63,8 @@ def call(kernel, args: tuple):
                              f".compute_chunk_sizes() on it first")
     # the types come from the arrays' metadata: nothing is computed
     meta = [_meta(a) for a in args]
-    values, types = kernel._signature(meta)
-    lanes = kernel._lanes_for(args)
+    values, types = kernel.signature(meta)
+    lanes = kernel.lanes_for(args)
     first = next(a for n, a in _leaves(names, args) if is_dask_array(a))
     lane_chunks = first.chunks[0]
     fn, shape_values = _ir(kernel, types, values)
@@ -135,7 +136,6 @@ def _ir(kernel, types, values) -> tuple[Function, tuple]:
     uniform ints (name, value) that shapes depend on: the workers build the same IR from
     them.  Cached per kernel, types and the values of those ints (as a local call's
     specializations: another value of an int no shape depends on builds nothing)."""
-    from ..api import CHECK_IR
     cache = _ir_cache.setdefault(kernel, {"names": {}, "built": {}})
     types = tuple(types)
     ints = {n: v for n, v in zip(kernel.param_names, values)
@@ -321,7 +321,6 @@ class DaskCall:
         return self._finish(outs)
 
     def _finish(self, outs: list[ChunkOut]):
-        from ..api import _result
         error = first_error(out.error for out in outs)
         for out in outs:  # chunks in lane order, each in lockstep order
             if out.printed:
@@ -337,7 +336,7 @@ class DaskCall:
                 target += out.added[i]
         leaves = [np.concatenate([o.leaves[j] for o in outs]) if v.varying else
                   outs[0].leaves[j] for j, v in enumerate(self._fn.body.terminator.operands)]
-        return _result(self._fn, leaves, self._lanes)
+        return result(self._fn, leaves, self._lanes)
 
     def __repr__(self) -> str:
         return f"<hydra.DaskCall {self._fn.name}: {len(self.chunks.keys)} chunks, lazy>"

@@ -232,9 +232,11 @@ def compile_count() -> int:
 
 
 def _compile(spec: KernelSpec) -> Compiled:
-    from ..api import CHECK_IR, Kernel
+    from ..backends import get_backend
+    from ..launch import CHECK_IR
     pyfunc = rebuild(spec.function)
-    kernel = Kernel(pyfunc, varying=spec.varying, backend=spec.backend, **dict(spec.options))
+    # the options were checked when the caller made its kernel
+    backend, options = get_backend(spec.backend), dict(spec.options)
     varying = set(spec.varying)
 
     def build(linearized: bool = True) -> Function:
@@ -246,10 +248,9 @@ def _compile(spec: KernelSpec) -> Compiled:
     fn = build()
     if spec.staged:
         from .stages import Program
-        return Compiled(fn, None, Program(fn, kernel.backend, kernel.options))
-    structured = (lambda: build(linearized=False)) if kernel.backend.protocol.structured \
-        else None
-    runner = kernel.backend.compile(fn, kernel.options, structured)
+        return Compiled(fn, None, Program(fn, backend, options))
+    structured = (lambda: build(linearized=False)) if backend.protocol.structured else None
+    runner = backend.compile(fn, options, structured)
     return Compiled(fn, runner, None)
 
 

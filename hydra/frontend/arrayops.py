@@ -22,7 +22,7 @@ from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
 from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
-from .common import Meta
+from .common import Meta, NeedShapes
 from .unroll import shape_reason
 
 #: set while a kernel compiles with array shapes in its types (after a NeedShapes)
@@ -32,22 +32,6 @@ GUIDE_ARRAY_OPS = ("docs/guide.md, chapter 12 'Per-lane arrays: per-example NumP
 SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
 #: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
 SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
-
-
-class NeedShapes(CompileError):
-    """A whole-array operation met an array whose shape is not in its type; ``params``:
-    the parameters whose values would make it known (the kernel may specialize on them
-    where they are uniform) and ``loops``: the counters of the loops (``LoopCounter``)
-    whose unrolling would make it known."""
-
-    def __init__(self, message, loc=None, hint=None, params=()):
-        super().__init__(message, loc, hint)
-        self.params = tuple(p for p in params if isinstance(p, str))
-        self.loops = tuple(p for p in params if not isinstance(p, str))
-
-    def plain(self) -> CompileError:
-        """This error as the user meets it, once no retry can give the shape."""
-        return CompileError(self.message, self.loc, self.hint)
 
 
 class ArrayIndex:
@@ -74,8 +58,8 @@ ARRAY_FUNCTIONS = frozenset({
     "empty_like", "full_like", "arange", "clip", "transpose", "reshape", *REDUCTIONS,
     "einsum", "tensordot", "pad",
     "amax", "amin", "argmax", "argmin"})
-_METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
-_ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
+METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
+ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
             # ufuncs called by name (np.subtract(a, b)) are the operators' ops
             "subtract": "sub", "multiply": "mul", "divide": "truediv",
             "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
@@ -167,7 +151,7 @@ class ArrayMixin:
             return tuple(self.const(d, loc) for d in shape)
         if shape is not None and attr == "size":
             return self.const(int(np.prod(shape, dtype=np.int64)), loc)
-        if attr in _METHODS:
+        if attr in METHODS:
             return Meta(ArrayMethod(array, attr))
         return None
 
@@ -284,7 +268,7 @@ class ArrayMixin:
     def call_numpy_array(self, fname: str, args, kwargs, loc: Loc, module: str = "numpy"):
         if module != "numpy":
             fname = f"{module.replace('numpy', 'np', 1)}.{fname}"  # np.linalg.norm
-        fname = _ALIASES.get(fname, fname)
+        fname = ALIASES.get(fname, fname)
         if fname in REDUCTIONS:
             unknown = set(kwargs) - {"axis", "keepdims"}
             if unknown or len(args) > 2:

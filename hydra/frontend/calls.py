@@ -22,7 +22,7 @@ from .binding import Default, binder, parameter_names
 from .common import Meta
 from .containers import ContainerMethod, Struct, is_node, items_of
 from .idioms import LocalFunction
-from .exprs import _NUMPY_SCALAR_TYPES
+from .exprs import NUMPY_SCALAR_TYPES
 from .source import parse_function
 from .subset import check_subset
 from .ufuncs import scalar_ufunc
@@ -100,7 +100,7 @@ class CallMixin:
             return self.call_builtin(fn, args, kwargs, loc)
         module = getattr(fn, "__module__", None) or ""
         fname = getattr(fn, "__name__", "")
-        if fn in _NUMPY_SCALAR_TYPES:
+        if fn in NUMPY_SCALAR_TYPES:
             return self.call_cast(scalar(fn), args, kwargs, loc)
         if module == "math" or isinstance(fn, np.ufunc) or module.startswith("numpy"):
             return self.call_math(fn, fname, args, kwargs, loc)

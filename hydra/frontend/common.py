@@ -1,6 +1,7 @@
 """Small pieces shared by the frontend's modules: the compile-time objects a name can
-stand for (``Meta``) and syntactic scans of statement lists (which names a loop
-assigns, whether a body contains ``break``/``return``, whether it always returns).
+stand for (``Meta``), syntactic scans of statement lists (which names a loop assigns,
+whether a body contains ``break``/``return``, whether it always returns), and
+``NeedShapes``, the error by which a build asks to be retried with array shapes.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ..errors import Loc
+from ..errors import CompileError, Loc
 
 
 class Meta:
@@ -82,3 +83,19 @@ def always_returns(stmts: list[ast.stmt]) -> bool:
             if forever and not contains(stmt.body, ast.Break, into_loops=False):
                 return True
     return False
+
+
+class NeedShapes(CompileError):
+    """A whole-array operation met an array whose shape is not in its type; ``params``:
+    the parameters whose values would make it known (the kernel may specialize on them
+    where they are uniform) and ``loops``: the counters of the loops (``LoopCounter``)
+    whose unrolling would make it known."""
+
+    def __init__(self, message, loc=None, hint=None, params=()):
+        super().__init__(message, loc, hint)
+        self.params = tuple(p for p in params if isinstance(p, str))
+        self.loops = tuple(p for p in params if not isinstance(p, str))
+
+    def plain(self) -> CompileError:
+        """This error as the user meets it, once no retry can give the shape."""
+        return CompileError(self.message, self.loc, self.hint)

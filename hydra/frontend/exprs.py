@@ -41,7 +41,7 @@ _PYTHON_INT_OPS = {
 _PYTHON_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt,
                    "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
 
-_NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
+NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float32", "float64")}
 
@@ -215,7 +215,7 @@ class ExprMixin:
             return INT64
         if obj is bool:
             return BOOL
-        if obj in _NUMPY_SCALAR_TYPES:
+        if obj in NUMPY_SCALAR_TYPES:
             return scalar(obj)
         if isinstance(obj, (str, np.dtype)):
             try:
@@ -241,7 +241,7 @@ class ExprMixin:
         raise CompileError(f"{what}: hydra does not compute in {name}", loc,
                            hint="use one of " + ", ".join(
                                ("bool" if n == "bool_" else n)
-                               for n in _NUMPY_SCALAR_TYPES.values()))
+                               for n in NUMPY_SCALAR_TYPES.values()))
 
     def from_python(self, obj, name: str, loc: Loc):
         """A free name's value: numbers become constants, arrays captured arrays."""

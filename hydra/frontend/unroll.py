@@ -18,7 +18,7 @@ import ast
 import contextvars
 
 from ..errors import Loc
-from .common import has_return, loop_exits
+from .common import NeedShapes, has_return, loop_exits
 
 #: the loops (file, line, column of their ``for``) to unroll while a kernel is built
 UNROLL = contextvars.ContextVar("hydra_unroll", default=frozenset())
@@ -96,7 +96,6 @@ class UnrollMixin:
 def build_unrolling(build):
     """``build()``, again with the loops unrolled whose counters shapes depend on, until
     no new one is asked for (a NeedShapes that names no such loop goes on)."""
-    from .arrayops import NeedShapes  # arrayops names the counters (shape_reason)
 
     done = UNROLL.get()
     while True:

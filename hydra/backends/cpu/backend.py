@@ -13,7 +13,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from ...ir.core import Function
-from .. import PROTOCOLS
+from ..protocol import PROTOCOLS
 from .codegen import lowerable
 from .fuse import Fused
 from .phases import Phase, Plan

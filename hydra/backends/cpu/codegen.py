@@ -23,7 +23,7 @@ from __future__ import annotations
 from ...errors import RUNTIME_ERRORS
 from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
-from .. import PROTOCOLS
+from ..protocol import PROTOCOLS
 from ..cut import nested
 from ...types import ArrayType, ScalarType
 from . import arith

@@ -73,6 +73,7 @@ from ...types import ScalarType
 from ..cut import nested
 from . import arith
 from .codegen import KernelGen
+from .ganglocal import gang_local_values
 from .loopselects import free_selects, value_uses
 from .memory import mangle, mem_type
 from .stops import HELPERS
@@ -110,9 +111,8 @@ def _walk(ops: list[Op]):
 
 
 def _gang_local(ops: list[Op]) -> set[int]:
-    """Uniform values a gang computes from its own lanes (``phases.gang_local_values``
-    over one phase's ops)."""
-    from .phases import gang_local_values  # (phases imports this module)
+    """Uniform values a gang computes from its own lanes (``gang_local_values`` over one
+    phase's ops)."""
     return gang_local_values(Region([], ops))
 
 

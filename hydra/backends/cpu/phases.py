@@ -37,6 +37,7 @@ from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .fuse import STEPS, FusingHost, region_plans, schedule, undefined
 from .hoststeps import precompute
+from .ganglocal import gang_local_values
 from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
 from .chains import gang_vectors
@@ -48,26 +49,6 @@ def varying_types(fn: Function) -> list[ScalarType]:
     for op in fn.walk():
         out += [r.type for r in op.results if r.varying and isinstance(r.type, ScalarType)]
     return out
-
-
-def gang_local_values(fn: Function) -> set[int]:
-    """Uniform values that a gang computes from its own lanes only: ``any`` results and
-    whatever depends on them (guarded ``if``s and loops).  Inside a phase each gang
-    uses its own; they must not cross to a later step, where they mean all lanes."""
-    dep: set[int] = set()
-    changed = True
-    while changed:
-        changed = False
-        for op in fn.walk():
-            inside = [v for r in op.regions for v in r.args] + [
-                v for r in op.regions for o in r.walk() for v in o.results + o.inputs()]
-            if (op.opcode == "any" or any(v.id in dep for v in op.inputs())
-                    or any(v.id in dep for v in inside)):
-                for v in op.results + [a for r in op.regions for a in r.args]:
-                    if not v.varying and v.id not in dep:
-                        dep.add(v.id)
-                        changed = True
-    return dep
 
 
 class Phase:

@@ -30,7 +30,7 @@ from ...effects import effects
 from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
-from .. import PROTOCOLS
+from ..protocol import PROTOCOLS
 from ..hostarrays import refuse_array_ops
 from . import launch, phases
 from .segments import Unsuitable, plan_segments

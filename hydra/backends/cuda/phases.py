@@ -29,7 +29,7 @@ import numpy as np
 
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
-from .. import PROTOCOLS
+from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from ..host import Host, run_op
 from . import launch

@@ -1,0 +1,117 @@
+"""What each backend declares about itself (``Protocol``, ``PROTOCOLS``): its options
+and what each does there, the dump-ir stages it makes, whether it takes the structured
+IR, and what it never runs natively and why.  The API and the backends read these
+declarations; this module imports no backend (``hydra.backends`` finds them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..intrinsics import INTRINSICS
+from . import policy
+
+BACKENDS = ("numpy", "cpu", "cuda")
+#: means "accepted, so that code can switch backends, but nothing changes here"
+NO_EFFECT = "no effect"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What a backend declares about itself."""
+
+    name: str
+    #: every option a kernel accepts -> what it does on this backend
+    options: dict[str, str]
+    #: the dump-ir stages it makes (beyond ast, ssa and predicated)
+    stages: tuple[str, ...]
+    #: does ``compile``/``dump`` use the structured IR (divergence left to hardware)?
+    structured: bool
+    #: what its code generator never lowers and why: "opcode", "intrinsic NAME" or
+    #: "math FN" -> reason (such ops run on the host, all lanes at once, by
+    #: ``host.run_op``); a test checks that everything else is lowered natively
+    host_only: dict[str, str] = field(default_factory=dict)
+
+    def check_options(self, options: dict) -> None:
+        """``TypeError`` naming any option no backend has; ``TypeError``/``ValueError``
+        for a value of the wrong kind."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(map(repr, unknown))}; the "
+                            f"options are {', '.join(self.options)}")
+        threads = options.get("threads")
+        if threads is not None:
+            if isinstance(threads, (bool, np.bool_)) or not isinstance(threads,
+                                                                        (int, np.integer)):
+                raise TypeError(f"threads must be a positive int or None (all cores), not "
+                                f"{threads!r}")
+            if threads < 1:
+                raise ValueError(f"threads must be a positive int or None (all cores), not "
+                                 f"{threads!r}")
+        if options.get("compaction") is not None:
+            policy.of(options["compaction"])
+
+
+#: the options of ``hydra.compile``: every backend accepts all of them (switching backends
+#: never breaks a call), and says what each does there
+OPTION_NAMES = ("threads", "fastmath", "boundscheck", "cache", "exactmath", "compaction")
+
+
+def _options(**meanings: str) -> dict[str, str]:
+    return {name: meanings.get(name, NO_EFFECT) for name in OPTION_NAMES}
+
+
+_HOST_ONLY = {
+    "print": "prints come out in lane order, from the host",
+    **{f"intrinsic {n}": "cross-lane: runs over all lanes on the host, by its reference"
+       for n, e in INTRINSICS.items() if e.cross_lane},
+}
+
+_ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
+_ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
+
+PROTOCOLS = {
+    "numpy": Protocol("numpy", _options(
+        compaction="none: the reference runs masked over all lanes, always (it is what "
+                   "compaction is checked against)"), (), False),
+    "cpu": Protocol("cpu", _options(
+        threads="how many cores run the gangs (default: all)",
+        fastmath="FMA contraction and reassociation (results may differ in the last bits)",
+        boundscheck="False skips the bounds checks of array indexing",
+        cache="kernels' object files on disk: a second process compiles nothing, "
+              "imports no numba",
+        exactmath="math functions call libm per lane: the numpy backend's bits (slower), "
+                  "except those NumPy computes with its own SIMD code (float32 exp, log, "
+                  "sin, cos, tanh; float64 tanh)",
+        compaction="'auto' (default): per-lane array products and varying loops run on "
+                   "the active lanes' rows only where few are active; 'off': masked over "
+                   "all lanes",
+    ), ("numba", "llvm", "asm"), False, {
+        **_HOST_ONLY,
+        "global_array": "a captured array: its data is passed to the kernels",
+        "local_array": "per-lane arrays are allocated by the host (NumPy)",
+        "array": _ARRAY_REASON, "array_store": _ARRAY_REASON,
+    }),
+    "cuda": Protocol("cuda", _options(
+        fastmath="numba's fast-math flags, FMA contraction included",
+        boundscheck="False skips the bounds checks of array indexing",
+        cache="numba-cuda's disk cache for the kernels: a second process skips compilation",
+    ), ("numba", "ptx"), True, {
+        **_HOST_ONLY,
+        "any": "the any of a mask reads all lanes: the host computes it",
+        "global_array": "a captured array: passed to the kernels as a parameter",
+        "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
+    }),
+}
+
+
+def stage_backend(name: str, stage: str) -> str:
+    """The backend that makes dump stage ``stage`` for a kernel of backend ``name``:
+    its own if it makes that stage, else the first that does (asm of a numpy kernel)."""
+    if stage in PROTOCOLS[name].stages:
+        return name
+    for other in BACKENDS:
+        if stage in PROTOCOLS[other].stages:
+            return other
+    raise ValueError(f"no backend makes stage {stage!r}")
