@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "golden"))
 
-from programs import SITUATIONS  # noqa: E402
-from regen import dump, path_of  # noqa: E402
+from programs import SITUATIONS, STEP_SITUATIONS  # noqa: E402
+from regen import dump, dump_steps, path_of  # noqa: E402
 
 from hydra.frontend import build_function  # noqa: E402
 from hydra.passes import PASS_NAMES, run_pipeline  # noqa: E402
@@ -32,6 +32,19 @@ def test_golden(situation, pass_name):
     assert dump(situation, pass_name) == expected(situation, pass_name), (
         f"IR of {situation} after {pass_name} changed; if on purpose, run "
         f"python tests/golden/regen.py and review the diff")
+
+
+@pytest.mark.parametrize("situation", sorted(STEP_SITUATIONS))
+def test_golden_steps(situation):
+    assert dump_steps(situation) == path_of(situation).read_text(), (
+        f"the planned steps of {situation} changed; if on purpose, run "
+        f"python tests/golden/regen.py and review the diff")
+
+
+def test_steps_name_what_each_step_runs():
+    text = path_of("steps_rnn").read_text()
+    assert "body of while" in text and "(lanesteps._gemm)" in text and "fused step" in text
+    assert "lanesum" in path_of("steps_mlp").read_text()
 
 
 def final_ir(situation):

@@ -87,7 +87,7 @@ PROTOCOLS = {
         compaction="'auto' (default): per-lane array products and varying loops run on "
                    "the active lanes' rows only where few are active; 'off': masked over "
                    "all lanes",
-    ), ("numba", "llvm", "asm"), False, {
+    ), ("numba", "llvm", "asm", "steps"), False, {
         **_HOST_ONLY,
         "global_array": "a captured array: its data is passed to the kernels",
         "local_array": "per-lane arrays are allocated by the host (NumPy)",

@@ -99,3 +99,30 @@ SITUATIONS = {
     "lane_private_store_no_sync": (lane_private_store_no_sync, [ArrayType(FLOAT64, 1), FLOAT64],
                                    {"x"}),
 }
+
+
+# --- the planned steps of array kernels (dump-ir --stage steps, cpu) ---------------------
+
+def steps_rnn(xs, n, Wx, Wh, b):
+    h = np.zeros(Wh.shape[0], dtype=np.float32)
+    for t in range(n):
+        h = np.tanh(Wx @ xs[t] + Wh @ h + b)
+    return h * 2.0 + 1.0
+
+
+def steps_mlp(x, W1, b1, W2):
+    h = np.maximum(W1 @ x + b1, 0.0)
+    return lanesum(W2 @ h)
+
+
+def _steps_args(seed: int, shapes: list, varying_ints=()):
+    r = np.random.default_rng(seed)
+    return [r.standard_normal(s).astype(np.float32) for s in shapes] + list(varying_ints)
+
+
+#: situation -> (function, example arguments, varying parameter names)
+STEP_SITUATIONS = {
+    "steps_rnn": (steps_rnn, [_steps_args(0, [(5, 4, 3)])[0], np.array([1, 2, 3, 4, 1]),
+                              *_steps_args(1, [(6, 3), (6, 6), (6,)])], ("xs", "n")),
+    "steps_mlp": (steps_mlp, _steps_args(2, [(5, 3), (4, 3), (4,), (2, 4)]), ("x",)),
+}

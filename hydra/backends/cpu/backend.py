@@ -1,4 +1,5 @@
-"""The cpu backend's entry point: compile (plan + drivers) and dump (llvm, asm, numba).
+"""The cpu backend's entry point: compile (plan + drivers) and dump (llvm, asm, numba,
+and the planned steps).
 
 Its options and stages are declared in ``hydra.backends.PROTOCOLS["cpu"]``: ``threads``
 (default all cores), ``fastmath`` (contraction and reassociation; off so results
@@ -17,6 +18,7 @@ from ..protocol import PROTOCOLS
 from .codegen import lowerable
 from .fuse import Fused
 from .phases import Phase, Plan
+from .quick import Quick, op_label
 from .vectors import init_llvm
 
 class CpuBackend:
@@ -32,6 +34,8 @@ class CpuBackend:
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
         plan = Plan(fn, dict(options))
+        if stage == "steps":
+            return planned_steps(plan)
         out = []
         for step in plan.steps:
             if isinstance(step, Fused):
@@ -53,6 +57,36 @@ class CpuBackend:
             else:
                 raise ValueError(f"the cpu backend has no stage {stage!r}")
         return "\n".join(out)
+
+
+def planned_steps(plan: Plan) -> str:
+    """The steps a call runs, in order (``dump-ir --stage steps``): native phases, fused
+    chains, precomputed host steps and host rules, then the steps planned for each loop
+    or branch region that runs on the host.  (A compacted loop's regions are planned
+    again for its rows when it runs: ``compactsteps``.)"""
+    def lines(steps: list, indent: str) -> list[str]:
+        out = []
+        for k, step in enumerate(steps):
+            if isinstance(step, Phase):
+                text = f"native phase: {len(step.ops)} ops, {len(step.inputs)} in, " \
+                       f"{len(step.outputs)} out"
+            elif isinstance(step, (Fused, Quick)):
+                text = step.describe()
+            else:
+                text = f"host rule: {op_label(step)}"
+                if id(step) in plan.host:
+                    text += f": {plan.reason(step)}"
+            out.append(f"{indent}{k}. {text}")
+        return out
+    out = [f"steps of {plan.fn.name}:", *lines(plan.steps, "  ")]
+    names = {"if": ("then", "else"), "while": ("before", "body")}
+    for op in plan.fn.walk():
+        for name, region in zip(names.get(op.opcode, ()), op.regions):
+            steps = plan.regions.get(id(region))
+            if steps is not None:
+                out.append(f"{name} of {op_label(op)}, on the host:")
+                out += lines(steps, "  ")
+    return "\n".join(out) + "\n"
 
 
 def asm(phase: Phase) -> str:

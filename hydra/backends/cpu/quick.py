@@ -20,6 +20,24 @@ class Quick:
     def run(self, env: dict, lanes: int) -> None:
         self.fn(env, lanes)
 
+    @property
+    def ops(self) -> list[Op]:
+        return [self.op]
+
+    def describe(self) -> str:
+        """The line ``dump-ir --stage steps`` prints: the op and the rule that made it."""
+        made_by = f"{self.fn.__module__.rsplit('.', 1)[-1]}." \
+                  f"{self.fn.__qualname__.split('.<locals>')[0]}"
+        return f"precomputed host step: {op_label(self.op)} ({made_by})"
+
+
+def op_label(op: Op) -> str:
+    """``array matmul (line 12)``: an op as the steps dump names it."""
+    what = op.attrs.get("fn") or op.attrs.get("name") or (
+        repr(op.attrs["value"]) if op.opcode == "const" else "")
+    line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
+    return f"{op.opcode}{' ' + what if what else ''}{line}"
+
 
 def converter(dtype):
     """A converter of values to ``dtype`` that copies only where the dtype differs."""
