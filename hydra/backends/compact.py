@@ -223,7 +223,7 @@ class CompactHost(CompactingHost):
                     env.pop(v, None)
         else:  # a precomputed step of one op runs as that op
             for step in steps:
-                op = getattr(step, "op", step)
+                op = getattr(step, "op", step)  # a precomputed host step: its one op
                 if isinstance(op, Op):
                     self._run(op, env)
                 else:

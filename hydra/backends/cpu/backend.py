@@ -41,7 +41,8 @@ class CpuBackend:
             if isinstance(step, Fused):
                 out.append(f"; {step.describe()}\n")
                 continue
-            step = getattr(step, "op", step)  # a precomputed host op (hoststeps)
+            if isinstance(step, Quick):  # a precomputed host op (hoststeps)
+                step = step.op
             if not isinstance(step, Phase):
                 line = f" (line {step.loc.line})" if step.loc and step.loc.line > 0 else ""
                 out.append(f"; host step (all lanes at once): {step.opcode}{line}: "

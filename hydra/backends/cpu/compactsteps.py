@@ -47,6 +47,7 @@ from ...types import ArrayType, ScalarType
 from ..compact import COUNTS, deaths
 from ..host import BINARY, COMPARE
 from .hoststeps import int_sizes
+from .quick import Quick, Step
 
 
 def steps(host, region, root_steps: list) -> list:
@@ -59,7 +60,7 @@ def steps(host, region, root_steps: list) -> list:
     got = cache.get(key)
     if got is None:
         mask = region.args[0].id if region.args else None
-        groups = [list(getattr(s, "ops", None) or [getattr(s, "op", s)]) for s in root_steps]
+        groups = [list(s.ops) if isinstance(s, Step) else [s] for s in root_steps]
         mem = _Memory(region, root_steps, groups)
         planned = [_step(s, mask, mem) for s in root_steps]
         got = cache[key] = (region, list(zip(planned, deaths(region, groups))))
@@ -96,7 +97,7 @@ class _Memory:
         made = {r.id for ops in groups for op in ops for r in op.results}
         self.scratch = {v for v in made if v not in term and readers.get(v)
                         and all(u is not None for u in readers[v])}
-        self.fresh = {o.result.id for s in root_steps if getattr(s, "ops", None)
+        self.fresh = {o.result.id for s in root_steps if _fused(s)
                       and not any(op.opcode == "select" for op in s.ops)
                       for o in s.ops} - term
 
@@ -136,17 +137,22 @@ def _rows(key: tuple, k: int, shape: tuple, dtype):
 _AS_OPS = frozenset({"getitem", "stack", "matmul", "dot", *LANE_ARRAY_FNS})
 
 
+def _fused(item) -> bool:
+    """A fused chain (``fuse.Fused``): the planned steps that are not one op."""
+    return isinstance(item, Step) and not isinstance(item, Quick)
+
+
 def _step(item, mask: int | None, mem: _Memory):
-    ops = getattr(item, "ops", None)  # a fused chain
-    if ops is not None:
+    if _fused(item):
+        ops = item.ops
         if len(ops) == 1 and ops[0].opcode == "select":
             return _op_step(ops[0], mask, mem)
 
         def fused(host, env):
             item.run(env, host.lanes)
         return fused
-    op = getattr(item, "op", None)  # a precomputed host step
-    if op is not None:
+    if isinstance(item, Quick):  # a precomputed host step
+        op = item.op
         if op.opcode == "const" or op.opcode == "array" and op.attrs["fn"] not in _AS_OPS:
             return _in_place(op, item, mem) or _quick(item)
         return _op_step(op, mask, mem)

@@ -41,6 +41,7 @@ from ..host import Host, run_op
 from . import nativeloops
 from .compactsteps import steps as compacted_steps
 from .hoststeps import Quick, precompute
+from .quick import Step
 
 #: elementwise ``array`` fns that fuse (see the module docstring for the others)
 FUSABLE_FNS = frozenset({
@@ -198,7 +199,7 @@ def _expr(op: Op, names: list[str]) -> str:
 SPECIALIZE = 4
 
 
-class Fused:
+class Fused(Step):
     """One chain of elementwise ops run as one native loop (see the module docstring).
     ``inputs``: the values it reads, ``outputs``: the member results an op outside
     the chain reads (the only ones written to memory), ``shape``: the per-lane shape

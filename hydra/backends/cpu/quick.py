@@ -1,6 +1,8 @@
-"""A precomputed host step: one host op whose work the cpu backend prepared when it
-planned the kernel (``hoststeps``, ``lanesteps``, ``products``), run as
-``step.run(env, lanes)``; it puts into ``env`` what the op's host rule would."""
+"""The cpu backend's host steps: a ``Step`` has its ops and ``run(env, lanes)``, which
+puts into ``env`` what the host rules of its ops would.  Two kinds: ``fuse.Fused`` (a
+chain of elementwise ops as one native loop) and ``Quick`` (one host op whose work the
+backend prepared when it planned the kernel: ``hoststeps``, ``lanesteps``,
+``products``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,20 @@ import numpy as np
 from ...ir.core import Op
 
 
-class Quick:
+class Step:
+    """A planned host step (see the module docstring)."""
+
+    ops: list[Op]
+
+    def run(self, env: dict, lanes: int) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The line ``dump-ir --stage steps`` prints for it."""
+        raise NotImplementedError
+
+
+class Quick(Step):
     """One host op with its work precomputed (see the module docstring)."""
 
     def __init__(self, op: Op, fn) -> None:
