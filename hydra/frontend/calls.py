@@ -16,7 +16,7 @@ from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, promote, scalar)
 from ..ir.core import LANE_ARRAY_FNS
-from .arrayops import ArrayMethod, NeedShapes, is_array
+from .arrayops import ArrayMethod, ListArg, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
@@ -70,15 +70,14 @@ class CallMixin:
         if fn is print:
             return self.call_print(node, loc)
         if isinstance(fn, ArrayMethod):
-            args = [self.expr(a) for a in node.args]
-            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            args = [self.list_or_expr(a) for a in node.args]
+            kwargs = {k.arg: self.list_or_expr(k.value) for k in node.keywords}
             return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
-        arrays_of = fn in (np.concatenate, np.stack)  # np.stack([a, b]): a list of arrays
-        args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
-                else self.expr(a) for a in node.args]
-        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        # a list argument is a tuple here: np.stack([a, b]), axis=[0, 1], np.pad(a, [(1, 2)])
+        args = [self.list_or_expr(a) for a in node.args]
+        kwargs = {k.arg: self.list_or_expr(k.value) for k in node.keywords}
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
             return self.call_intrinsic(name, args, kwargs, loc)
@@ -97,6 +96,11 @@ class CallMixin:
         if isinstance(fn, pytypes.FunctionType):
             return self.call_inline(fn, args, kwargs, loc)
         raise CompileError(f"calling {self.describe(callee)} is not supported in a kernel", loc)
+
+    def list_or_expr(self, node: ast.expr):
+        if isinstance(node, ast.List):
+            return ListArg(self.list_or_expr(e) for e in node.elts)
+        return self.expr(node)
 
     def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
         entry = intrinsics.INTRINSICS[name]

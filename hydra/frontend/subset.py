@@ -105,16 +105,25 @@ def _check(fn: ParsedFunction, node: ast.AST, top: bool) -> None:
     elif not isinstance(node, PARTS) and kind not in (ast.comprehension,):
         raise CompileError(not_supported(node), fn.loc(node))
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.List) and _joins_arrays(node):
-            for elt in child.elts:  # np.concatenate([a, b]): the list of arrays is fine
-                _check(fn, elt, top)
+        if isinstance(child, ast.List) and _takes_lists(node):
+            # np.concatenate([a, b]), axis=[0, 1], np.pad(a, [(1, 1)]), a[[0, 2]]: a
+            # list as an argument or an index is fine (nested lists too)
+            _check_list(fn, child, top)
             continue
         _check(fn, child, top)
 
 
-def _joins_arrays(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr in ("concatenate", "stack")
+def _takes_lists(node: ast.AST) -> bool:
+    """A list is an argument of a call (a keyword's value) or an index."""
+    return isinstance(node, (ast.Call, ast.keyword, ast.Subscript))
+
+
+def _check_list(fn: ParsedFunction, node: ast.List, top: bool) -> None:
+    for elt in node.elts:
+        if isinstance(elt, ast.List):
+            _check_list(fn, elt, top)
+        else:
+            _check(fn, elt, top)
 
 
 def _hint(node: ast.AST) -> str | None:
