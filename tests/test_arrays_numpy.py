@@ -6,6 +6,8 @@ tolerance where it sums (var, std, norm, trace).  Views (np.ravel, np.flip, np.s
 np.expand_dims) write through to their base as NumPy's do; copies (np.copy, np.array,
 .flatten()) do not.  Few kernels, many functions each: compiles are what cost time."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,30 @@ def test_records_say_which_carry_a_gradient():
         assert record("array", name).adjoint.state is AdjointState.MISSING, name
     assert record("array", "take").memory.reads == "all"
     assert record("array", "eye").memory.reads == ()
+
+
+def gammas(x):
+    return math.gamma(x) + math.lgamma(x * 0.5), math.lgamma(x)
+
+
+def _c_valued(f, x, pole):
+    """What C's tgamma / lgamma give where Python's raise: a kernel never raises here."""
+    try:
+        return f(x)
+    except ValueError:
+        return pole(x)
+    except OverflowError:
+        return math.inf
+
+
+@pytest.mark.parametrize("be", BACKENDS)
+def test_gamma_and_lgamma_of_numbers_are_pythons_bits(be):
+    x = np.concatenate([np.linspace(-5.5, 40, 19), [0.0, -0.0, -1.0, -3.0, 171.7, 200.0,
+                                                     np.inf, -np.inf, np.nan]])
+    gamma = [_c_valued(math.gamma, v, lambda y: math.copysign(math.inf, y) if y == 0
+                       else math.nan) for v in x]
+    lgamma = [_c_valued(math.lgamma, v, lambda y: math.inf) for v in x]
+    half = [_c_valued(math.lgamma, v * 0.5, lambda y: math.inf) for v in x]
+    got = hydra.compile(gammas, varying=("x",), backend=be)(x)
+    np.testing.assert_array_equal(got[0], [g + h for g, h in zip(gamma, half)])
+    np.testing.assert_array_equal(got[1], lgamma)

@@ -29,7 +29,7 @@ MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
     **{f: (f, 1, "float") for f in (
         "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
         "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
-        "fabs", "exp2", "cbrt")},
+        "fabs", "exp2", "cbrt", "gamma", "lgamma")},
     "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
     "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
     "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
