@@ -218,3 +218,52 @@ def test_gamma_and_lgamma_of_numbers_are_pythons_bits(be):
     got = hydra.compile(gammas, varying=("x",), backend=be)(x)
     np.testing.assert_array_equal(got[0], [g + h for g, h in zip(gamma, half)])
     np.testing.assert_array_equal(got[1], lgamma)
+
+
+MASK = np.array([True, False, True, True])
+MASK2 = np.array([[True, False, True, True], [False, False, True, False], [True] * 4])
+
+
+def fancy(x, u, j, i):
+    """Integer arrays (per-lane j, constant lists) and masks known at compile time."""
+    return (x[j], x[:, j], x[[0, 2]], x[[2, 0], 1:3], x[1, j], x[j, 2], u[j], u[:, [1, 3]],
+            x[:, MASK], x[MASK2], u[MASK2], x[i, j], x[:, [True, False, True, False]],
+            u[j][:, 0], x[-1][[0, -1]])
+
+
+@pytest.mark.parametrize("be", ARRAY_BACKENDS)
+def test_integer_array_and_constant_mask_indexing(be):
+    rng = np.random.default_rng(3)
+    for n in (1, 4):
+        check(fancy, ("x", "j", "i"), [rng.standard_normal((n, 3, 4)),
+                                       rng.standard_normal((3, 4)),
+                                       rng.integers(-3, 3, (n, 2)), rng.integers(0, 3, n)],
+              n, be, exact=True)
+    with pytest.raises(IndexError, match=r"out of bounds for axis 1 with size 4 \(lane 0\)"):
+        hydra.compile(lambda x, j: x[:, j], varying=("x", "j"), backend=be)(
+            np.ones((2, 3, 4)), np.full((2, 2), 4))
+
+
+def data_mask(x, j):
+    return x[x > 0]
+
+
+def store_through_index(x, j):
+    x[j] = 1.0
+    return x
+
+
+def two_index_arrays(x, j):
+    return x[j, j]
+
+
+@pytest.mark.parametrize("fn,match,hint", [
+    (data_mask, "mask computed in the kernel", "np.where(mask, a, fill)"),
+    (store_through_index, "a store through an integer array index", "np.where"),
+    (two_index_arrays, "more than one integer array", "np.take(a, idx, axis=k)"),
+])
+def test_other_masks_and_indices_are_refused_with_a_hint(fn, match, hint):
+    with pytest.raises(hydra.CompileError, match=match) as e:
+        hydra.compile(fn, varying=("x", "j"), backend="numpy")(np.ones((2, 3)),
+                                                               np.zeros((2, 2), np.int64))
+    assert hint in e.value.hint

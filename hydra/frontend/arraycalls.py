@@ -369,3 +369,88 @@ class MoreArrayMixin:
 
 #: functions that share another's handler
 _FAMILY = {"cumprod": "cumsum", "std": "var", "argsort": "sort", "allclose": "isclose"}
+
+
+class FancyIndex:
+    """An index with an integer array or a boolean mask in it (``a[idx]``, ``a[:, [0,
+    2]]``, ``a[MASK]``): the evaluated items, one of them the array."""
+
+    def __init__(self, items: list, at: int) -> None:
+        self.items = items
+        self.at = at
+
+
+_NO_MASK_HINT = ("np.where(mask, a, fill) keeps the shape; a[MASK] works where MASK is a "
+                 "module-level bool array (known when the kernel compiles)")
+
+
+class FancyIndexMixin:
+    """Integer-array indexing whose result's shape is static, and boolean masks known
+    when the kernel compiles (SPEC section 8: a per-lane shape never depends on data)."""
+
+    def fancy_index(self, array: Value, raw, loc: Loc) -> FancyIndex | None:
+        from .arrayops import ListArg
+        items = list(raw) if isinstance(raw, tuple) and not isinstance(raw, ListArg) else [raw]
+        adv = [k for k, v in enumerate(items) if isinstance(v, ListArg) or
+               self._is_array_value(v)]
+        if not adv:
+            return None
+        if len(adv) > 1:
+            raise CompileError("indexing with more than one integer array or mask is not "
+                               "supported", loc,
+                               hint="one array index at a time: np.take(a, idx, axis=k), or "
+                                    "a loop over the indices")
+        if any(v is None or v is Ellipsis or isinstance(v, Meta) for v in items):
+            raise CompileError("an integer array index together with None or ... is not "
+                               "supported", loc, hint="np.take(a, idx, axis=k)")
+        return FancyIndex(items, adv[0])
+
+    def _constant_mask(self, v, loc: Loc):
+        """The bool array of a mask known when the kernel compiles, else None."""
+        if isinstance(v, tuple):
+            values = tuple(self._static(x, "a mask", loc) for x in v)
+            flat = np.asarray(values)
+            return flat if flat.dtype == np.bool_ else None
+        if v.type.dtype.kind != "b":
+            return None
+        for op in self.entry_ops:
+            if op.opcode == "global_array" and op.results[0] is v:
+                return np.asarray(op.attrs["array"], bool)
+        raise CompileError("a boolean mask computed in the kernel selects a number of "
+                           "elements that depends on the data: not supported", loc,
+                           hint=_NO_MASK_HINT)
+
+    def fancy_load(self, array: Value, index: FancyIndex, loc: Loc) -> Value:
+        items, p = list(index.items), index.at
+        self._check_shaped(array, "indexing with an array", loc)
+        idx = items[p]
+        mask = self._constant_mask(idx, loc)
+        if mask is not None:
+            shape = tuple(array.type.shape[p:p + mask.ndim])
+            if shape != mask.shape:
+                raise CompileError(f"the boolean index of shape {mask.shape} does not match "
+                                   f"the indexed axes' shape {shape}", loc)
+            if mask.ndim > 1:
+                if len(items) != 1:
+                    raise CompileError("a boolean mask of several axes together with other "
+                                       "indices is not supported", loc, hint=_NO_MASK_HINT)
+                array = self.array_op("reshape", [array], loc, shape=(
+                    int(np.prod(shape, dtype=np.int64)),) + tuple(array.type.shape[mask.ndim:]))
+            idx = self.from_python(np.flatnonzero(mask), "mask", loc)
+        else:
+            idx = self._index_array(idx, loc)
+        ints = [k for k, v in enumerate(items) if k != p and not isinstance(v, slice)]
+        block = sorted(ints + [p])
+        if ints and block != list(range(block[0], block[-1] + 1)):
+            raise CompileError("an integer array index apart from the integer indices is "
+                               "not supported (NumPy moves its axes first)", loc,
+                               hint="index in two steps: b = a[i, :]; b[:, idx]")
+        items[p] = slice(None)
+        view = array
+        if any(not (isinstance(v, slice) and v == slice(None)) for v in items):
+            view = self.array_load(array, self.array_index(array, tuple(items), loc), loc)
+        axis = sum(1 for v in items[:p] if isinstance(v, slice))
+        self._check_shaped(idx, "indexing with an array", loc)
+        out = self.array_op("take", [view, idx], loc, axis=axis)
+        self._check_indices(idx, view.type.shape[axis], p, loc)
+        return out

@@ -31,7 +31,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .binding import parameter_names
-from .arraycalls import MoreArrayMixin
+from .arraycalls import FancyIndexMixin, MoreArrayMixin
 from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return
@@ -64,8 +64,8 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, ScalarRulesMixin,
-              ExprMixin):
+class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, FancyIndexMixin,
+              ScalarRulesMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:

@@ -16,6 +16,7 @@ from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, Type, promote, scalar, typeof_python)
+from .arraycalls import FancyIndex
 from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
 from .subset import EXPRESSIONS
@@ -594,9 +595,12 @@ class ExprMixin:
 
     def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice) else self.expr(p)
-                    for p in parts)
+        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice)
+                    else self.list_or_expr(p) for p in parts)  # a[[0, 2]]: a list
         raw = raw if isinstance(index, ast.Tuple) else raw[0]
+        fancy = self.fancy_index(array, raw, loc)  # an integer array or a mask in it
+        if fancy is not None:
+            return fancy
         whole = self.array_index(array, raw, loc)
         if whole is not None:
             return whole
@@ -645,11 +649,18 @@ class ExprMixin:
         return self.load(base, self.indices(base, node.slice, loc), loc)
 
     def load(self, array: Value, indices: list[Value], loc: Loc) -> Value:
+        if isinstance(indices, FancyIndex):
+            return self.fancy_load(array, indices, loc)
         if isinstance(indices, ArrayIndex):
             return self.array_load(array, indices, loc)
         return self.emit("load", [array, *indices], array.type.dtype, loc)
 
     def store(self, array: Value, indices: list[Value], value, loc: Loc) -> None:
+        if isinstance(indices, FancyIndex):
+            raise CompileError("a store through an integer array index or a mask is not "
+                               "supported", loc,
+                               hint="a = np.where(mask, value, a) for a mask; a loop "
+                                    "for a[idx[j]] = v[j]")
         if isinstance(indices, ArrayIndex) or is_array(value):
             if not isinstance(indices, ArrayIndex):
                 indices = ArrayIndex((("int",),) * len(indices), indices)

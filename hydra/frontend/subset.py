@@ -114,8 +114,8 @@ def _check(fn: ParsedFunction, node: ast.AST, top: bool) -> None:
 
 
 def _takes_lists(node: ast.AST) -> bool:
-    """A list is an argument of a call (a keyword's value) or an index."""
-    return isinstance(node, (ast.Call, ast.keyword, ast.Subscript))
+    """A list is an argument of a call (a keyword's value) or an index (a[[0, 2], :])."""
+    return isinstance(node, (ast.Call, ast.keyword, ast.Subscript, ast.Tuple))
 
 
 def _check_list(fn: ParsedFunction, node: ast.List, top: bool) -> None:
