@@ -25,8 +25,9 @@ def along_axes(x, u, k):
             x.cumsum(), np.sort(x, axis=0), np.sort(x, axis=None), np.sort(k),
             np.argsort(k, kind="stable"), np.argsort(x, axis=0), k.argsort(kind="stable"),
             np.diff(x, axis=0), np.diff(x, n=2), np.roll(x, (1, 2), axis=(0, 1)),
-            np.roll(x, 3), np.repeat(x, 2, axis=1), np.repeat(k, (1, 2, 0, 1, 1)),
-            x.repeat(2), np.tile(x, (2, 1, 2)), np.tile(k, 2), np.tile(u, 2), np.sort(u),
+            np.roll(x, 3), np.roll(x, [1, -1], axis=[1, 0]), np.repeat(x, 2, axis=1),
+            np.repeat(k, (1, 2, 0, 1, 1)), x.repeat(2), np.tile(x, (2, 1, 2)), np.tile(k, 2),
+            np.tile(u, 2), np.sort(u),
             np.diff(u), np.roll(u, 1, axis=0), np.round(x * 100, -1), np.round(k, 1),
             x.round(2), np.around(u, 3), np.round(np.float32(x[0, 0]), 2))
 
@@ -89,6 +90,8 @@ def views(x, w):
     t[0] = 100.0
     e = np.expand_dims(x, (0, 2))
     e[0, 1, 0, 1] = 3.0
+    g = np.flip(np.expand_dims(x, [0]), axis=[0, 2])  # these take a list of axes too
+    g[0, 2, 0] = -3.0
     return (x.sum() + c.sum() + a.sum() + fl.sum() + t.sum() + np.fliplr(x)[0, 0]
             + np.flipud(x)[0, 0], np.ravel(w) * 2, np.flip(w), np.asarray(x) * 1)
 

@@ -154,6 +154,11 @@ class MoreArrayMixin:
             return tuple(self._ints(x, what, loc) for x in v)
         return self._static_int(v, what, loc)
 
+    def _axes(self, v, loc: Loc):
+        """axis= of np.flip, np.roll, np.expand_dims, which (unlike the reductions) take
+        a list of axes too."""
+        return self._axis(tuple(v) if isinstance(v, tuple) else v, loc)
+
     def _dtype_or_none(self, v, fname: str, loc: Loc):
         if v is None or isinstance(v, Meta) and v.obj is None:
             return None
@@ -241,7 +246,7 @@ class MoreArrayMixin:
 
     def _np_roll(self, fname, p, loc):
         return self.array_op("roll", [p["a"]], loc, shift=self._ints(p["shift"], "shift", loc),
-                             axis=self._axis(p["axis"], loc))
+                             axis=self._axes(p["axis"], loc))
 
     def _np_diff(self, fname, p, loc):
         return self.array_op("diff", [p["a"]], loc, n=self._static_int(p["n"], "n", loc),
@@ -315,7 +320,8 @@ class MoreArrayMixin:
         if fname == "ravel":
             new = (int(np.prod(shape, dtype=np.int64)),)
         else:
-            axis = self._axis(p["axis"], loc)
+            axis = self._axes(p["axis"], loc) if fname == "expand_dims" else \
+                self._axis(p["axis"], loc)
             stand_in = np.empty(shape, np.uint8)
             try:
                 new = (np.squeeze(stand_in, axis) if fname == "squeeze"
@@ -357,7 +363,7 @@ class MoreArrayMixin:
         nd = a.type.ndim
         axis = {"fliplr": 1, "flipud": 0}.get(fname, None)
         if fname == "flip":
-            axis = self._axis(p["axis"], loc)
+            axis = self._axes(p["axis"], loc)
         axes = range(nd) if axis is None else axis if isinstance(axis, tuple) else (axis,)
         axes = {x % nd if nd else x for x in axes}
         if any(x >= nd for x in axes) or nd == 0:
