@@ -53,6 +53,10 @@ class ExprMixin:
 
     def expr(self, node: ast.expr):
         handler = EXPRESSIONS.get(type(node))
+        if isinstance(node, ast.List):  # an argument of a function that takes no list
+            raise CompileError("lists are supported only as arguments of NumPy functions "
+                               "and as indices", self.loc(node),
+                               hint="use a tuple, or np.zeros(k) for a per-lane array")
         if handler is None:
             raise CompileError(f"{type(node).__name__} is not supported", self.loc(node))
         return getattr(self, handler)(node)

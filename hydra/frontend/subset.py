@@ -110,12 +110,17 @@ def _check(fn: ParsedFunction, node: ast.AST, top: bool) -> None:
             # list as an argument or an index is fine (nested lists too)
             _check_list(fn, child, top)
             continue
+        if isinstance(node, ast.Subscript) and child is node.slice \
+                and isinstance(child, ast.Tuple):  # a[[0, 2], 1:]
+            for elt in child.elts:
+                (_check_list if isinstance(elt, ast.List) else _check)(fn, elt, top)
+            continue
         _check(fn, child, top)
 
 
 def _takes_lists(node: ast.AST) -> bool:
-    """A list is an argument of a call (a keyword's value) or an index (a[[0, 2], :])."""
-    return isinstance(node, (ast.Call, ast.keyword, ast.Subscript, ast.Tuple))
+    """A list is an argument of a call (a keyword's value) or an index (a[[0, 2]])."""
+    return isinstance(node, (ast.Call, ast.keyword, ast.Subscript))
 
 
 def _check_list(fn: ParsedFunction, node: ast.List, top: bool) -> None:
