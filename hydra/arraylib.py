@@ -255,6 +255,9 @@ def take_rule(f, args, vary, n, out, params):
     nd = np.ndim(a) - va
     axis = axis % nd
     size = np.shape(a)[axis + va]
+    if size == 0:  # no index is in range: every active lane fails the check
+        shape = (n,) + tuple(getattr(out, "shape", ()))
+        return np.zeros(shape, out.dtype.dtype if hasattr(out, "shape") else out.dtype)
     idx = np.asarray(idx, np.int64)
     idx = np.clip(np.where(idx < 0, idx + size, idx), 0, max(size - 1, 0))
     if not vi:

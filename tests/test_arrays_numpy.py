@@ -253,7 +253,7 @@ def two_index_arrays(x, j):
     (axis_list, "axis= must be an integer or a tuple", "axis=(0, 1)"),
     (sorts_in_place, "sorts in place", "np.sort(a)"),
     (pads_wrapping, "mode 'wrap' is not supported", "'edge' or 'reflect'"),
-    (data_mask, "mask computed in the kernel", "np.where(mask, a, fill)"),
+    (data_mask, "mask not known when the kernel compiles", "np.where(mask, a, fill)"),
     (store_through_index, "a store through an integer array index", "np.where"),
     (two_index_arrays, "more than one integer array", "np.take(a, idx, axis=k)"),
 ])

@@ -204,6 +204,9 @@ class MoreArrayMixin:
         ends = [p["start"], p["stop"]]
         if not all(isinstance(v, Value) and isinstance(v.type, ScalarType) for v in ends):
             raise CompileError("np.linspace() takes numbers for start and stop here", loc)
+        if self._static_int(p["axis"], "np.linspace()'s axis", loc) not in (0, -1):
+            raise CompileError("np.linspace(): numbers for start and stop make one axis "
+                               "(axis=0)", loc)
         return self.array_op("linspace", ends, loc,
                              num=self._static_int(p["num"], "np.linspace()'s num", loc),
                              endpoint=bool(self._static(p["endpoint"], "endpoint", loc)),
@@ -422,9 +425,9 @@ class FancyIndexMixin:
         for op in self.entry_ops:
             if op.opcode == "global_array" and op.results[0] is v:
                 return np.asarray(op.attrs["array"], bool)
-        raise CompileError("a boolean mask computed in the kernel selects a number of "
-                           "elements that depends on the data: not supported", loc,
-                           hint=_NO_MASK_HINT)
+        raise CompileError("a boolean mask not known when the kernel compiles (computed "
+                           "in the kernel, or an argument) selects a number of elements that "
+                           "depends on the data: not supported", loc, hint=_NO_MASK_HINT)
 
     def fancy_load(self, array: Value, index: FancyIndex, loc: Loc) -> Value:
         items, p = list(index.items), index.at
