@@ -11,7 +11,9 @@ loop over the lanes).  ``BATCH`` maps ``fn`` to its batching rule
 operands vary and computes the result for all N lanes in one NumPy/BLAS call.  An op
 whose operands are all uniform is computed once, by ``f`` itself, and needs no rule.
 The rule that matters most: ``U @ x`` with a uniform matrix and per-lane vectors is
-``X @ U.T``, one GEMM over the lanes, never N matrix-vector products.
+``X @ U.T``, one GEMM over the lanes, never N matrix-vector products.  The functions of
+``hydra.arraylib`` (cumsum, sort, take, pad, ...) bring their definitions and rules into
+these tables.
 """
 
 from __future__ import annotations

@@ -39,6 +39,8 @@ _BINARY = {
 }
 _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
             "eq": np.equal, "ne": np.not_equal}
+
+
 def _c_semantics(f, pole):
     """``f`` (math.gamma, math.lgamma) with C's values where Python raises: ``pole`` at
     0 and the negative integers, inf where the result overflows (NumPy-style: no
