@@ -45,8 +45,8 @@ NOTES = {
     "roll": "constant shift and axis (ints or tuples)",
     "diff": "constant n and axis; prepend/append are a CompileError",
     "tile": "constant reps", "repeat": "constant repeats (an int or a tuple), axis=",
-    "diag": "of a vector, a matrix; of a matrix, its diagonal as a new array (NumPy's "
-            "read-only view cannot be written either)",
+    "diag": "of a vector, a matrix; of a matrix, its diagonal (NumPy's read-only view: a "
+            "store into it, or a view of it, is a CompileError)",
     "trace": "offset=; axis1=0, axis2=1 only",
     "isclose": "constant rtol, atol, equal_nan", "allclose": "constant rtol, atol, equal_nan",
     "interp": "constant left, right; per-lane tables xp, fp run lane by lane",

@@ -249,6 +249,12 @@ def two_index_arrays(x, j):
     return x[j, j]
 
 
+def writes_a_diagonal(x, j):
+    d = np.diag(np.outer(x, x))[1:]
+    d[0] = 1.0  # NumPy: ValueError, assignment destination is read-only
+    return d
+
+
 @pytest.mark.parametrize("fn,match,hint", [
     (axis_list, "axis= must be an integer or a tuple", "axis=(0, 1)"),
     (sorts_in_place, "sorts in place", "np.sort(a)"),
@@ -256,6 +262,7 @@ def two_index_arrays(x, j):
     (data_mask, "mask not known when the kernel compiles", "np.where(mask, a, fill)"),
     (store_through_index, "a store through an integer array index", "np.where"),
     (two_index_arrays, "more than one integer array", "np.take(a, idx, axis=k)"),
+    (writes_a_diagonal, "read-only view", "np.diag(a).copy()"),
 ])
 def test_what_stays_unsupported_names_a_supported_way(fn, match, hint):
     with pytest.raises(hydra.CompileError, match=match) as e:

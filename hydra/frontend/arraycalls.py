@@ -264,7 +264,10 @@ class MoreArrayMixin:
                              axis=self._axis(p["axis"], loc))
 
     def _np_diag(self, fname, p, loc):
-        return self.array_op("diag", [p["v"]], loc, k=self._static_int(p["k"], "k", loc))
+        out = self.array_op("diag", [p["v"]], loc, k=self._static_int(p["k"], "k", loc))
+        if p["v"].type.ndim == 2:  # NumPy's read-only view of the diagonal: never written
+            self.readonly_ids.add(out.id)
+        return out
 
     def _np_trace(self, fname, p, loc):
         axes = (self._static_int(p["axis1"], "axis1", loc),

@@ -125,7 +125,10 @@ class ArrayMixin:
             shapes = " and ".join(str(t.shape) if isinstance(t, ArrayType) else "()"
                                   for t in types)
             raise CompileError(f"{label}: shapes {shapes} do not fit: {e}", loc) from None
-        return self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+        result = self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+        if fn in ("getitem", "reshape", "transpose") and ops[0].id in self.readonly_ids:
+            self.readonly_ids.add(result.id)  # a view of a read-only view
+        return result
 
     def _check_shaped(self, v, label: str, loc: Loc) -> None:
         """NeedShapes where ``v`` is an array whose shape its type does not hold: naming
@@ -467,6 +470,11 @@ class ArrayMixin:
         return True
 
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
+        if array.id in self.readonly_ids:
+            raise CompileError("this array is a read-only view (np.diag of a matrix is "
+                               "NumPy's read-only view of its diagonal): NumPy raises "
+                               "ValueError on a store into it", loc,
+                               hint="np.diag(a).copy() is an array of its own")
         self._check_shaped(array, "a store into an array", loc)
         self._check_shaped(value, "a store into an array", loc)
         place = result_type("getitem", [array.type] + [i.type for i in index.ints],

@@ -77,6 +77,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
         self.array_refs: set[int] = set()
         #: per-lane arrays whose size is not a constant -> where they were made
         self.unknown_shapes: dict[int, tuple[Loc, list[str]]] = {}
+        #: NumPy's read-only views (np.diag of a matrix) and views of them: a store into
+        #: one is a CompileError, where NumPy raises (arraycalls.py)
+        self.readonly_ids: set[int] = set()
         #: counters of loops not unrolled -> ``LoopCounter`` (shapes may depend on them)
         self.loop_counters: dict[int, object] = {}
         self.const_ops: dict[int, Op] = {}  # const values -> their ops (exprs.py)

@@ -671,6 +671,9 @@ class ExprMixin:
             return self.array_store(array, indices, value, loc)
         if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
             raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
+        if array.id in self.readonly_ids:  # the element store of a read-only view
+            return self.array_store(array, ArrayIndex((("int",),) * len(indices), indices),
+                                    value, loc)
         value = self.coerce(value, array.type.dtype, loc)
         self.emit_op("store", [array, *indices, value], [], loc)
 
