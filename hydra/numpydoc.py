@@ -13,8 +13,8 @@ _AXIS = "axis= an int or a tuple (NumPy refuses a list), keepdims="
 #: per array operation: what a user should know beyond "NumPy's semantics"
 NOTES = {
     "getitem": "integers (uniform or varying: a gather), constant slices, `None`, `...`; "
-               "one integer array or a constant list (`a[idx]`, `a[:, [0, 2]]`: a take, "
-               "indices checked); a bool mask known when the kernel compiles (a "
+               "integer arrays or constant lists (`a[idx]`, `a[:, [0, 2]]`, `a[i, j]` "
+               "with arrays that broadcast, in adjacent axes: a take, indices checked); a bool mask known when the kernel compiles (a "
                "module-level array: `a[MASK]`); any other mask is a CompileError (hint: "
                "`np.where`); `np.flip`/`fliplr`/`flipud` are views (negative steps)",
     "reshape": "constant sizes; `np.ravel`, `a.ravel()`, `np.squeeze`, `np.expand_dims` are "

@@ -216,24 +216,29 @@ MASK = np.array([True, False, True, True])
 MASK2 = np.array([[True, False, True, True], [False, False, True, False], [True] * 4])
 
 
-def fancy(x, u, j, i):
-    """Integer arrays (per-lane j, constant lists) and masks known at compile time."""
+def fancy(x, u, j, i, y):
+    """Integer arrays (per-lane j, constant lists, several that broadcast) and masks
+    known at compile time."""
     return (x[j], x[:, j], x[[0, 2]], x[[2, 0], 1:3], x[1, j], x[j, 2], u[j], u[:, [1, 3]],
             x[:, MASK], x[MASK2], u[MASK2], x[i, j], x[:, [True, False, True, False]],
-            u[j][:, 0], x[-1][[0, -1]])
+            u[j][:, 0], x[-1][[0, -1]], x[j, j], u[j, [0, 1, -1]], x[[0, 2], [1, 3]],
+            x[np.arange(3)[:, None], j[None, :]], y[1:, j, i], y[0, j, [1, 2, 0]])
 
 
 @pytest.mark.parametrize("be", ARRAY_BACKENDS)
 def test_integer_array_and_constant_mask_indexing(be):
     rng = np.random.default_rng(3)
     for n in (1, 4):
-        check(fancy, ("x", "j", "i"), [rng.standard_normal((n, 3, 4)),
-                                       rng.standard_normal((3, 4)),
-                                       rng.integers(-3, 3, (n, 2)), rng.integers(0, 3, n)],
-              n, be, exact=True)
+        check(fancy, ("x", "j", "i", "y"), [
+            rng.standard_normal((n, 3, 4)), rng.standard_normal((3, 4)),
+            rng.integers(-3, 3, (n, 3)), rng.integers(0, 3, n),
+            rng.standard_normal((n, 2, 3, 4))], n, be, exact=True)
     with pytest.raises(IndexError, match=r"out of bounds for axis 1 with size 4 \(lane 0\)"):
         hydra.compile(lambda x, j: x[:, j], varying=("x", "j"), backend=be)(
             np.ones((2, 3, 4)), np.full((2, 2), 4))
+    with pytest.raises(IndexError, match=r"out of bounds for axis 0 with size 3 \(lane 1\)"):
+        hydra.compile(lambda x, j: x[j, j], varying=("x", "j"), backend=be)(
+            np.ones((2, 3, 4)), np.array([[0, 2], [-1, 3]]))
 
 
 def data_mask(x, j):
@@ -245,8 +250,8 @@ def store_through_index(x, j):
     return x
 
 
-def two_index_arrays(x, j):
-    return x[j, j]
+def index_arrays_apart(x, j):
+    return x[j, :, j]
 
 
 def writes_a_diagonal(x, j):
@@ -261,11 +266,11 @@ def writes_a_diagonal(x, j):
     (pads_wrapping, "mode 'wrap' is not supported", "'edge' or 'reflect'"),
     (data_mask, "mask not known when the kernel compiles", "np.where(mask, a, fill)"),
     (store_through_index, "a store through an integer array index", "np.where"),
-    (two_index_arrays, "more than one integer array", "np.take(a, idx, axis=k)"),
+    (index_arrays_apart, "apart from each other", "b = a[i, :]; b[:, idx]"),
     (writes_a_diagonal, "read-only view", "np.diag(a).copy()"),
 ])
 def test_what_stays_unsupported_names_a_supported_way(fn, match, hint):
     with pytest.raises(hydra.CompileError, match=match) as e:
-        hydra.compile(fn, varying=("x", "j"), backend="numpy")(np.ones((2, 3)),
+        hydra.compile(fn, varying=("x", "j"), backend="numpy")(np.ones((2, 3, 3)),
                                                                np.zeros((2, 2), np.int64))
     assert hint in e.value.hint

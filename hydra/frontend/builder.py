@@ -31,7 +31,8 @@ from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, TupleType, Type, finalize, join
 from .binding import parameter_names
-from .arraycalls import FancyIndexMixin, MoreArrayMixin
+from .arraycalls import MoreArrayMixin
+from .fancy import FancyIndexMixin
 from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
 from .common import Meta, Partial, always_returns, contains, has_return

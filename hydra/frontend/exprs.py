@@ -16,7 +16,7 @@ from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
 from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, Type, promote, scalar, typeof_python)
-from .arraycalls import FancyIndex
+from .fancy import FancyIndex
 from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
 from .subset import EXPRESSIONS
