@@ -1,7 +1,8 @@
 """Regenerate the generated parts of docs/guide.md: the intrinsics table (from
 ``hydra.intrinsics``), the options table and the host-only table (from the backends'
-declared protocols, ``hydra.backends.PROTOCOLS``) and the syntax table (from
-``hydra.frontend.subset``).
+declared protocols, ``hydra.backends.PROTOCOLS``), the syntax table (from
+``hydra.frontend.subset``) and the table of NumPy on per-lane arrays (from the operation
+registry, ``hydra.registry``, and ``hydra.numpydoc``).
 
     python docs/regen.py          # rewrite docs/guide.md
     python docs/regen.py --check  # exit 1 if it is out of date
@@ -56,8 +57,30 @@ def subset_table() -> str:
     return "\n".join(rows)
 
 
+def numpy_table() -> str:
+    """Every array operation of the registry: spellings, batching, memory, gradient and
+    notes (``hydra.numpydoc``)."""
+    from hydra.ir.core import LANE_ARRAY_FNS
+    from hydra.numpydoc import NOTES, batched, spellings
+    from hydra.registry import AdjointState, records
+    rows = ["| operation | spelled | batched | memory | gradient | notes |",
+            "|---|---|---|---|---|---|"]
+    grads = {AdjointState.RULE: "rule", AdjointState.MISSING: "not yet",
+             AdjointState.NOT_DIFFERENTIABLE: "none"}
+    for r in sorted(records("array"), key=lambda r: r.name):
+        if r.name in LANE_ARRAY_FNS:
+            continue
+        memory = "view of its operand" if r.memory.aliases == (0,) else \
+            "may be a view" if r.memory.aliases else \
+            "reads its operands" if r.memory.reads else "numbers only"
+        rows.append(f"| `{r.name}` | {', '.join(spellings(r.name, r.aliases))} | {batched(r.name)} "
+                    f"| {memory} | {grads[r.adjoint.state]} | {NOTES.get(r.name, '')} |")
+    return "\n".join(rows)
+
+
 def regenerated(text: str) -> str:
-    tables = {"intrinsics": markdown_table(), **markdown_tables(), "subset": subset_table()}
+    tables = {"intrinsics": markdown_table(), **markdown_tables(), "subset": subset_table(),
+              "numpy": numpy_table()}
     for name, table in tables.items():
         block = re.compile(rf"(<!-- {name}:start -->\n).*?(\n<!-- {name}:end -->)", re.S)
         text = block.sub(lambda m: m.group(1) + table + m.group(2), text)

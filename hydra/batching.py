@@ -11,7 +11,9 @@ loop over the lanes).  ``BATCH`` maps ``fn`` to its batching rule
 operands vary and computes the result for all N lanes in one NumPy/BLAS call.  An op
 whose operands are all uniform is computed once, by ``f`` itself, and needs no rule.
 The rule that matters most: ``U @ x`` with a uniform matrix and per-lane vectors is
-``X @ U.T``, one GEMM over the lanes, never N matrix-vector products.
+``X @ U.T``, one GEMM over the lanes, never N matrix-vector products.  The functions of
+``hydra.arraylib`` (cumsum, sort, take, pad, ...) bring their definitions and rules into
+these tables.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import arraylib
+from .arraylib import loop_rule  # noqa: F401  (batching.loop_rule: the fallback rule)
 from .types import ArrayType, Type, scalar
 
 # --- per-lane definitions -------------------------------------------------------------
@@ -48,7 +52,7 @@ ELEMENTWISE = frozenset({*UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
 #: results that are a lane's own new array even from uniform operands (writes stay private)
 FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy",
-                   "full"})
+                   "full", *arraylib.FRESH})
 
 
 def lane_copies(value, n: int) -> np.ndarray:
@@ -115,7 +119,8 @@ PER_LANE: dict[str, Callable] = {
     "matmul": np.matmul, "dot": np.dot, "outer": np.outer,
     "transpose": lambda a: np.transpose(a),
     "reshape": lambda a, shape: np.reshape(a, shape),
-    "copy": lambda a: np.array(a, copy=True, order="C"),  # a.copy() is C-ordered
+    # a.copy() is C-ordered; np.copy(a) and np.array(a) keep a's axis order (order="K")
+    "copy": lambda a, order="C": np.array(a, copy=True, order=order),
     "getitem": lambda a, *ints, index: a[index_tuple(index, ints)],
     "concatenate": lambda *arrays, axis=0: np.concatenate(arrays, axis=axis),
     "stack": lambda *arrays, axis=0: np.stack(arrays, axis=axis),
@@ -127,8 +132,8 @@ PER_LANE: dict[str, Callable] = {
     "full": lambda v, shape, dtype: np.full(shape, v, dtype=dtype),
     "einsum": lambda *ops, subscripts: np.einsum(subscripts, *ops),
     "tensordot": lambda a, b, axes=2: np.tensordot(a, b, axes),
-    "pad": lambda a, pad_width: np.pad(a, pad_width),
     "conv2d": conv2d, "max_pool2d": max_pool2d,
+    **arraylib.PER_LANE,
 }
 
 # --- the shape rule ---------------------------------------------------------------------
@@ -159,15 +164,6 @@ def result_type(fn: str, types: list[Type], params: dict) -> Type:
 
 
 # --- batching rules -------------------------------------------------------------------
-
-def _lane_args(args, vary, i):
-    return [a[i] if v else a for a, v in zip(args, vary)]
-
-
-def loop_rule(f, args, vary, n, out, params):
-    """The fallback rule: the per-lane definition once per lane, stacked."""
-    return np.stack([np.asarray(f(*_lane_args(args, vary, i), **params)) for i in range(n)])
-
 
 def _align(a, r: int, n: int):
     """A varying operand ``[N, *s]`` as ``[N, 1.., *s]`` of rank 1 + r, so that NumPy's
@@ -302,19 +298,16 @@ def tensordot_rule(f, args, vary, n, out, params):
     return res
 
 
-def pad_rule(f, args, vary, n, out, params):
-    return np.pad(args[0], ((0, 0),) + tuple(params["pad_width"]))
-
-
 BATCH: dict[str, Callable] = {
     **{name: elementwise_rule for name in ELEMENTWISE},
     **{name: reduction_rule for name in REDUCTIONS},
     "matmul": matmul_rule, "dot": matmul_rule, "outer": outer_rule,
     "transpose": transpose_rule, "reshape": reshape_rule,
-    "copy": lambda f, args, vary, n, out, params: np.array(args[0], copy=True, order="C"),
+    "copy": lambda f, args, vary, n, out, params: np.array(
+        args[0], copy=True, order=params.get("order", "C")),
     "concatenate": join_rule, "stack": join_rule,
     "conv2d": conv_rule, "max_pool2d": pool_rule,
-    "einsum": einsum_rule, "tensordot": tensordot_rule, "pad": pad_rule,
+    "einsum": einsum_rule, "tensordot": tensordot_rule, **arraylib.BATCH,
     "full": lambda f, args, vary, n, out, params: np.broadcast_to(
         np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),
 }

@@ -45,7 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import batching, nn
+from . import arraylib, batching, nn
 from . import random as hydra_random
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
@@ -243,7 +243,9 @@ _ARRAY_NO_GRAD = {
         "floor", "ceil", "trunc", "rint", "sign", "floordiv", "heaviside", "spacing",
         "nextafter")},
     **{name: Adjoint.none(_NO_GRAD_VALUE) for name in (
-        "zeros_like", "ones_like", "empty_like", "arange")},
+        "zeros_like", "ones_like", "empty_like", "arange", *arraylib.NO_GRAD_VALUE)},
+    **{name: Adjoint.none(_NO_GRAD_RESULT) for name in arraylib.NO_GRAD_RESULT},
+    **{name: Adjoint.none(_NO_GRAD_STEP) for name in arraylib.NO_GRAD_STEP},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in (
         "laneprod", "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle",
         "rotate", "prefixsum", "lanesum", "lanesum_outer")},
@@ -260,7 +262,7 @@ def _array_records() -> None:
     from .frontend.arrayops import ALIASES
 
     aliases: dict[str, list[str]] = {}
-    for alias, target in ALIASES.items():
+    for alias, target in (*ALIASES.items(), *arraylib.SPELLINGS.items()):
         aliases.setdefault(target, []).append(alias)
     for fn, f in batching.PER_LANE.items():
         if fn in ALIASES:  # np.absolute is abs: one record, under the name the IR uses

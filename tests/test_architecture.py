@@ -24,10 +24,10 @@ KNOWN_CIRCLES = {
         "the shipped kernels (ship) call each other lazily",
 }
 #: modules still over 500 lines, at most as long as they are now: split them
-OVER_BUDGET = {"hydra/backends/cpu/fuse.py": 513, "hydra/backends/cpu/codegen.py": 542,
-               "hydra/frontend/builder.py": 616, "hydra/backends/cpu/vecmath.py": 629,
+OVER_BUDGET = {"hydra/backends/cpu/fuse.py": 510, "hydra/backends/cpu/codegen.py": 542,
+               "hydra/frontend/builder.py": 587, "hydra/backends/cpu/vecmath.py": 629,
                "hydra/backends/cpu/persistent.py": 660, "hydra/dataflow.py": 660,
-               "hydra/frontend/exprs.py": 673}
+               "hydra/frontend/exprs.py": 605}
 BUDGET = 500
 
 

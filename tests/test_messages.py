@@ -44,12 +44,12 @@ def test_a_python_int_argument_too_big_for_int64_is_an_overflow_error(backend):
                             "OverflowError there too)")
 
 
-def outer_sort(x):
-    return np.sort(x)
+def outer_unique(x):
+    return np.unique(x)
 
 
 def test_refused_array_operation_cites_the_guide_chapter_by_title():
-    k = hydra.compile(outer_sort, varying=("x",), backend="numpy")
+    k = hydra.compile(outer_unique, varying=("x",), backend="numpy")
     with pytest.raises(hydra.CompileError) as e:
         k(np.zeros((4, 3)))
     assert e.value.hint == ("docs/guide.md, chapter 12 'Per-lane arrays: per-example NumPy "

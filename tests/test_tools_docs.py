@@ -29,3 +29,18 @@ def test_the_model_walkthrough_runs(tmp_path):
     path = tmp_path / "walkthrough.py"
     path.write_text(block)
     runpy.run_path(str(path), run_name="walkthrough")
+
+
+def test_guide_lists_every_numpy_function_kernels_take():
+    """The generated table of NumPy on per-lane arrays names every spelling the frontend
+    takes, with notes for each function hydra.arraylib added."""
+    from hydra.arraylib import PER_LANE as MORE
+    from hydra.frontend.arrayops import METHODS, ARRAY_FUNCTIONS
+    from hydra.numpydoc import NOTES
+    text = (ROOT / "docs" / "guide.md").read_text()
+    table = text[text.index("<!-- numpy:start -->"):text.index("<!-- numpy:end -->")]
+    for name in ARRAY_FUNCTIONS:
+        assert f"`{name}`" in table or f"`np.{name}`" in table, name
+    for name in METHODS - {"sort", "flatten", "copy"}:
+        assert f"`a.{name}()`" in table, name
+    assert all(NOTES.get(name) for name in MORE), "every new function has its notes"

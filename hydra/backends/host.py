@@ -41,6 +41,25 @@ BINARY = {
 }
 COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
             "eq": np.equal, "ne": np.not_equal}
+
+
+def _c_semantics(f, pole):
+    """``f`` (math.gamma, math.lgamma) with C's values where Python raises: ``pole`` at
+    0 and the negative integers, inf where the result overflows (NumPy-style: no
+    exception, as for every math function in a kernel)."""
+    def g(x):
+        try:
+            return f(x)
+        except ValueError:  # a pole
+            return pole(x)
+        except OverflowError:
+            return math.inf
+    return np.frompyfunc(g, 1, 1)
+
+
+_gamma = _c_semantics(math.gamma, lambda x: math.copysign(math.inf, x) if x == 0 else
+                      math.nan)
+_lgamma = _c_semantics(math.lgamma, lambda x: math.inf)
 _erf = np.frompyfunc(math.erf, 1, 1)
 _erfc = np.frompyfunc(math.erfc, 1, 1)
 MATH = {
@@ -54,6 +73,8 @@ MATH = {
     "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
     "erf": lambda x: _erf(np.asarray(x, np.float64)).astype(np.float64),
     "erfc": lambda x: _erfc(np.asarray(x, np.float64)).astype(np.float64),
+    "gamma": lambda x: _gamma(np.asarray(x, np.float64)).astype(np.float64),
+    "lgamma": lambda x: _lgamma(np.asarray(x, np.float64)).astype(np.float64),
 }
 
 

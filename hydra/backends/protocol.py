@@ -69,6 +69,10 @@ _HOST_ONLY = {
 }
 
 _ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
+#: math.gamma and math.lgamma: what the per-example Python program computes
+_GAMMA = ("CPython's own math.gamma / math.lgamma (a Lanczos sum, not libm's tgamma / "
+          "lgamma, so no native call gives their bits): the host computes them for all lanes "
+          "(thread-safe: no global signgam)")
 _ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
 
 PROTOCOLS = {
@@ -92,6 +96,7 @@ PROTOCOLS = {
         "global_array": "a captured array: its data is passed to the kernels",
         "local_array": "per-lane arrays are allocated by the host (NumPy)",
         "array": _ARRAY_REASON, "array_store": _ARRAY_REASON,
+        "math gamma": _GAMMA, "math lgamma": _GAMMA,
     }),
     "cuda": Protocol("cuda", _options(
         fastmath="numba's fast-math flags, FMA contraction included",
@@ -102,6 +107,7 @@ PROTOCOLS = {
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
+        "math gamma": _GAMMA, "math lgamma": _GAMMA,
     }),
 }
 

@@ -1,6 +1,6 @@
 """The frontend: Python source -> AST -> typed structured SSA."""
 
-from .builder import build_function, build_specialized
+from .build import build_function, build_specialized
 from .source import ParsedFunction, parse_function
 from .subset import EXPRESSIONS, STATEMENTS, check_subset
 

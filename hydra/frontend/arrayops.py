@@ -22,6 +22,8 @@ from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
 from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
+from .arraycalls import FUNCTIONS as MORE_FUNCTIONS
+from .arraycalls import METHODS as MORE_METHODS
 from .common import Meta, NeedShapes
 from .unroll import shape_reason
 
@@ -43,6 +45,10 @@ class ArrayIndex:
         self.ints = ints
 
 
+class ListArg(tuple):
+    """A list argument of a call (``[a, b]``), which NumPy mostly takes as a tuple."""
+
+
 class ArrayMethod:
     """``a.sum`` before the call: the array and the method's name."""
 
@@ -57,9 +63,11 @@ ARRAY_FUNCTIONS = frozenset({
     "where", "matmul", "dot", "outer", "concatenate", "stack", "zeros_like", "ones_like",
     "empty_like", "full_like", "arange", "clip", "transpose", "reshape", *REDUCTIONS,
     "einsum", "tensordot", "pad",
-    "amax", "amin", "argmax", "argmin"})
-METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip"})
+    "amax", "amin", "argmax", "argmin", *MORE_FUNCTIONS, "np.linalg.norm", "around"})
+METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip",
+                     *MORE_METHODS})
 ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
+           "np.linalg.norm": "norm", "around": "round",
             # ufuncs called by name (np.subtract(a, b)) are the operators' ops
             "subtract": "sub", "multiply": "mul", "divide": "truediv",
             "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
@@ -67,7 +75,7 @@ ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
             "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
             "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
             "equal": "eq", "not_equal": "ne"}
-_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "matmul": "@", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
             "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^"}
 
@@ -82,7 +90,7 @@ class ArrayMixin:
     def array_op(self, fn: str, operands: list, loc: Loc, **params) -> Value:
         """One ``array`` op: typed by NumPy's rules on placeholders; weak Python scalars
         take the type they meet (NEP 50) before the op, as NumPy does."""
-        label = f"operator {_SYMBOLS[fn]}" if fn in _SYMBOLS else f"np.{fn}"
+        label = f"operator {SYMBOLS[fn]}" if fn in SYMBOLS else f"np.{fn}"
         ops = []
         for v in operands:
             if not isinstance(v, Value) or not isinstance(v.type, (ScalarType, ArrayType)):
@@ -101,7 +109,10 @@ class ArrayMixin:
             shapes = " and ".join(str(t.shape) if isinstance(t, ArrayType) else "()"
                                   for t in types)
             raise CompileError(f"{label}: shapes {shapes} do not fit: {e}", loc) from None
-        return self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+        result = self.emit("array", ops, out, loc, {"fn": fn, "params": params})
+        if fn in ("getitem", "reshape", "transpose") and ops[0].id in self.readonly_ids:
+            self.readonly_ids.add(result.id)  # a view of a read-only view
+        return result
 
     def _check_shaped(self, v, label: str, loc: Loc) -> None:
         """NeedShapes where ``v`` is an array whose shape its type does not hold: naming
@@ -177,6 +188,8 @@ class ArrayMixin:
         if name == "transpose":
             axes = args[0] if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
             return self.array_transpose(m.array, axes, loc)
+        if name in MORE_METHODS:
+            return self.call_numpy_more(name, [m.array, *args], kwargs, loc, method=True)
         return self.call_numpy_array(name, [m.array, *args], kwargs, loc)
 
     def _layout_keywords(self, what: str, kwargs: dict, known: dict, loc: Loc):
@@ -259,6 +272,9 @@ class ArrayMixin:
     def _axis(self, v, loc: Loc):
         if v is None or isinstance(v, Meta) and v.obj is None:
             return None
+        if isinstance(v, ListArg):  # NumPy raises TypeError for axis=[0, 1]
+            raise CompileError("axis= must be an integer or a tuple of integers (NumPy "
+                               "raises TypeError for a list)", loc, hint="axis=(0, 1)")
         if isinstance(v, tuple):
             return tuple(self._static_int(a, "axis", loc) for a in v)
         return self._static_int(v, "axis", loc)
@@ -269,6 +285,9 @@ class ArrayMixin:
         if module != "numpy":
             fname = f"{module.replace('numpy', 'np', 1)}.{fname}"  # np.linalg.norm
         fname = ALIASES.get(fname, fname)
+        more = self.call_numpy_more(fname, args, kwargs, loc)  # hydra.arraylib's
+        if more is not NotImplemented:
+            return more
         if fname in REDUCTIONS:
             unknown = set(kwargs) - {"axis", "keepdims"}
             if unknown or len(args) > 2:
@@ -301,17 +320,6 @@ class ArrayMixin:
             axes = tuple(self._axis(x, loc) for x in axes) if isinstance(axes, tuple) \
                 else self._static_int(axes, "np.tensordot()'s axes", loc)
             return self.array_op("tensordot", list(args[:2]), loc, axes=axes)
-        if fname == "pad":
-            if kwargs or len(args) != 2:
-                raise CompileError("np.pad(a, pad_width): only zero padding is supported", loc)
-            width = args[1] if isinstance(args[1], tuple) else (args[1],)
-            nd = args[0].type.ndim if is_array(args[0]) else 0
-            width = tuple((self._static_int(w, "pad width", loc),) * 2 if not isinstance(w, tuple)
-                          else tuple(self._static_int(x, "pad width", loc) for x in w)
-                          for w in width)
-            if len(width) == 1:
-                width = width * nd
-            return self.array_op("pad", [args[0]], loc, pad_width=width)
         if fname == "reshape":
             self._layout_keywords("np.reshape()", kwargs, {"order": "C"}, loc)
             return self.array_reshape(args[0], args[1] if isinstance(args[1], tuple)
@@ -447,6 +455,11 @@ class ArrayMixin:
         return True
 
     def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
+        if array.id in self.readonly_ids:
+            raise CompileError("this array is a read-only view (np.diag of a matrix is "
+                               "NumPy's read-only view of its diagonal): NumPy raises "
+                               "ValueError on a store into it", loc,
+                               hint="np.diag(a).copy() is an array of its own")
         self._check_shaped(array, "a store into an array", loc)
         self._check_shaped(value, "a store into an array", loc)
         place = result_type("getitem", [array.type] + [i.type for i in index.ints],

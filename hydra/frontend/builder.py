@@ -25,24 +25,26 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .. import trees
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, ArrayType, ScalarType, Type, finalize, join
 from .binding import parameter_names
+from .arraycalls import MoreArrayMixin
+from .fancy import FancyIndexMixin
 from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
 from .calls import CallMixin
 from .containers import ContainerMixin, Struct, is_node, items_of, like
 from .common import Meta, Partial, always_returns, contains, has_return
+from .compare import CompareMixin
 from .exprs import ExprMixin
 from .idioms import IdiomMixin
 from .loops import LoopMixin
 from .scalars import ScalarRulesMixin
-from .source import ParsedFunction, parse_function
-from .subset import STATEMENTS, check_subset
-from .unroll import UnrollMixin, build_unrolling
+from .source import ParsedFunction
+from .subset import STATEMENTS
+from .unroll import UnrollMixin
 
 
 @dataclass(slots=True)
@@ -66,8 +68,8 @@ class Frame:
         return f"$retval{self.prefix}"
 
 
-class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, ContainerMixin,
-              IdiomMixin, ExprMixin):
+class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, FancyIndexMixin,
+              ScalarRulesMixin, ContainerMixin, IdiomMixin, CompareMixin, ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -79,6 +81,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, C
         self.array_refs: set[int] = set()
         #: per-lane arrays whose size is not a constant -> where they were made
         self.unknown_shapes: dict[int, tuple[Loc, list[str]]] = {}
+        #: NumPy's read-only views (np.diag of a matrix) and views of them: a store into
+        #: one is a CompileError, where NumPy raises (arraycalls.py)
+        self.readonly_ids: set[int] = set()
         #: counters of loops not unrolled -> ``LoopCounter`` (shapes may depend on them)
         self.loop_counters: dict[int, object] = {}
         self.const_ops: dict[int, Op] = {}  # const values -> their ops (exprs.py)
@@ -560,6 +565,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, ScalarRulesMixin, C
     def stmt_continue(self, node: ast.Continue) -> None:
         self.frame.env[self.frame.loops[-1][1]] = self.const(True, self.loc(node))
 
+
 def _finalize_types(fn: Function) -> None:
     """Weak types left over become their Python defaults (int64, float64)."""
     def fix(v: Value) -> None:
@@ -572,41 +578,6 @@ def _finalize_types(fn: Function) -> None:
         for region in op.regions:
             for a in region.args:
                 fix(a)
-
-
-def build_function(pyfunc, param_types: list[Type]) -> Function:
-    """The ``ssa`` stage of ``pyfunc`` for arguments of ``param_types``."""
-    parsed = parse_function(pyfunc)
-    check_subset(parsed)
-    return build_unrolling(lambda: Builder(parsed).build(param_types))
-
-
-def build_specialized(pyfunc, param_types: list[Type], known: dict | None = None,
-                      varying=(), shaped: bool = False, pinned: dict | None = None
-                      ) -> tuple[Function, bool, dict]:
-    """The ``ssa`` stage as a call compiles it (SPEC section 8): without array shapes
-    (``shaped`` False: array types unshaped) until whole-array code needs them, then
-    with the shapes of arguments and captured arrays and, as constants, the values
-    (``known``, by name) of the uniform ints that shapes depend on.  Returns the
-    function, ``shaped`` and those ints (``pinned``); building again with them gives
-    the same function.  A shape that stays unknown is a plain ``CompileError`` at the
-    user's line (``NeedShapes`` is this loop's signal, never the user's error)."""
-    known, pinned = known or {}, dict(pinned or {})
-    while True:
-        s_token, v_token = SHAPED.set(shaped), SHAPE_VALUES.set(pinned)
-        try:
-            types = param_types if shaped else [
-                t.unshaped() if isinstance(t, ArrayType) else t for t in param_types]
-            return build_function(pyfunc, list(types)), shaped, pinned
-        except NeedShapes as e:
-            new = {p: known[p] for p in e.params if p not in pinned and p not in varying
-                   and isinstance(known.get(p), (int, np.integer))}
-            if shaped and not new:
-                raise e.plain() from None
-            shaped, pinned = True, {**pinned, **new}
-        finally:
-            SHAPED.reset(s_token)
-            SHAPE_VALUES.reset(v_token)
 
 
 def _leaves(value, shape) -> list[Value]:

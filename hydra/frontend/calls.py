@@ -17,7 +17,7 @@ from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, promote, scalar)
 from ..ir.core import LANE_ARRAY_FNS
-from .arrayops import ArrayMethod, NeedShapes, is_array
+from .arrayops import ArrayMethod, ListArg, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
 from .containers import ContainerMethod, Struct, is_node, items_of
@@ -32,7 +32,7 @@ MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
     **{f: (f, 1, "float") for f in (
         "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
         "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
-        "fabs", "exp2", "cbrt")},
+        "fabs", "exp2", "cbrt", "gamma", "lgamma")},
     "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
     "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
     "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
@@ -76,18 +76,21 @@ class CallMixin:
         if fn is print:
             return self.call_print(node, loc)
         if isinstance(fn, ArrayMethod):
-            args = [self.expr(a) for a in node.args]
-            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            args = [self.list_or_expr(a) for a in node.args]
+            kwargs = {k.arg: self.list_or_expr(k.value) for k in node.keywords}
             return self.call_array_method(fn, args, kwargs, loc)
         if any(k.arg is None for k in node.keywords):
             raise CompileError("**kwargs in calls are not supported", loc)
         if fn is sum and node.args and isinstance(node.args[0], ast.GeneratorExp):
             start = self.expr(node.args[1]) if len(node.args) > 1 else self.const(0, loc)
             return self.sum_generator(node.args[0], start, loc)
-        arrays_of = fn in (np.concatenate, np.stack)  # np.stack([a, b]): a list of arrays
-        args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
-                else self.expr(a) for a in node.args]
-        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        # a list argument of a NumPy call is a tuple there (np.stack([a, b]), axis=[0, 1],
+        # np.pad(a, [(1, 2)])); of any other call a list (a container: hydra.trees)
+        numpy_call = isinstance(fn, np.ufunc) or getattr(fn, "__hydra_array_op__", None) \
+            is not None or (getattr(fn, "__module__", None) or "").startswith("numpy")
+        read = self.list_or_expr if numpy_call else self.expr
+        args = [read(a) for a in node.args]
+        kwargs = {k.arg: read(k.value) for k in node.keywords}
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
             return self.call_intrinsic(name, args, kwargs, loc)
@@ -127,9 +130,12 @@ class CallMixin:
             return self.make_instance(fn, args, kwargs, loc)
         if fn is dataclasses.replace:
             return self.replace_fields(args, kwargs, loc)
-        if fn in (np.array, np.asarray) and args and is_node(args[0]):
-            return self.array_of_numbers(items_of(args[0]), kwargs, loc)
         return _NOT_SPECIAL
+
+    def list_or_expr(self, node: ast.expr):
+        if isinstance(node, ast.List):
+            return ListArg(self.list_or_expr(e) for e in node.elts)
+        return self.expr(node)
 
     def call_intrinsic(self, name: str, args, kwargs, loc: Loc):
         entry = intrinsics.INTRINSICS[name]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import math
-import operator
 import types as pytypes
 
 import numpy as np
@@ -14,8 +13,9 @@ import numpy as np
 from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Region, Value
-from ..types import (BOOL, FLOAT64, INT64, UINT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
+from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, Type, promote, scalar, typeof_python)
+from .fancy import FancyIndex
 from .arrayops import SHAPED, ArrayIndex, is_array
 from .common import Meta
 from .containers import Struct, is_node, items_of
@@ -26,7 +26,6 @@ _BINOPS = {
     ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
     ast.RShift: "rshift", ast.BitAnd: "bitand", ast.BitOr: "bitor", ast.BitXor: "bitxor",
 }
-_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
            "pow": "**", "lshift": "<<", "rshift": ">>", "bitand": "&", "bitor": "|",
            "bitxor": "^"}
@@ -38,8 +37,6 @@ _PYTHON_INT_OPS = {
     "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
     "min": min, "max": max,
 }
-_PYTHON_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt,
-                   "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
 
 NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -425,84 +422,6 @@ class ExprMixin:
             raise CompileError("bad operand type for unary ~: float", loc)
         return self.emit("invert", [v], t, loc)
 
-    def expr_compare(self, node: ast.Compare):
-        loc = self.loc(node)
-        left = self.expr(node.left)
-        return self.compare_chain(left, list(zip(node.ops, node.comparators)), loc)
-
-    def compare_chain(self, left, rest, loc: Loc) -> Value:
-        op, right_node = rest[0]
-        right = self.expr(right_node)
-        result = self.compare_special(op, left, right, loc)  # is, in, static strings
-        if result is None and type(op) not in _CMPOPS:
-            raise CompileError(f"comparison {type(op).__name__} is not supported", loc)
-        if result is None:
-            result = self.compare(_CMPOPS[type(op)], left, right, loc)
-        if len(rest) == 1:
-            return result
-        # a < b < c is a < b and b < c, with b evaluated once and c only where a < b.
-        return self.if_value(result, lambda: self.compare_chain(right, rest[1:], loc),
-                             lambda: self.const(False, loc), loc)
-
-    def compare(self, name: str, a, b, loc: Loc) -> Value:
-        if is_array(a) or is_array(b):
-            return self.array_arith(name, a, b, loc)
-        for v in (a, b):
-            if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
-                raise CompileError(f"cannot compare {self.describe(a)} and {self.describe(b)}",
-                                   loc)
-        # a comparison of Python numbers is a Python bool, one of NumPy values a NumPy bool
-        rt = WEAK_BOOL if a.type.weak and b.type.weak else BOOL
-        x, y = self.constant_value(a), self.constant_value(b)
-        if x is not None and y is not None and a.type.kind in "iub" and b.type.kind in "iub":
-            # integers compare by value in NumPy 2 whatever their types, as in Python
-            return self.const(bool(_PYTHON_COMPARE[name](int(x), int(y))), loc, rt)
-        if self._unsigned64(a) and self._maybe_negative(b) or \
-                self._unsigned64(b) and self._maybe_negative(a):
-            return self.compare_signed_unsigned(name, a, b, loc, rt)
-        t = promote(a.type, b.type)
-        for v in (a, b):
-            # NumPy 2 compares a Python int with any integer by value: do so in int64,
-            # which holds every value of the narrower types (signed against uint64 went
-            # above), or in uint64 for a constant from 2**63 on (the other is unsigned)
-            if self._out_of_range(v, t) is not None or (
-                    v.type.weak and v.type.kind == "i" and self.constant_value(v) is None
-                    and t.kind in "iu" and not t.weak and t.bits < 64):
-                t = UINT64 if self._unsigned64(a) or self._unsigned64(b) else INT64
-        return self.emit(name, [self.coerce(a, t, loc), self.coerce(b, t, loc)], rt, loc)
-
-    def _unsigned64(self, v: Value) -> bool:
-        """A uint64, or a Python int constant only uint64 holds (2**63 and up)."""
-        if v.type.kind == "u" and v.type.bits == 64:
-            return True
-        c = self.constant_value(v)
-        return v.type.weak and isinstance(c, int) and c >= 2**63
-
-    def _maybe_negative(self, v: Value) -> bool:
-        """A signed integer that is not a known non-negative constant."""
-        if v.type.kind != "i":
-            return False
-        c = self.constant_value(v)
-        return not (isinstance(c, int) and c >= 0)
-
-    def compare_signed_unsigned(self, name: str, a: Value, b: Value, loc: Loc,
-                                rt: ScalarType = BOOL) -> Value:
-        """An exact comparison of a uint64 with a signed integer, as NumPy 2 makes it
-        (promoting both to float64 would call 2**63 equal to 2**63 - 1): a negative
-        signed value is below every uint64; otherwise both compare as uint64."""
-        u_first = self._unsigned64(a) and self._maybe_negative(b)
-        u, s = (a, b) if u_first else (b, a)
-        u = self.coerce(u, UINT64, loc)
-        s = self.coerce(s, INT64, loc)
-        negative = self.emit("lt", [s, self.const(0, loc, INT64)], BOOL, loc)
-        as_u = self.coerce(s, UINT64, loc)
-        same = self.emit(name, [u, as_u] if u_first else [as_u, u], BOOL, loc)
-        # the result where s < 0, s being below u: stays an op on u, so that a varying u
-        # gives a varying result even when s is a constant
-        if name in (("gt", "ge", "ne") if u_first else ("lt", "le", "ne")):
-            return self.emit("bitor", [negative, same], rt, loc)
-        return self.emit("bitand", [self.emit("not", [negative], BOOL, loc), same], rt, loc)
-
     # --- per-lane short circuit ---------------------------------------------------------
 
     def if_value(self, cond: Value, then_fn, else_fn, loc: Loc):
@@ -593,9 +512,12 @@ class ExprMixin:
 
     def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice) else self.expr(p)
-                    for p in parts)
+        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice)
+                    else self.list_or_expr(p) for p in parts)  # a[[0, 2]]: a list
         raw = raw if isinstance(index, ast.Tuple) else raw[0]
+        fancy = self.fancy_index(array, raw, loc)  # an integer array or a mask in it
+        if fancy is not None:
+            return fancy
         whole = self.array_index(array, raw, loc)
         if whole is not None:
             return whole
@@ -637,17 +559,27 @@ class ExprMixin:
         return self.load(base, self.indices(base, node.slice, loc), loc)
 
     def load(self, array: Value, indices: list[Value], loc: Loc) -> Value:
+        if isinstance(indices, FancyIndex):
+            return self.fancy_load(array, indices, loc)
         if isinstance(indices, ArrayIndex):
             return self.array_load(array, indices, loc)
         return self.emit("load", [array, *indices], array.type.dtype, loc)
 
     def store(self, array: Value, indices: list[Value], value, loc: Loc) -> None:
+        if isinstance(indices, FancyIndex):
+            raise CompileError("a store through an integer array index or a mask is not "
+                               "supported", loc,
+                               hint="a = np.where(mask, value, a) for a mask; a loop "
+                                    "for a[idx[j]] = v[j]")
         if isinstance(indices, ArrayIndex) or is_array(value):
             if not isinstance(indices, ArrayIndex):
                 indices = ArrayIndex((("int",),) * len(indices), indices)
             return self.array_store(array, indices, value, loc)
         if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
             raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
+        if array.id in self.readonly_ids:  # the element store of a read-only view
+            return self.array_store(array, ArrayIndex((("int",),) * len(indices), indices),
+                                    value, loc)
         value = self.coerce(value, array.type.dtype, loc)
         self.emit_op("store", [array, *indices, value], [], loc)
 

@@ -9,7 +9,6 @@
 - nested ``def`` and ``lambda`` inside a kernel, inlined where they are called; they
   read the enclosing function's variables as they are at the call (Python's late
   binding), and what they assign is their own (``nonlocal`` is refused by the subset);
-- ``np.array([a, b, c])`` of numbers: a per-lane array (each lane its own).
 """
 
 from __future__ import annotations
@@ -18,11 +17,10 @@ import ast
 import inspect
 from dataclasses import dataclass
 
-import numpy as np
 
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
-from ..types import BOOL, INT64, ScalarType, promote
+from ..types import BOOL, INT64, ScalarType
 from .common import Meta
 from .containers import Struct, is_node, items_of
 from .source import ParsedFunction
@@ -293,28 +291,6 @@ class IdiomMixin:
                 "add", [self.emit("mul", [flat, n], INT64, loc), i], INT64, loc)
         view = self.array_reshape(a, (self.const(-1, loc),), loc)
         return self.call_intrinsic("atomic_add", [view, flat, v], {}, loc)
-
-    def array_of_numbers(self, items, kwargs, loc: Loc) -> Value:
-        """``np.array([a, b, c])`` of numbers: a per-lane array, filled element by
-        element; its dtype NumPy's for a list (Python numbers count as int64/float64)."""
-        if any(not isinstance(x, Value) or not isinstance(x.type, ScalarType) for x in items):
-            raise CompileError("np.array() in a kernel takes a list or tuple of numbers", loc,
-                               hint="np.stack([a, b]) joins arrays")
-        dtype = kwargs.pop("dtype", None)
-        if kwargs or not items:
-            raise CompileError("np.array() takes a non-empty list of numbers and dtype=", loc)
-        if dtype is None:
-            t = items[0].type.strong()
-            for x in items[1:]:
-                t = promote(t, x.type.strong())
-        else:
-            t = self.dtype_named(dtype.obj if isinstance(dtype, Meta) else dtype,
-                                 "np.array()", loc)
-        out = self.call_local_array("zeros", [self.const(len(items), loc)],
-                                    {"dtype": Meta(np.dtype(t.name).type)}, loc)
-        for k, x in enumerate(items):
-            self.store(out, [self.const(k, loc)], x, loc)
-        return out
 
 
 _ABSENT = object()

@@ -149,16 +149,7 @@ def _check(fn: ParsedFunction, node: ast.AST, top: bool) -> None:
     elif not isinstance(node, PARTS) and kind not in (ast.comprehension,):
         raise CompileError(not_supported(node), fn.loc(node))
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.List) and _joins_arrays(node):
-            for elt in child.elts:  # np.concatenate([a, b]): the list of arrays is fine
-                _check(fn, elt, top)
-            continue
         _check(fn, child, top)
-
-
-def _joins_arrays(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr in ("concatenate", "stack")
 
 
 def _hint(node: ast.AST) -> str | None:

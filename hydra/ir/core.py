@@ -21,6 +21,8 @@ import itertools
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Iterator
 
+from ..arraylib import MAKERS
+from ..arraylib import PER_LANE as MORE_ARRAY_FNS
 from ..batching import ELEMENTWISE, REDUCTIONS
 from ..errors import Loc
 from ..intrinsics import INTRINSICS, PARAM_KINDS
@@ -188,7 +190,10 @@ HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
 ARRAY_MEMORY: dict[str, Memory] = {
     **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
     **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
-                            "tensordot", "pad", "conv2d", "max_pool2d")},
+                            "tensordot", "conv2d", "max_pool2d")},
+    # hydra.arraylib: new arrays of their operands (its views are spelled as reshapes,
+    # copies and basic indexing by the frontend), or of numbers only (eye, linspace)
+    **{fn: PURE if fn in MAKERS else READS for fn in MORE_ARRAY_FNS},
     **{fn: PURE for fn in ("zeros_like", "ones_like", "empty_like", "full_like", "arange",
                            "full")},
     **{fn: VIEW for fn in ("getitem", "reshape", "transpose")},

@@ -40,7 +40,7 @@ from ..compact import CompactingHost
 from ..host import Host, run_op
 from . import nativeloops
 from .compactsteps import steps as compacted_steps
-from .hoststeps import Quick, precompute
+from .hoststeps import precompute
 from .quick import Step
 
 #: elementwise ``array`` fns that fuse (see the module docstring for the others)
@@ -481,13 +481,9 @@ def region_plans(fn, users: dict, undef: set[int]) -> dict[int, list]:
     for op in fn.walk():
         for region in op.regions:
             steps = precompute(schedule(region.ops[:-1], users, undef))
-            if any(isinstance(s, STEPS) for s in steps):
+            if any(isinstance(s, Step) for s in steps):
                 plans[id(region)] = steps
     return plans
-
-
-#: the step kinds with a ``run(env, lanes)`` of their own
-STEPS = (Fused, Quick)
 
 
 class FusingHost(CompactingHost):
@@ -507,7 +503,7 @@ class FusingHost(CompactingHost):
         if steps is None:
             return super().region(region, env)
         for step in steps:
-            if isinstance(step, STEPS):
+            if isinstance(step, Step):
                 step.run(env, self.lanes)
             else:
                 run_op(self, step, env)

@@ -78,8 +78,10 @@ def quick(op: Op) -> Quick | None:
                     for v in op.operands):  # not a stack of numbers
         make = _stack(op, ids, dtype)
     elif fn == "copy" and vary == [True]:
+        order = params.get("order", "C")  # a.copy(): C; np.copy(a): a's axis order
+
         def make(env, lanes):
-            return np.array(env[ids[0]], copy=True, order="C")  # as a.copy() is
+            return np.array(env[ids[0]], copy=True, order=order)
     elif not any(vary) and r.varying and fn not in FRESH and isinstance(rt, ArrayType):
         pass  # an array the kernel writes (uniformity): the host rule copies it per lane
     elif not any(vary) and fn not in FRESH and op.mask is None:

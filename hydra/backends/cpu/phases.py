@@ -35,8 +35,9 @@ from .. import policy
 from . import nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .fuse import STEPS, FusingHost, region_plans, schedule, undefined
+from .fuse import FusingHost, region_plans, schedule, undefined
 from .hoststeps import precompute
+from .quick import Step
 from .ganglocal import gang_local_values
 from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
@@ -187,7 +188,7 @@ class Plan:
             for step in self.steps:
                 if isinstance(step, Phase):
                     self._run_phase(step, env, lanes, threads)
-                elif isinstance(step, STEPS):  # a fused chain, a precomputed host op
+                elif isinstance(step, Step):  # a fused chain, a precomputed host op
                     step.run(env, lanes)
                 else:
                     run_op(ref, step, env)

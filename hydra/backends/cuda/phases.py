@@ -50,7 +50,8 @@ def lowerable(op: Op) -> tuple[bool, str]:
     if "sync" in op.attrs:
         return False, f"sync point: {op.attrs['sync']}"
     host_only = PROTOCOLS["cuda"].host_only
-    key = f"intrinsic {op.attrs['name']}" if op.opcode == "intrinsic" else op.opcode
+    key = f"intrinsic {op.attrs['name']}" if op.opcode == "intrinsic" else \
+        f"math {op.attrs['fn']}" if op.opcode == "math" else op.opcode
     if key in host_only or op.opcode in _HOST:
         return False, host_only.get(key) or _HOST[op.opcode]
     if op.opcode in ("store", "check") or op.opcode in _KERNEL_OPS and all(

@@ -18,6 +18,7 @@ that the host can pass them to the segments that use them.
 
 from __future__ import annotations
 
+from ..protocol import PROTOCOLS
 from ...ir.core import Function, Op, Value
 from ...types import BOOL, ScalarType
 from ..cut import Run, cut, users_of
@@ -85,6 +86,8 @@ def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Ph
     for op in fn.walk():
         if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
             raise Unsuitable("a per-lane array whose size is not a constant")
+        if op.opcode == "math" and f"math {op.attrs['fn']}" in PROTOCOLS["cuda"].host_only:
+            raise Unsuitable("a math function the host computes (the phases run it)")
     host = _host_driven(fn)
     _prepare(fn, host)
     host_ids = {id(op) for op in host}

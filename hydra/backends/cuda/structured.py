@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..protocol import PROTOCOLS
 from ...ir.core import Function, Op, Region
 from ...types import ArrayType, ScalarType
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
@@ -42,6 +43,8 @@ def fits(fn: Function) -> str | None:
     for op in fn.walk():
         if "sync" in op.attrs:
             return f"sync point: {op.attrs['sync']}"
+        if op.opcode == "math" and f"math {op.attrs['fn']}" in PROTOCOLS["cuda"].host_only:
+            return PROTOCOLS["cuda"].host_only[f"math {op.attrs['fn']}"]
         if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
             return "a per-lane array whose size is not a constant"
     for v in fn.body.terminator.operands:
