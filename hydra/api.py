@@ -54,12 +54,13 @@ class Kernel:
         self.parsed = parse_function(pyfunc)
         check_subset(self.parsed)
         check_early(self.parsed)
-        self.pyfunc = self.parsed.pyfunc
+        # a gradient (hydra.grad) builds its own IR from its function's
+        self.pyfunc = getattr(pyfunc, "__hydra_grad__", None) or self.parsed.pyfunc
         self.__hydra_kernel__ = self.pyfunc
         functools.update_wrapper(self, self.pyfunc)
         self.lanes = None if lanes is None else int(lanes)
         self.param_names = parameter_names(self.parsed.node)
-        self._bind = binder(self.pyfunc)  # positional, keyword and default, as Python binds
+        self._bind = binder(self.parsed.pyfunc)  # positional, keyword and default, as Python binds
         self.varying = (varying,) if isinstance(varying, str) else tuple(varying)
         unknown = [v for v in self.varying if v not in self.param_names]
         if unknown:

@@ -47,6 +47,7 @@ import numpy as np
 
 from . import batching, nn
 from . import random as hydra_random
+from .grad.rules import MATH_RULES, OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
 from .types import BOOL
@@ -138,6 +139,10 @@ _NO_GRAD_STEP = "piecewise constant: its derivative is 0 almost everywhere (SPEC
 _NO_GRAD_EFFECT = ("a store into shared memory or a cross-lane effect is not "
                    "differentiable (SPEC section 11)")
 _NO_GRAD_VALUE = "it makes a value of its own: nothing flows into it"
+_NO_GRAD_TAPE = ("the gradient transformation's own tape: a gradient of a gradient is not "
+                 "supported yet")
+_NO_GRAD_LOAD = ("the transformation decides by the array: a load from a captured array or "
+                 "a parameter not differentiated is a constant; any other is refused")
 _STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "
                "masks and carried values), not by a rule")
 
@@ -152,6 +157,10 @@ _OPCODE_ADJOINTS = {
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("print", "check")},
     **{name: Adjoint.none(_STRUCTURAL) for name in ("if", "while", "yield", "condition")},
     "floordiv": Adjoint.none(_NO_GRAD_STEP),
+    **{name: Adjoint.none(_NO_GRAD_TAPE) for name in ("tape_push", "tape_pop")},
+    **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("store", "array_store")},
+    "load": Adjoint.none(_NO_GRAD_LOAD),
+    **{name: Adjoint.of(rule) for name, rule in OPCODE_RULES.items()},
 }
 
 
@@ -182,7 +191,8 @@ def _math_records() -> None:
         if ("math", fn) in RECORDS:
             continue
         adjoint = (Adjoint.none(_NO_GRAD_RESULT) if fn in _MATH_PREDICATES
-                   else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS else NO_RULE_YET)
+                   else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS
+                   else Adjoint.of(MATH_RULES[fn]) if fn in MATH_RULES else NO_RULE_YET)
         _add(OpRecord("math", fn, f"{name}: {arity} operand(s), {result} result",
                       definition=_math_definition(fn), type_rule=_math_type(result),
                       batching=None, adjoint=adjoint, memory=PURE))

@@ -120,4 +120,6 @@ def test_integer_and_step_operations_carry_no_gradient():
     for key in (("op", "lt"), ("array", "floor"), ("math", "isnan"), ("intrinsic", "lane"),
                 ("array", "argmax")):
         assert record(*key).adjoint.state is AdjointState.NOT_DIFFERENTIABLE, key
-    assert record("op", "add").adjoint.state is AdjointState.MISSING
+    assert record("op", "add").adjoint.state is AdjointState.RULE
+    assert record("math", "atan2").adjoint.state is AdjointState.RULE
+    assert record("array", "matmul").adjoint.state is AdjointState.MISSING

@@ -85,6 +85,11 @@ _HOST_ONLY = {
 _ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
 _ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
 
+#: hydra.grad's tape: per-lane stacks in one growable store that the host keeps (a
+#: loop that pushes or pops runs on the host: correct first, fast in a later issue)
+_TAPE = {op: "hydra.grad's tape (per-lane stacks, grown as lanes push) is kept by the "
+             "host" for op in ("tape_push", "tape_pop")}
+
 PROTOCOLS = {
     "numpy": Protocol("numpy", _options(
         compaction="none: the reference runs masked over all lanes, always (it is what "
@@ -106,6 +111,7 @@ PROTOCOLS = {
         "global_array": "a captured array: its data is passed to the kernels",
         "local_array": "per-lane arrays are allocated by the host (NumPy)",
         "array": _ARRAY_REASON, "array_store": _ARRAY_REASON,
+        **_TAPE,
     }),
     "cuda": Protocol("cuda", _options(
         fastmath="numba's fast-math flags, FMA contraction included",
@@ -116,6 +122,7 @@ PROTOCOLS = {
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
+        **_TAPE,
     }),
 }
 

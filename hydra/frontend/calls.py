@@ -79,6 +79,13 @@ class CallMixin:
         args = [tuple(self.expr(e) for e in a.elts) if arrays_of and isinstance(a, ast.List)
                 else self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        if getattr(fn, "__hydra_makes_grad__", False):  # hydra.grad(f) in a kernel
+            return Meta(fn(*[self.compile_time(a, loc) for a in args],
+                           **{k: self.compile_time(v, loc) for k, v in kwargs.items()}))
+        if getattr(fn, "__hydra_stop_gradient__", False):
+            return self.call_stop_gradient(args, kwargs, loc)
+        if getattr(fn, "__hydra_grad__", None) is not None:
+            return self.call_grad(fn.__hydra_grad__, args, kwargs, loc)
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
             return self.call_intrinsic(name, args, kwargs, loc)
@@ -308,6 +315,59 @@ class CallMixin:
         if is_array(value):
             raise NeedShapes("printing an array needs its shape", loc)
         raise CompileError(f"cannot print {self.describe(value)}", loc)
+
+    def compile_time(self, v, loc: Loc):
+        """The Python object an argument of ``hydra.grad`` stands for (a function, a
+        constant, a tuple of them): it must be known when the kernel compiles."""
+        if isinstance(v, tuple):
+            return tuple(self.compile_time(x, loc) for x in v)
+        if isinstance(v, Meta):
+            return v.obj
+        if isinstance(v, Value) and v.id in self.const_ops:
+            return self.const_ops[v.id].attrs["value"]
+        raise CompileError("the arguments of hydra.grad must be known when the kernel "
+                           "compiles (a function, argnums, wrt, has_aux)", loc)
+
+    def call_stop_gradient(self, args, kwargs, loc: Loc):
+        """``hydra.stop_gradient(x)``: ``x`` through a cast that ``hydra.grad`` stops at."""
+        if len(args) != 1 or kwargs:
+            raise CompileError("hydra.stop_gradient takes one value", loc)
+
+        def stop(x):
+            if isinstance(x, tuple):
+                return tuple(stop(v) for v in x)
+            if isinstance(x, Value) and isinstance(x.type, ScalarType) and x.type.kind == "f":
+                return self.emit("cast", [x], x.type, loc, {"stop_gradient": True})
+            return x
+        return stop(args[0])
+
+    def call_grad(self, grad, args, kwargs, loc: Loc):
+        """A ``hydra.grad`` function called as a helper: its gradient's IR, built for the
+        arguments' types, copied in (``hydra.grad.transform.inline``)."""
+        from ..grad.transform import inline
+        from ..types import TupleType, finalize
+        try:
+            bound = binder(grad.__wrapped__, mark_defaults=True)(*args, **kwargs)
+        except TypeError as e:
+            raise CompileTypeError(str(e), loc) from None
+        names = parameter_names(parse_function(grad.__wrapped__).node)
+        values = [self.from_python(v.value, n, loc) if isinstance(v, Default) else v
+                  for n, v in zip(names, bound)]
+
+        def type_of(v):
+            if isinstance(v, tuple):
+                return TupleType(tuple(type_of(x) for x in v))
+            if not isinstance(v, Value):
+                raise CompileError(f"{self.describe(v)} cannot be passed to a gradient", loc)
+            return finalize(v.type)
+        types = [type_of(v) for v in values]
+        try:
+            fn = grad.build(types)
+        except TypeError as e:
+            raise CompileTypeError(str(e), loc) from None
+        leaves = [self.coerce(v, p.type, loc) for v, p in
+                  zip(self.flatten(tuple(values), "argument", loc)[0], fn.params)]
+        return self.unflatten(inline(fn, leaves, self.region), fn.notes["result_tree"])
 
     def call_inline(self, fn, args, kwargs, loc: Loc):
         if fn in self.call_stack:

@@ -1,0 +1,180 @@
+"""Gradients of per-lane functions (SPEC section 11): ``hydra.grad``,
+``hydra.value_and_grad``, ``hydra.stop_gradient``.
+
+``grad(fn, argnums=0)`` is a ``GradFunction``: a per-lane function with ``fn``'s
+parameters, usable everywhere a per-lane function is: compiled as a kernel
+(``hydra.compile(hydra.grad(f), varying=...)``; ``hydra.frontend.build_function``
+builds its IR by ``GradFunction.build``), called inside a kernel as a helper (the
+frontend inlines its IR), and called in plain Python on one example (a one-lane
+kernel on the reference backend, where ``lane()`` is 0 and ``nlanes()`` 1).  The
+transformation itself is ``hydra.grad.transform``; the adjoint rules are in the
+operation registry's records (``hydra.registry``, ``hydra.grad.rules``).
+
+Return conventions are JAX's: an int argnum (or a single name in ``wrt=``) gives one
+gradient, a tuple a tuple; ``grad`` returns the gradient, or ``(grad, aux)`` with
+``has_aux``; ``value_and_grad`` returns ``(value, grad)``, or ``((value, aux), grad)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from ..errors import CompileError
+from ..types import ScalarType, TupleType, Type
+
+
+def stop_gradient(x):
+    """``x``, with no gradient flowing back through it (in plain Python: ``x``)."""
+    return x
+
+
+stop_gradient.__hydra_stop_gradient__ = True
+
+
+def grad(fn, argnums=None, *, wrt=None, has_aux: bool = False) -> "GradFunction":
+    """The gradient of per-lane function ``fn`` (which returns one float scalar, or
+    ``(scalar, aux)`` with ``has_aux``) with respect to ``argnums`` (default 0) or the
+    parameters named by ``wrt``."""
+    return GradFunction(fn, argnums, wrt, has_aux, with_value=False)
+
+
+def value_and_grad(fn, argnums=None, *, wrt=None, has_aux: bool = False) -> "GradFunction":
+    """``fn``'s value and its gradient: ``(value, grad)`` (``((value, aux), grad)``
+    with ``has_aux``)."""
+    return GradFunction(fn, argnums, wrt, has_aux, with_value=True)
+
+
+grad.__hydra_makes_grad__ = True
+value_and_grad.__hydra_makes_grad__ = True
+
+
+def _leaf_count(t: Type) -> int:
+    return sum(_leaf_count(e) for e in t.elems) if isinstance(t, TupleType) else 1
+
+
+def _check_param(name: str, t: Type) -> None:
+    """A differentiated parameter: a float scalar or a tuple of them (``TypeError``)."""
+    if isinstance(t, TupleType):
+        for i, e in enumerate(t.elems):
+            _check_param(f"{name}[{i}]", e)
+        return
+    if isinstance(t, ScalarType) and t.kind == "f":
+        return
+    what = (f"an {t.name}" if t.name[0] in "aeiou" else f"a {t.name}") \
+        if isinstance(t, ScalarType) else str(t)
+    why = ("integers and bools carry no gradient" if isinstance(t, ScalarType) else
+           "gradients of arrays are not supported yet (float scalars and tuples of them "
+           "are)")
+    raise TypeError(f"hydra.grad: parameter '{name}' is {what}: {why}")
+
+
+class GradFunction:
+    """``hydra.grad(fn, ...)``: see the module docstring."""
+
+    def __init__(self, fn, argnums, wrt, has_aux: bool, with_value: bool) -> None:
+        if isinstance(fn, GradFunction):
+            raise CompileError("hydra.grad: a gradient of a gradient is not supported yet")
+        if not callable(fn):
+            raise TypeError(f"hydra.grad needs a function, not {type(fn).__name__}")
+        names = list(inspect.signature(fn).parameters)
+        if argnums is not None and wrt is not None:
+            raise TypeError("hydra.grad: give argnums or wrt, not both")
+        if wrt is not None:
+            single = isinstance(wrt, str)
+            wanted = (wrt,) if single else tuple(wrt)
+            unknown = [w for w in wanted if w not in names]
+            if unknown:
+                raise TypeError(f"hydra.grad: wrt names {unknown} are not parameters of "
+                                f"{fn.__name__}{tuple(names)}")
+            indices = tuple(names.index(w) for w in wanted)
+        else:
+            argnums = 0 if argnums is None else argnums
+            single = isinstance(argnums, int)
+            indices = (argnums,) if single else tuple(argnums)
+            for i in indices:
+                if not isinstance(i, int) or not -len(names) <= i < len(names):
+                    raise TypeError(f"hydra.grad: argnums {argnums!r} do not name "
+                                    f"parameters of {fn.__name__}{tuple(names)}")
+            indices = tuple(i % len(names) for i in indices)
+        functools.update_wrapper(self, fn)
+        self.__hydra_grad__ = self
+        self.indices, self.single = indices, single
+        self.has_aux, self.with_value = has_aux, with_value
+        self.names = names
+        self._kernel = None
+
+    def __repr__(self) -> str:
+        kind = "value_and_grad" if self.with_value else "grad"
+        return f"<hydra.{kind} of {self.__wrapped__.__name__} wrt {self.indices}>"
+
+    def build(self, types: list[Type]):
+        """The typed SSA of this gradient for arguments of ``types``."""
+        from ..frontend.builder import build_function
+        from .transform import differentiate
+        for i in self.indices:
+            _check_param(self.names[i], types[i])
+        fn = build_function(self.__wrapped__, list(types))
+        tree = fn.notes["result_tree"]
+        leaves = fn.body.terminator.operands
+        shown = self.__wrapped__.__name__
+        if self.has_aux:
+            if not (isinstance(tree, tuple) and len(tree) == 2 and tree[0] == "leaf"):
+                raise TypeError(f"hydra.grad: {shown} must return (value, aux) with "
+                                f"has_aux=True, a float scalar and anything")
+        elif tree != "leaf":
+            raise TypeError(f"hydra.grad: {shown} must return one float scalar per lane "
+                            f"(float32 or float64), not "
+                            + ("None" if tree is None else "a tuple") +
+                            " (has_aux=True takes (value, aux))")
+        value = leaves[0]
+        if not (isinstance(value.type, ScalarType) and value.type.kind == "f"):
+            raise TypeError(f"hydra.grad: {shown} must return one float scalar per lane "
+                            f"(float32 or float64), not {value.type}")
+        starts = [0]
+        for t in types:
+            starts.append(starts[-1] + _leaf_count(t))
+        wrt = [p for i in self.indices for p in fn.params[starts[i]:starts[i + 1]]]
+        out = differentiate(fn, wrt, len(leaves))
+        aux_tree = tree[1] if self.has_aux else None
+        grads = tuple(_tree(types[i]) for i in self.indices)
+        grads = grads[0] if self.single else grads
+        value_tree = ("leaf", aux_tree) if self.has_aux else "leaf"
+        if self.with_value:
+            out.notes["result_tree"] = (value_tree, grads)
+        elif self.has_aux:
+            out.notes["result_tree"] = (grads, aux_tree)
+        else:
+            out.notes["result_tree"] = grads
+        if not self.with_value:  # grad: (grads, aux) or grads, without the value
+            y = out.body.terminator
+            n = len(leaves)
+            y.operands = y.operands[n:] + y.operands[1:n]
+        return out
+
+    def __call__(self, *args, **kwargs):
+        """One example in plain Python: a one-lane kernel on the reference backend."""
+        if self._kernel is None:
+            from ..api import Kernel
+            self._kernel = Kernel(self, lanes=1, backend="numpy")
+        return _one_example(self._kernel(*args, **kwargs))
+
+
+def _one_example(x):
+    """A one-lane kernel's result as plain Python gives it: a value that the compiler
+    kept per lane (an array of one lane) as that lane's scalar."""
+    if isinstance(x, tuple):
+        return tuple(_one_example(v) for v in x)
+    if isinstance(x, np.ndarray) and x.shape == (1,):
+        v = x[0]
+        return v.item() if x.dtype in (np.float64, np.int64, np.bool_) else v
+    return x
+
+
+def _tree(t: Type):
+    return tuple(_tree(e) for e in t.elems) if isinstance(t, TupleType) else "leaf"
+
+
+__all__ = ["grad", "value_and_grad", "stop_gradient", "GradFunction"]
