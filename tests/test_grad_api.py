@@ -1,0 +1,172 @@
+"""The API of hydra.grad (SPEC section 11): JAX's return conventions (argnums, wrt,
+has_aux, value_and_grad), stop_gradient, tuples as arguments, the three calling forms
+(as a kernel, inside a kernel, in plain Python) and every error by its message."""
+
+import math
+
+import numpy as np
+import pytest
+
+import hydra
+from hydra import CompileError
+
+BACKENDS = ["numpy", "cpu"]
+
+
+def loss(w, b, x):
+    return (math.tanh(w * x + b) - 0.25) ** 2
+
+
+def _expected(w, b, x):
+    t = math.tanh(w * x + b)
+    d = 2 * (t - 0.25) * (1 - t * t)
+    return d * x, d
+
+
+def test_return_conventions_in_plain_python():
+    dw, db = _expected(0.3, 0.1, 2.0)
+    assert hydra.grad(loss)(0.3, 0.1, 2.0) == pytest.approx(dw)
+    assert hydra.grad(loss, argnums=1)(0.3, 0.1, 2.0) == pytest.approx(db)
+    assert hydra.grad(loss, argnums=(1, 0))(0.3, 0.1, 2.0) == pytest.approx((db, dw))
+    assert hydra.grad(loss, argnums=(0,))(0.3, 0.1, 2.0) == pytest.approx((dw,))
+    assert hydra.grad(loss, wrt="b")(0.3, 0.1, 2.0) == pytest.approx(db)
+    assert hydra.grad(loss, wrt=("w", "b"))(0.3, 0.1, 2.0) == pytest.approx((dw, db))
+    value, g = hydra.value_and_grad(loss, argnums=(0, 1))(0.3, 0.1, x=2.0)
+    assert value == pytest.approx(loss(0.3, 0.1, 2.0), rel=1e-15)
+    assert g == pytest.approx((dw, db))
+    assert isinstance(value, float) and isinstance(g[0], float)
+
+
+def with_aux(w, x):
+    y = w * x
+    return y * y, (y, x + 1.0)
+
+
+def test_has_aux():
+    g, aux = hydra.grad(with_aux, has_aux=True)(3.0, 2.0)
+    assert g == 2 * 6.0 * 2.0 and aux == (6.0, 3.0)
+    (value, aux), g = hydra.value_and_grad(with_aux, has_aux=True)(3.0, 2.0)
+    assert value == 36.0 and aux == (6.0, 3.0) and g == 24.0
+
+
+def stopped(x):
+    return x * hydra.stop_gradient(x * x) + hydra.stop_gradient(x)
+
+
+def test_stop_gradient():
+    assert hydra.stop_gradient(2.5) == 2.5
+    assert hydra.grad(stopped)(3.0) == 9.0
+
+
+def on_tuple(p, x):
+    a, b = p
+    return a * x + b * b
+
+
+def test_a_tuple_argument_gets_a_tuple_gradient():
+    assert hydra.grad(on_tuple)((2.0, 3.0), 5.0) == (5.0, 6.0)
+    assert hydra.grad(on_tuple, argnums=(0, 1))((2.0, 3.0), 5.0) == ((5.0, 6.0), 2.0)
+
+
+def unused(x, y):
+    return x * 2.0
+
+
+def test_a_parameter_the_loss_does_not_use_gets_zero():
+    assert hydra.grad(unused, argnums=1)(1.0, 2.0) == 0.0
+
+
+def lanes_used(x):
+    return x * hydra.lane() + float(hydra.nlanes())
+
+
+def test_lane_and_nlanes_in_plain_python_are_0_and_1():
+    assert hydra.value_and_grad(lanes_used)(2.0) == (1.0, 0.0)
+
+
+dloss = hydra.grad(loss, argnums=(0, 1))
+
+
+def per_example(w, b, x):
+    dw, db = dloss(w, b, x)
+    clip = max(1.0, math.sqrt(dw * dw + db * db))  # per-example clipping (DP-SGD)
+    return hydra.lanesum(dw / clip), hydra.lanesum(db / clip)
+
+
+def inline_grad(w, x):
+    return hydra.grad(loss, wrt="w")(w, 0.0, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inside_a_kernel_and_as_a_kernel(backend):
+    x = np.linspace(-1.0, 1.0, 5)
+    k = hydra.compile(per_example, varying="x", backend=backend)
+    sw, sb = k(0.3, 0.1, x)
+    ref = [_expected(0.3, 0.1, v) for v in x]
+    clip = [max(1.0, math.hypot(a, b)) for a, b in ref]
+    assert sw == pytest.approx(sum(a / c for (a, _), c in zip(ref, clip)))
+    assert sb == pytest.approx(sum(b / c for (_, b), c in zip(ref, clip)))
+    g = hydra.compile(hydra.grad(loss, argnums=(0, 1)), varying="x", backend=backend)
+    dw, db = g(0.3, 0.1, x)
+    np.testing.assert_allclose(dw, [a for a, _ in ref], rtol=1e-12)
+    np.testing.assert_allclose(db, [b for _, b in ref], rtol=1e-12)
+    i = hydra.compile(inline_grad, varying="x", backend=backend)
+    np.testing.assert_allclose(i(0.3, x), [_expected(0.3, 0.0, v)[0] for v in x],
+                               rtol=1e-12)
+
+
+# --- errors ----------------------------------------------------------------------------
+
+def returns_int(x):
+    return int(x)
+
+
+def returns_pair(x):
+    return x, x
+
+
+def counts(x, n):
+    return x * n
+
+
+def uses_lanesum(x):
+    return hydra.lanesum(x) * x
+
+
+out = np.zeros(4)
+
+
+def stores(x):
+    out[0] = x
+    return x
+
+
+def array_op(x):
+    v = np.ones(3) * x
+    return float(v.sum())
+
+
+def test_errors():
+    with pytest.raises(TypeError, match=r"^hydra.grad: returns_int must return one float "
+                                        r"scalar per lane \(float32 or float64\), not int64$"):
+        hydra.grad(returns_int)(1.0)
+    with pytest.raises(TypeError, match=r"not a tuple \(has_aux=True takes \(value, aux\)\)"):
+        hydra.grad(returns_pair)(1.0)
+    with pytest.raises(TypeError, match=r"^hydra.grad: parameter 'n' is an int64: integers "
+                                        r"and bools carry no gradient$"):
+        hydra.grad(counts, argnums=1)(1.0, 2)
+    with pytest.raises(TypeError, match=r"^hydra.grad: give argnums or wrt, not both$"):
+        hydra.grad(counts, argnums=0, wrt="x")
+    with pytest.raises(TypeError, match=r"wrt names \['z'\] are not parameters"):
+        hydra.grad(counts, wrt="z")
+    with pytest.raises(CompileError, match="a gradient of a gradient is not supported yet"):
+        hydra.grad(hydra.grad(counts))
+    with pytest.raises(CompileError, match=r"lanesum\(\) is not differentiable: cross-lane") \
+            as e:
+        hydra.grad(uses_lanesum)(1.0)
+    assert e.value.loc.line == uses_lanesum.__code__.co_firstlineno + 1
+    with pytest.raises(CompileError, match="a store into an array is not differentiable"):
+        hydra.grad(stores)(1.0)
+    with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation \w+ has no "
+                                           r"adjoint rule yet, so it cannot be differentiated"):
+        hydra.grad(array_op)(1.0)
