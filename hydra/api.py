@@ -39,7 +39,7 @@ from .types import ArrayType, ScalarType, TupleType, Type, scalar, typeof_python
 
 #: verify the IR after every pass (the tests and HYDRA_CHECK_IR=1 turn it on)
 CHECK_IR = os.environ.get("HYDRA_CHECK_IR", "") not in ("", "0")
-STAGES = ("ast", "ssa", "predicated", *dict.fromkeys(
+STAGES = ("ast", "ssa", "grad", "predicated", *dict.fromkeys(
     s for p in PROTOCOLS.values() for s in p.stages))
 
 
@@ -315,6 +315,9 @@ class Kernel:
         if types is None:
             values, types = self._signature(self._bind(*example_args))
         fn = self._build_for_dump(list(types), values)
+        if stage == "grad":  # hydra.value_and_grad of the function (SPEC section 11)
+            fn = _gradient_for_dump(self, list(types))
+            return print_function(run_pipeline(fn, set(self.varying), stop_after="uniformity"))
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
             return print_function(fn)
@@ -323,6 +326,20 @@ class Kernel:
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
         return backend.dump(fn, stage, self.options, self._structured(types, backend))
+
+
+def _gradient_for_dump(kernel: Kernel, types: list[Type]) -> Function:
+    """The typed SSA of the kernel's gradient (a ``hydra.grad`` kernel's own, else
+    ``hydra.value_and_grad`` of the function by every float scalar parameter)."""
+    from .grad import GradFunction, value_and_grad
+    if isinstance(kernel.pyfunc, GradFunction):
+        return kernel.pyfunc.build(types)
+    floats = tuple(i for i, t in enumerate(types)
+                   if isinstance(t, ScalarType) and t.kind == "f")
+    if not floats:
+        raise ValueError(f"stage 'grad': {kernel.pyfunc.__name__} has no float parameter "
+                         f"to differentiate")
+    return value_and_grad(kernel.pyfunc, argnums=floats).build(types)
 
 
 def _check_writeable(fn: Function, values: list) -> None:
