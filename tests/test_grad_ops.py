@@ -126,3 +126,22 @@ def test_pow_at_a_zero_base_gives_no_nan():
     assert g(0.0, 2.0) == (0.0, 0.0)
     assert g(0.0, 0.0) == (0.0, 0.0)
     assert g(2.0, 3.0) == (12.0, pytest.approx(8.0 * math.log(2.0)))
+
+
+def np_extrema(a, b):
+    return np.maximum(a, b) + np.minimum(a, 2.0 * b)
+
+
+def relu3(x):
+    return hydra.nn.relu(x) * 3.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_extrema_split_ties_and_relu_has_its_own_rule(backend):
+    k = hydra.compile(hydra.grad(np_extrema, argnums=(0, 1)), varying=("a", "b"),
+                      backend=backend)
+    da, db = k(np.array([1.0, 2.0, 0.5]), np.array([1.0, 1.0, 1.0]))
+    np.testing.assert_array_equal(da, [1.5, 1.5, 1.0])
+    np.testing.assert_array_equal(db, [0.5, 1.0, 1.0])
+    r = hydra.compile(hydra.grad(relu3), varying="x", backend=backend)
+    np.testing.assert_array_equal(r(np.array([-1.0, 0.0, 2.0])), [0.0, 0.0, 3.0])

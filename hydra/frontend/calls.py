@@ -10,7 +10,7 @@ import types as pytypes
 
 import numpy as np
 
-from .. import intrinsics
+from .. import intrinsics, nn
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
@@ -22,7 +22,7 @@ from .common import Meta
 from .exprs import _NUMPY_SCALAR_TYPES
 from .source import parse_function
 from .subset import check_subset
-from .ufuncs import scalar_ufunc
+from .ufuncs import scalar_relu, scalar_ufunc
 
 #: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
 MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
@@ -82,6 +82,9 @@ class CallMixin:
         if getattr(fn, "__hydra_makes_grad__", False):  # hydra.grad(f) in a kernel
             return Meta(fn(*[self.compile_time(a, loc) for a in args],
                            **{k: self.compile_time(v, loc) for k, v in kwargs.items()}))
+        if fn is nn.relu and len(args) == 1 and not kwargs and isinstance(args[0], Value) \
+                and isinstance(args[0].type, ScalarType):
+            return scalar_relu(self, args[0], loc)
         if getattr(fn, "__hydra_stop_gradient__", False):
             return self.call_stop_gradient(args, kwargs, loc)
         if getattr(fn, "__hydra_grad__", None) is not None:

@@ -104,7 +104,15 @@ def cast(e, op, args, out, g):
 
 
 def select(e, op, args, out, g):
-    c = args[0]
+    """c ? a : b.  The select of ``np.maximum``/``np.minimum`` (attribute ``tie``) gives
+    each side half where a == b (SPEC section 11); ``hydra.nn.relu``'s does not
+    (relu'(0) = 0, as JAX's)."""
+    c, a, b = args
+    if op.attrs.get("tie"):
+        half = e.mul(g, 0.5)
+        tie = e.cmp("eq", a, b)
+        return [None, e.select(tie, half, e.select(c, g, 0.0)),
+                e.select(tie, half, e.select(c, 0.0, g))]
     return [None, e.select(c, g, 0.0), e.select(c, 0.0, g)]
 
 

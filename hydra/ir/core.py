@@ -172,6 +172,8 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
                                "linearize, which removes it)"),
     "guard": (("if",), "an any-lane guard that linearize put around an arm"),
     "varying": (("while",), "a loop that repeats while any lane is active (linearize)"),
+    "tie": (("select",), "np.maximum/np.minimum: where both sides are equal, each gets half "
+                         "the gradient (hydra.grad)"),
     "stop_gradient": (("cast",), "hydra.stop_gradient(x): the value, with no gradient "
                                  "flowing back through it (hydra.grad)"),
     "_python": (("const",), "a Python int constant's exact value, which may exceed 64 bits "
