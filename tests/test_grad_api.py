@@ -170,3 +170,32 @@ def test_errors():
     with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation \w+ has no "
                                            r"adjoint rule yet, so it cannot be differentiated"):
         hydra.grad(array_op)(1.0)
+
+
+def branchy(x, y):
+    if x > 0.0:
+        return math.sin(x) * y
+    return x * y * y
+
+
+def looped(x, n):
+    s = x
+    for _ in range(n):
+        s = s * x
+    return s
+
+
+def test_cuda_scalar_gradients_and_the_loop_tape_refused():
+    from hydra.backends import available
+    if not available("cuda"):
+        pytest.skip("no cuda backend (nor its simulator) here")
+    k = hydra.compile(hydra.grad(branchy, argnums=(0, 1)), varying=("x", "y"),
+                      backend="cuda")
+    x, y = np.array([0.5, -1.0, 2.0]), np.array([1.5, 2.0, -0.5])
+    dx, dy = k(x, y)
+    np.testing.assert_allclose(dx, np.where(x > 0, np.cos(x) * y, y * y), rtol=1e-12)
+    np.testing.assert_allclose(dy, np.where(x > 0, np.sin(x), 2 * x * y), rtol=1e-12)
+    with pytest.raises(CompileError, match=r"tape_push, the tape of a loop's gradient "
+                                           r"\(hydra.grad\), is not lowered on the cuda"):
+        hydra.compile(hydra.grad(looped), varying=("x", "n"), backend="cuda")(
+            np.array([1.0, 2.0]), np.array([2, 3]))
