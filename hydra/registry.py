@@ -47,6 +47,7 @@ import numpy as np
 
 from . import batching, nn
 from . import random as hydra_random
+from .grad.arrays import ARRAY_RULES
 from .grad.rules import MATH_RULES, OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
@@ -278,7 +279,8 @@ def _array_records() -> None:
         _add(OpRecord("array", fn, (f.__doc__ or fn).strip().splitlines()[0],
                       definition=f, type_rule=_array_type_rule(fn),
                       batching=batching.BATCH.get(fn, batching.loop_rule),
-                      adjoint=_ARRAY_NO_GRAD.get(fn, NO_RULE_YET),
+                      adjoint=_ARRAY_NO_GRAD.get(fn, Adjoint.of(ARRAY_RULES[fn])
+                                                 if fn in ARRAY_RULES else NO_RULE_YET),
                       monoid=_ARRAY_MONOIDS.get(fn), aliases=tuple(aliases.get(fn, ())),
                       memory=ARRAY_MEMORY[fn]))
     # the cross-lane reductions of arrays: the intrinsics' references over the lane axis

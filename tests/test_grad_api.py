@@ -143,7 +143,7 @@ def stores(x):
 
 def array_op(x):
     v = np.ones(3) * x
-    return float(v.sum())
+    return float(np.prod(v))
 
 
 def test_errors():
@@ -167,7 +167,7 @@ def test_errors():
     assert e.value.loc.line == uses_lanesum.__code__.co_firstlineno + 1
     with pytest.raises(CompileError, match="a store into an array is not differentiable"):
         hydra.grad(stores)(1.0)
-    with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation \w+ has no "
+    with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation prod has no "
                                            r"adjoint rule yet, so it cannot be differentiated"):
         hydra.grad(array_op)(1.0)
 

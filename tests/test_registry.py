@@ -122,4 +122,5 @@ def test_integer_and_step_operations_carry_no_gradient():
         assert record(*key).adjoint.state is AdjointState.NOT_DIFFERENTIABLE, key
     assert record("op", "add").adjoint.state is AdjointState.RULE
     assert record("math", "atan2").adjoint.state is AdjointState.RULE
-    assert record("array", "matmul").adjoint.state is AdjointState.MISSING
+    assert record("array", "matmul").adjoint.state is AdjointState.RULE
+    assert record("array", "getitem").adjoint.state is AdjointState.MISSING

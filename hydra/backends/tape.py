@@ -27,32 +27,44 @@ class Tape:
         self.columns: list[np.ndarray] = []
         self.size = 0
 
-    def _grow(self, need: int, values: list) -> None:
-        if not self.columns:
-            self.columns = [np.empty(0, dtype=np.asarray(v).dtype) for v in values]
+    def _grow(self, need: int, values: list, varying: list[bool]) -> None:
+        if not self.columns:  # a record's value: a lane's number or per-lane array
+            self.columns = [np.empty((0, *(np.shape(v)[1:] if vary else np.shape(v))),
+                                     dtype=np.asarray(v).dtype)
+                            for v, vary in zip(values, varying)]
         cap = len(self.prev)
         if need <= cap:
             return
         cap = max(need, 2 * cap, 64)
-        self.prev = np.resize(self.prev, cap)
-        self.columns = [np.resize(c, cap) for c in self.columns]
+        prev = np.empty(cap, dtype=np.int64)
+        prev[:self.size] = self.prev[:self.size]
+        self.prev = prev
+        columns = []
+        for c in self.columns:
+            grown = np.empty((cap, *c.shape[1:]), dtype=c.dtype)
+            grown[:self.size] = c[:self.size]
+            columns.append(grown)
+        self.columns = columns
 
-    def push(self, values: list, mask: np.ndarray) -> None:
+    def push(self, values: list, varying: list[bool], mask: np.ndarray) -> None:
+        """``values``: one per record slot, a varying one with the lane axis first."""
         lanes = np.nonzero(mask)[0]
         if not lanes.size:
             return
-        self._grow(self.size + lanes.size, values)
+        self._grow(self.size + lanes.size, values, varying)
         at = np.arange(self.size, self.size + lanes.size)
-        for col, v in zip(self.columns, values):
+        for col, v, vary in zip(self.columns, values, varying):
             v = np.asarray(v)
-            col[at] = v[lanes] if v.ndim else v
+            col[at] = v[lanes] if vary else v  # a uniform value: the same for every lane
         self.prev[at] = self.head[lanes]
         self.head[lanes] = at
         self.size += lanes.size
 
-    def pop(self, mask: np.ndarray, dtypes: list[np.dtype]) -> list[np.ndarray]:
+    def pop(self, mask: np.ndarray, dtypes: list[np.dtype], shapes: list[tuple]
+            ) -> list[np.ndarray]:
+        """Each active lane's last record (inactive lanes get zeros), lane axis first."""
         lanes = np.nonzero(mask)[0]
-        out = [np.zeros(len(mask), dtype=d) for d in dtypes]
+        out = [np.zeros((len(mask), *s), dtype=d) for d, s in zip(dtypes, shapes)]
         if not lanes.size:
             return out
         at = self.head[lanes]
@@ -80,9 +92,12 @@ def _tape(h, op, env) -> Tape:
 
 
 def tape_push(h, op, env) -> list:
-    _tape(h, op, env).push([env[v.id] for v in op.operands], _mask(h, op, env))
+    _tape(h, op, env).push([env[v.id] for v in op.operands],
+                           [bool(v.varying) for v in op.operands], _mask(h, op, env))
     return []
 
 
 def tape_pop(h, op, env) -> list:
-    return _tape(h, op, env).pop(_mask(h, op, env), [r.type.dtype for r in op.results])
+    types = [r.type for r in op.results]
+    return _tape(h, op, env).pop(_mask(h, op, env), [t.dtype for t in types],
+                                 [getattr(t, "shape", None) or () for t in types])

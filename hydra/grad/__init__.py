@@ -23,7 +23,7 @@ import inspect
 import numpy as np
 
 from ..errors import CompileError
-from ..types import ScalarType, TupleType, Type
+from ..types import ArrayType, ScalarType, TupleType, Type
 
 
 def stop_gradient(x):
@@ -56,18 +56,18 @@ def _leaf_count(t: Type) -> int:
 
 
 def _check_param(name: str, t: Type) -> None:
-    """A differentiated parameter: a float scalar or a tuple of them (``TypeError``)."""
+    """A differentiated parameter: a float number or array, or a tuple of them
+    (else a ``TypeError`` naming it)."""
+    from .transform import is_float
     if isinstance(t, TupleType):
         for i, e in enumerate(t.elems):
             _check_param(f"{name}[{i}]", e)
         return
-    if isinstance(t, ScalarType) and t.kind == "f":
+    if isinstance(t, (ScalarType, ArrayType)) and is_float(t):
         return
-    what = (f"an {t.name}" if t.name[0] in "aeiou" else f"a {t.name}") \
-        if isinstance(t, ScalarType) else str(t)
-    why = ("integers and bools carry no gradient" if isinstance(t, ScalarType) else
-           "gradients of arrays are not supported yet (float scalars and tuples of them "
-           "are)")
+    name_ = t.name if isinstance(t, ScalarType) else f"array of {t.dtype.name}"
+    what = f"an {name_}" if name_[0] in "aeiou" else f"a {name_}"
+    why = "integers and bools carry no gradient"
     raise TypeError(f"hydra.grad: parameter '{name}' is {what}: {why}")
 
 

@@ -33,14 +33,19 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
-from ..types import BOOL, INT64, ScalarType
-from .emit import Emitter
+from ..types import BOOL, INT64, ArrayType, ScalarType
+from .emit import Emitter, is_array
 
 
 def is_float(t) -> bool:
+    """Carries a gradient: a float number or a float array (SPEC section 11)."""
+    if isinstance(t, ArrayType):
+        t = t.dtype
     return isinstance(t, ScalarType) and t.kind == "f"
 
 
@@ -98,6 +103,7 @@ class Transform:
         self.orig: dict[int, Value] = {}  # id -> the original value (for its type)
         self.loops: dict[int, tuple[int, Value, list[int]]] = {}
         self.tapes = itertools.count()
+        self.wrt: set[int] = set()  # the parameters differentiated
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -164,10 +170,26 @@ class Transform:
 
     # --- reverse sweep ---------------------------------------------------------------
 
+    def fit(self, g: Value, t) -> Value:
+        """``g`` as an adjoint of type ``t``: summed over the axes NumPy broadcast (a
+        uniform bias added to per-lane rows, a number times an array), then converted."""
+        e = self.e
+        if is_array(g):
+            gs = g.type.shape
+            ts = t.shape if isinstance(t, ArrayType) else ()
+            lead = len(gs) - len(ts)
+            axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(ts)
+                                              if n == 1 and gs[lead + i] != 1)
+            if axes:
+                g = e.arr("sum", [g], {"axis": axes, "keepdims": False})
+            if isinstance(t, ArrayType) and g.type.shape != ts:
+                g = e.arr("reshape", [g], {"shape": ts})
+        return e.cast(g, t)
+
     def accumulate(self, adj: dict, v: Value, g: Value | None) -> None:
         if g is None or not is_float(v.type):
             return
-        g = self.e.cast(g, v.type)
+        g = self.fit(g, v.type)
         self.orig[v.id] = v
         adj[v.id] = g if v.id not in adj else self.e.add(adj[v.id], g)
 
@@ -191,12 +213,7 @@ class Transform:
         if all(g is None for g in gs) or not op.operands:
             return
         if op.opcode == "load":
-            src = op.operands[0]
-            if any(src is p for p in self.fn.params) or any(
-                    o.opcode == "global_array" and o.result is src for o in self.fn.walk()):
-                return  # a captured array or an argument not differentiated: a constant
-            raise CompileError("hydra.grad: a load from an array the function computes is "
-                               "not differentiable yet", op.loc)
+            return self.reverse_load(op, gs[0], adj)
         adjoint = _record(op).adjoint
         if adjoint.state is AdjointState.MISSING:
             raise CompileError(f"hydra.grad: the {describe(op)} has no adjoint rule yet, so "
@@ -207,6 +224,30 @@ class Transform:
         out = self.env[op.results[0].id]
         for v, g in zip(op.operands, adjoint.rule(self.e, op, args, out, gs[0])):
             self.accumulate(adj, v, g)
+
+    def reverse_load(self, op: Op, g: Value, adj: dict) -> None:
+        """``a[i, j]``: the adjoint of ``a`` is ``g`` at that element, 0 elsewhere (a
+        one-hot ``where`` over ``np.arange``: a scatter-add of one element)."""
+        src = op.operands[0]
+        if not is_float(src.type) or any(src is p and p.id not in self.wrt
+                                          for p in self.fn.params) or any(
+                o.opcode == "global_array" and o.result is src for o in self.fn.walk()):
+            return  # a captured array or an argument not differentiated: a constant
+        shape = src.type.shape
+        if shape is None:
+            from ..frontend.arrayops import NeedShapes
+            raise NeedShapes("hydra.grad needs the shape of the array loaded here", op.loc)
+        e = self.e
+        flat = e.const(0, INT64)
+        for i, n in zip(op.operands[1:], shape):
+            i = e.cast(self.env[i.id], INT64)
+            i = e.v("select", [e.v("lt", [i, e.const(0, INT64)], BOOL),
+                               e.v("add", [i, e.const(n, INT64)], INT64), i], INT64)
+            flat = e.v("add", [e.v("mul", [flat, e.const(n, INT64)], INT64), i], INT64)
+        size = int(np.prod(shape))
+        iota = e.arr("arange", [], {"start": 0, "stop": size, "step": 1, "dtype": "int64"})
+        hot = e.arr("where", [e.arr("eq", [iota, flat]), g, e.zero(g.type)])
+        self.accumulate(adj, src, e.arr("reshape", [hot], {"shape": shape}))
 
     def _outer_yield(self, parts: list[tuple[Region, dict]]) -> list[int]:
         """The original values, defined outside, that any part has an adjoint for."""
@@ -230,7 +271,8 @@ class Transform:
         keys = self._outer_yield(parts)
         for new, outer in parts:
             with self.e.into(new):
-                self.e.op("yield", [outer.get(k) or self.e.zero(self.orig[k].type)
+                self.e.op("yield", [outer.get(k) or self.e.zero(self.orig[k].type,
+                                                                  self.env[k])
                                     for k in keys], [])
         result = self.e.op("if", [self.env[op.operands[0].id]],
                            [self.orig[k].type for k in keys], {}, [p[0] for p in parts])
@@ -245,7 +287,8 @@ class Transform:
             return  # nothing flows back through the loop (its records stay unread)
         e = self.e
         floats = [i for i, r in enumerate(op.results) if is_float(r.type)]
-        d0 = [gs[i] or e.zero(op.results[i].type) for i in floats]
+        d0 = [gs[i] or e.zero(op.results[i].type, self.env[op.results[i].id])
+              for i in floats]
         j = Value(INT64, op.loc, "trip")
         d_args = [Value(op.results[i].type, op.loc, f"d{op.results[i].name}")
                   for i in floats]
@@ -264,7 +307,8 @@ class Transform:
             for i, d in zip(floats, d_args):
                 self.accumulate(seeds, body.terminator.operands[i], d)
             found = self.reverse(body, seeds)
-            d_new = [found.get(body.args[i].id) or e.zero(body.args[i].type) for i in floats]
+            d_new = [found.get(body.args[i].id)
+                     or e.zero(body.args[i].type, self.env[body.args[i].id]) for i in floats]
             inner = _defined(body)
             keys = [k for k in found if k not in inner]
             accs = [Value(self.orig[k].type, op.loc, "acc") for k in keys]
@@ -272,7 +316,7 @@ class Transform:
             acc_new = [e.add(a, found[k]) for a, k in zip(accs, keys)]
             j1 = e.v("sub", [j, e.const(1, INT64)], INT64)
             e.op("yield", [j1, *d_new, *acc_new], [])
-        acc0 = [e.zero(self.orig[k].type) for k in keys]
+        acc0 = [e.zero(self.orig[k].type, self.env[k]) for k in keys]
         nb = Region([Value(a.type, a.loc, a.name) for a in nbody.args])
         with e.into(nb):
             go = e.v("gt", [nb.args[0], e.const(0, INT64)], BOOL)
@@ -291,6 +335,7 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
     float scalar) and then the gradient of the value for each of ``wrt``."""
     check_differentiable(fn)
     t = Transform(fn)
+    t.wrt = {p.id for p in wrt}
     t.primal(fn.body, record=True, replay=False)
     leaves = fn.body.terminator.operands[:n_out]
     e = t.e
@@ -298,7 +343,7 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
         seeds: dict = {}
         t.accumulate(seeds, leaves[0], e.const(1.0, leaves[0].type))
         adj = t.reverse(fn.body, seeds)
-        grads = [adj.get(p.id) or e.zero(p.type) for p in wrt]
+        grads = [adj.get(p.id) or e.zero(p.type, p) for p in wrt]
         e.op("yield", [t.env[v.id] for v in leaves] + grads, [])
     out = Function(fn.name, fn.params, fn.param_names, e.region, fn.loc)
     out.notes["python_int_params"] = fn.notes.get("python_int_params", {})

@@ -1,0 +1,146 @@
+"""The adjoint rules of per-lane array operations (SPEC sections 8 and 11), for the
+registry's ``array`` records; same signature as ``hydra.grad.rules``.
+
+Elementwise operations reuse the scalar rules: the ``Emitter``'s helpers emit ``array``
+ops when an operand is an array, and the transformation sums an adjoint over the axes
+NumPy broadcast (``unbroadcast``), so ``x * 2.0`` or ``W @ x + b`` with a uniform ``b``
+need no rule of their own.  The others follow JAX's transpose rules: a reduction's
+adjoint is broadcast back, ``a @ b``'s is a product with the other operand transposed
+(``np.outer(dz, x)`` for a matrix times a vector), a reshape or transpose is undone.
+``max``/``min`` reductions split the gradient equally among tied elements (as JAX).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileError
+from ..types import ArrayType
+from . import rules
+
+
+def _shape(v):
+    return v.type.shape if isinstance(v.type, ArrayType) else ()
+
+
+def _axes(params, ndim: int) -> tuple[int, ...]:
+    axis = params.get("axis")
+    if axis is None:
+        return tuple(range(ndim))
+    axis = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(a % ndim for a in axis)
+
+
+def _spread(e, x, g, params):
+    """``g`` (a reduction of ``x`` over ``params['axis']``) broadcast back to ``x``'s
+    shape, as ``ones_like(x) * g`` with the reduced axes kept."""
+    shape = _shape(x)
+    axes = _axes(params, len(shape))
+    if isinstance(g.type, ArrayType) and not params.get("keepdims"):
+        kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
+        g = e.arr("reshape", [g], {"shape": kept})
+    return e.mul(e.arr("ones_like", [x], {"dtype": None}), g), axes
+
+
+def sum_(e, op, args, out, g):
+    return [_spread(e, args[0], g, op.attrs["params"])[0]]
+
+
+def mean(e, op, args, out, g):
+    spread, axes = _spread(e, args[0], g, op.attrs["params"])
+    count = int(np.prod([_shape(args[0])[a] for a in axes]))
+    return [e.div(spread, float(count))]
+
+
+def extremum(e, op, args, out, g):
+    """``max``/``min`` along axes: the gradient split equally among the tied elements."""
+    x = args[0]
+    params = op.attrs["params"]
+    top, _ = _spread(e, x, out, params)
+    hit = e.arr("astype", [e.cmp("eq", x, top)], {"dtype": x.type.dtype.name})
+    count, _ = _spread(e, x, e.arr("sum", [hit], {"axis": params.get("axis"),
+                                                  "keepdims": False}), params)
+    share, _ = _spread(e, x, g, params)
+    return [e.div(e.mul(hit, share), count)]
+
+
+def matmul(e, op, args, out, g):
+    a, b = args
+    na, nb = len(_shape(a)), len(_shape(b))
+    t = (lambda v: e.arr("transpose", [v]))
+    if na == 1 and nb == 1:
+        return [e.mul(g, b), e.mul(g, a)]
+    if na == 2 and nb == 1:
+        return [e.arr("outer", [g, b]), e.arr("matmul", [t(a), g])]
+    if na == 1 and nb == 2:
+        return [e.arr("matmul", [b, g]), e.arr("outer", [a, g])]
+    if na == 2 and nb == 2:
+        return [e.arr("matmul", [g, t(b)]), e.arr("matmul", [t(a), g])]
+    raise CompileError(f"hydra.grad: the adjoint of {op.attrs['fn']} is written for 1-d "
+                       f"and 2-d operands, not {na}-d and {nb}-d, yet", op.loc)
+
+
+def outer(e, op, args, out, g):
+    a, b = args
+    if len(_shape(a)) != 1 or len(_shape(b)) != 1:
+        raise CompileError("hydra.grad: the adjoint of np.outer is written for 1-d "
+                           "operands yet", op.loc)
+    return [e.arr("matmul", [g, b]), e.arr("matmul", [e.arr("transpose", [g]), a])]
+
+
+def reshape(e, op, args, out, g):
+    return [e.arr("reshape", [g], {"shape": _shape(args[0])})]
+
+
+def transpose(e, op, args, out, g):
+    axes = op.attrs["params"].get("axes")
+    if axes is None:
+        return [e.arr("transpose", [g])]
+    return [e.arr("transpose", [g], {"axes": tuple(int(i) for i in np.argsort(axes))})]
+
+
+def astype(e, op, args, out, g):
+    src = op.operands[0].type
+    return [e.cast(g, src) if src.dtype.kind == "f" else None]
+
+
+def identity(e, op, args, out, g):
+    return [g]
+
+
+def square(e, op, args, out, g):
+    return [e.mul(g, e.mul(args[0], 2.0))]
+
+
+def reciprocal(e, op, args, out, g):
+    return [e.neg(e.mul(g, e.mul(out, out)))]
+
+
+def where(e, op, args, out, g):
+    c = args[0]
+    return [None, e.select(c, g, 0.0), e.select(c, 0.0, g)]
+
+
+def _math(name):
+    return rules.MATH_RULES[name]
+
+
+#: array fn -> rule
+ARRAY_RULES = {
+    "add": rules.add, "sub": rules.sub, "mul": rules.mul, "truediv": rules.truediv,
+    "neg": rules.neg, "negative": rules.neg, "positive": identity, "copy": identity,
+    "abs": rules.abs_, "fabs": rules.abs_, "maximum": rules.max_, "minimum": rules.min_,
+    "fmax": rules.max_, "fmin": rules.min_, "power": rules.pow_, "pow": rules.pow_,
+    "mod": rules.mod, "square": square, "reciprocal": reciprocal, "where": where,
+    "astype": astype, "sum": sum_, "mean": mean, "max": extremum, "min": extremum,
+    "matmul": matmul, "dot": matmul, "outer": outer, "reshape": reshape,
+    "transpose": transpose,
+    **{numpy: _math(name) for numpy, name in (
+        ("sqrt", "sqrt"), ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"),
+        ("log", "log"), ("log2", "log2"), ("log10", "log10"), ("log1p", "log1p"),
+        ("sin", "sin"), ("cos", "cos"), ("tan", "tan"), ("arcsin", "asin"),
+        ("arccos", "acos"), ("arctan", "atan"), ("sinh", "sinh"), ("cosh", "cosh"),
+        ("tanh", "tanh"), ("arcsinh", "asinh"), ("arccosh", "acosh"),
+        ("arctanh", "atanh"), ("cbrt", "cbrt"), ("arctan2", "atan2"), ("hypot", "hypot"),
+        ("copysign", "copysign"), ("fmod", "fmod"))},
+}
