@@ -59,3 +59,51 @@ def test_arrays_through_a_loop_with_per_lane_trips(backend):
         check_arrays(rnn, (dW[picked], dU[picked], dh0[picked]),
                      [(W, U, h0[i], xs[i], int(n[i])) for i in picked], [0, 1, 2])
         np.testing.assert_array_equal(dW[0], 0.0)  # no trip: W unused
+
+
+def indexing(Ws, x, i, layer):
+    a = Ws[layer]             # a uniform matrix picked by a uniform index
+    b = x[1:3]
+    c = Ws[0, :, i]           # a gather at a per-lane index
+    d = np.clip(x, -0.5, 0.5)
+    e = np.concatenate((x, b * 2.0))
+    s = np.stack((x, x * x), axis=1)
+    return float((a @ x).sum() + b.sum() + (c * c).sum() + d.sum() + Ws[:, 0].sum() + x[i]
+                 + (e * e).sum() + s[2, 1] + s[-1].sum())
+
+
+def layers(W, x, label):
+    h = hydra.nn.relu(W @ x)
+    return (-hydra.nn.log_softmax(h)[label] + float(hydra.nn.sigmoid(x).sum())
+            + hydra.nn.softmax(h)[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_indexing_slicing_joining_and_the_nn_layers(backend):
+    rng = np.random.default_rng(2)
+    Ws = rng.normal(size=(2, 4, 4))
+    k = hydra.compile(hydra.grad(indexing, argnums=(0, 1)), varying=("x", "i"),
+                      backend=backend)
+    W = rng.normal(size=(3, 4))
+    n = hydra.compile(hydra.grad(layers, argnums=(0, 1)), varying=("x", "label"),
+                      backend=backend)
+    for lanes in LANES:
+        X, i = rng.normal(size=(lanes, 4)), rng.integers(-4, 4, lanes)
+        dWs, dx = k(Ws, X, i, 1)
+        picked = sorted({0, lanes - 1})
+        check_arrays(indexing, (dWs[picked], dx[picked]),
+                     [(Ws, X[j], int(i[j]), 1) for j in picked], [0, 1])
+        labels = rng.integers(0, 3, lanes)
+        dW, dx = n(W, X, labels)
+        check_arrays(layers, (dW[picked], dx[picked]),
+                     [(W, X[j], int(labels[j])) for j in picked], [0, 1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_relu_of_an_array_has_gradient_0_at_0(backend):
+    r = hydra.compile(hydra.grad(lambda v: float(hydra.nn.relu(v).sum())), varying="v",
+                      backend=backend)
+    np.testing.assert_array_equal(r(np.array([[-1.0, 0.0, 2.0]])), [[0.0, 0.0, 1.0]])
+    f = hydra.compile(lambda v: hydra.nn.relu(v), varying="v", backend=backend)
+    np.testing.assert_array_equal(f(np.array([[-1.0, -0.0, np.nan, 2.0]])),
+                                  [[0.0, 0.0, np.nan, 2.0]])

@@ -82,9 +82,8 @@ class CallMixin:
         if getattr(fn, "__hydra_makes_grad__", False):  # hydra.grad(f) in a kernel
             return Meta(fn(*[self.compile_time(a, loc) for a in args],
                            **{k: self.compile_time(v, loc) for k, v in kwargs.items()}))
-        if fn is nn.relu and len(args) == 1 and not kwargs and isinstance(args[0], Value) \
-                and isinstance(args[0].type, ScalarType):
-            return scalar_relu(self, args[0], loc)
+        if fn is nn.relu and len(args) == 1 and not kwargs and isinstance(args[0], Value):
+            return self.call_relu(args[0], loc)
         if getattr(fn, "__hydra_stop_gradient__", False):
             return self.call_stop_gradient(args, kwargs, loc)
         if getattr(fn, "__hydra_grad__", None) is not None:
@@ -318,6 +317,17 @@ class CallMixin:
         if is_array(value):
             raise NeedShapes("printing an array needs its shape", loc)
         raise CompileError(f"cannot print {self.describe(value)}", loc)
+
+    def call_relu(self, x: Value, loc: Loc) -> Value:
+        """``hydra.nn.relu``: np.maximum(x, 0), spelled so that hydra.grad gives it its own
+        rule, relu'(0) = 0 (SPEC section 11): for an array ``where(x <= 0, 0, x)``, the
+        same values (a NaN stays NaN, -0.0 becomes 0.0 as np.maximum makes it)."""
+        if isinstance(x.type, ScalarType):
+            return scalar_relu(self, x, loc)
+        if isinstance(x.type, ArrayType) and x.type.dtype.kind == "f":
+            zero = self.const(0.0, loc, x.type.dtype)
+            return self.array_op("where", [self.array_op("le", [x, zero], loc), zero, x], loc)
+        return self.call_inline(nn.relu, [x], {}, loc)
 
     def compile_time(self, v, loc: Loc):
         """The Python object an argument of ``hydra.grad`` stands for (a function, a

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import CompileError
 from ..types import ArrayType
 from . import rules
+from .emit import is_array
 
 
 def _shape(v):
@@ -121,6 +122,85 @@ def where(e, op, args, out, g):
     return [None, e.select(c, g, 0.0), e.select(c, 0.0, g)]
 
 
+def _index_int(e, i, n: int):
+    """An index operand as int64, a negative one counted from the end (as NumPy)."""
+    from ..types import BOOL, INT64
+    i = e.cast(i, INT64)
+    neg = e.v("lt", [i, e.const(0, INT64)], BOOL)
+    return e.v("select", [neg, e.v("add", [i, e.const(n, INT64)], INT64), i], INT64)
+
+
+def getitem(e, op, args, out, g):
+    """``a[index]`` (ints and slices of step 1): the adjoint of a gather is a scatter,
+    here undone axis by axis: an int place puts ``g`` at its position by a one-hot
+    ``where``, a slice pads ``g`` with zeros."""
+    a, ints = args[0], iter(args[1:])
+    shape = _shape(a)
+    t = g
+    for axis, item in enumerate(op.attrs["params"]["index"]):
+        n = shape[axis]
+        here = _shape(t)
+        if item[0] == "int":
+            if not is_array(t):  # a number: as an array of one element
+                one = e.arr("arange", [], {"start": 0, "stop": 1, "step": 1,
+                                           "dtype": "int64"})
+                t = e.mul(e.arr("astype", [one], {"dtype": t.type.name}), t)
+            t = e.arr("reshape", [t], {"shape": here[:axis] + (1,) + here[axis:]})
+            iota = e.arr("arange", [], {"start": 0, "stop": n, "step": 1, "dtype": "int64"})
+            iota = e.arr("reshape", [iota], {"shape": tuple(
+                n if j == axis else 1 for j in range(len(here) + 1))})
+            t = e.select(e.arr("eq", [iota, _index_int(e, next(ints), n)]), t, 0.0)
+        elif item[0] == "slice" and item[3] in (None, 1):
+            lo, hi, _ = slice(item[1], item[2]).indices(n)
+            widths = [(0, 0)] * len(here)
+            widths[axis] = (lo, n - max(hi, lo))
+            t = e.arr("pad", [t], {"pad_width": tuple(widths)})
+        else:
+            raise CompileError(f"hydra.grad: the adjoint of indexing with "
+                               f"{_shown(item)} is not written yet", op.loc)
+    return [t] + [None] * (len(args) - 1)
+
+
+def _shown(item) -> str:
+    if item[0] == "slice":
+        return f"a slice of step {item[3]}"
+    return {"none": "np.newaxis", "ellipsis": "..."}.get(item[0], item[0])
+
+
+def clip(e, op, args, out, g):
+    """np.clip(x, lo, hi): the gradient passes to x inside [lo, hi], inclusive (as
+    jnp.clip), to the bound that is taken elsewhere."""
+    x, lo, hi = args
+    below, above = e.cmp("lt", x, lo), e.cmp("gt", x, hi)
+    return [e.select(below, 0.0, e.select(above, 0.0, g)), e.select(below, g, 0.0),
+            e.select(above, e.select(below, 0.0, g), 0.0)]
+
+
+def concatenate(e, op, args, out, g):
+    """Each operand's part of ``g`` along the axis (a slice)."""
+    axis = op.attrs["params"].get("axis", 0) % len(_shape(out))
+    parts, start = [], 0
+    for v in args:
+        n = _shape(v)[axis]
+        index = tuple(("slice", None, None, None) for _ in range(axis)) + (
+            ("slice", start, start + n, None),)
+        parts.append(e.arr("getitem", [g], {"index": index}))
+        start += n
+    return parts
+
+
+def stack(e, op, args, out, g):
+    """Operand k's part of ``g`` is ``g[..., k, ...]`` along the new axis."""
+    axis = op.attrs["params"].get("axis", 0) % len(_shape(out))
+    parts = []
+    for k, v in enumerate(args):
+        index = tuple(("slice", None, None, None) for _ in range(axis)) + (
+            ("slice", k, k + 1, None),)
+        part = e.arr("getitem", [g], {"index": index})
+        parts.append(e.arr("reshape", [part], {"shape": _shape(v)}))
+    return parts
+
+
 def _math(name):
     return rules.MATH_RULES[name]
 
@@ -134,7 +214,8 @@ ARRAY_RULES = {
     "mod": rules.mod, "square": square, "reciprocal": reciprocal, "where": where,
     "astype": astype, "sum": sum_, "mean": mean, "max": extremum, "min": extremum,
     "matmul": matmul, "dot": matmul, "outer": outer, "reshape": reshape,
-    "transpose": transpose,
+    "transpose": transpose, "getitem": getitem, "clip": clip,
+    "concatenate": concatenate, "stack": stack,
     **{numpy: _math(name) for numpy, name in (
         ("sqrt", "sqrt"), ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"),
         ("log", "log"), ("log2", "log2"), ("log10", "log10"), ("log1p", "log1p"),

@@ -180,10 +180,13 @@ class Transform:
             lead = len(gs) - len(ts)
             axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(ts)
                                               if n == 1 and gs[lead + i] != 1)
-            if axes:
-                g = e.arr("sum", [g], {"axis": axes, "keepdims": False})
-            if isinstance(t, ArrayType) and g.type.shape != ts:
-                g = e.arr("reshape", [g], {"shape": ts})
+            if not isinstance(t, ArrayType):
+                g = e.arr("sum", [g], {"axis": None, "keepdims": False})
+            else:
+                if axes:
+                    g = e.arr("sum", [g], {"axis": axes, "keepdims": True})
+                if g.type.shape != ts:
+                    g = e.arr("reshape", [g], {"shape": ts})
         return e.cast(g, t)
 
     def accumulate(self, adj: dict, v: Value, g: Value | None) -> None:
