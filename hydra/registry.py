@@ -142,6 +142,12 @@ _NO_GRAD_EFFECT = ("a store into shared memory or a cross-lane effect is not "
 _NO_GRAD_VALUE = "it makes a value of its own: nothing flows into it"
 _NO_GRAD_TAPE = ("the gradient transformation's own tape: a gradient of a gradient is not "
                  "supported yet")
+_BY_RECORD = ("its fn's or name's own record (kind math, array or intrinsic) holds the "
+              "adjoint rule or says why there is none")
+_BY_BODY = ("compiled from its body: differentiated by the rules of the operations it "
+            "uses (relu by its own select, relu'(0) = 0)")
+_NO_GRAD_ADJOINT = ("a layer's adjoint, which only the gradient transformation emits: a "
+                    "gradient of a gradient is not supported yet")
 _NO_GRAD_LOAD = ("the transformation decides by the array: a load from a captured array or "
                  "a parameter not differentiated is a constant; any other is refused")
 _STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "
@@ -157,6 +163,7 @@ _OPCODE_ADJOINTS = {
         "const", "undef", "global_array", "local_array")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("print", "check")},
     **{name: Adjoint.none(_STRUCTURAL) for name in ("if", "while", "yield", "condition")},
+    **{name: Adjoint.none(_BY_RECORD) for name in ("math", "array", "intrinsic")},
     "floordiv": Adjoint.none(_NO_GRAD_STEP),
     **{name: Adjoint.none(_NO_GRAD_TAPE) for name in ("tape_push", "tape_pop")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("store", "array_store")},
@@ -255,6 +262,8 @@ _ARRAY_NO_GRAD = {
         "nextafter")},
     **{name: Adjoint.none(_NO_GRAD_VALUE) for name in (
         "zeros_like", "ones_like", "empty_like", "arange")},
+    **{name: Adjoint.none(_NO_GRAD_ADJOINT) for name in (
+        "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in (
         "laneprod", "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle",
         "rotate", "prefixsum", "lanesum", "lanesum_outer")},
@@ -319,7 +328,7 @@ def _layer_records() -> None:
         else:  # compiled from its body: the records of the operations it uses
             _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
                           definition=layer, type_rule=None, batching=None,
-                          adjoint=NO_RULE_YET))
+                          adjoint=Adjoint.none(_BY_BODY)))
 
 
 # --- hydra.random ----------------------------------------------------------------------------

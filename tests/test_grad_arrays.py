@@ -107,3 +107,35 @@ def test_relu_of_an_array_has_gradient_0_at_0(backend):
     f = hydra.compile(lambda v: hydra.nn.relu(v), varying="v", backend=backend)
     np.testing.assert_array_equal(f(np.array([[-1.0, -0.0, np.nan, 2.0]])),
                                   [[0.0, 0.0, np.nan, 2.0]])
+
+
+def cnn(w, b, x):
+    h = hydra.nn.relu(hydra.nn.conv2d(x, w, b, padding=1))
+    p = hydra.nn.max_pool2d(h, 2)
+    return float((p * p).sum())
+
+
+def strided(w, x):
+    return float(np.tanh(hydra.nn.conv2d(x, w, stride=2)).sum())
+
+
+def pooled(x):
+    return float(hydra.nn.max_pool2d(x, 2).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv2d_and_max_pool2d(backend):
+    rng = np.random.default_rng(3)
+    w, b, w2 = rng.normal(size=(2, 1, 3, 3)), rng.normal(size=2), rng.normal(size=(2, 1, 2, 2))
+    k = hydra.compile(hydra.grad(cnn, argnums=(0, 1, 2)), varying="x", backend=backend)
+    k2 = hydra.compile(hydra.grad(strided, argnums=(0, 1)), varying="x", backend=backend)
+    for lanes in LANES:
+        X, X2 = rng.normal(size=(lanes, 1, 4, 4)), rng.normal(size=(lanes, 1, 5, 5))
+        picked = sorted({0, lanes - 1})
+        gs = k(w, b, X)
+        check_arrays(cnn, [g[picked] for g in gs], [(w, b, X[j]) for j in picked], [0, 1, 2])
+        gs = k2(w2, X2)
+        check_arrays(strided, [g[picked] for g in gs], [(w2, X2[j]) for j in picked], [0, 1])
+    # a tie in a window: the first maximum in row-major order gets it all (as PyTorch)
+    p = hydra.compile(hydra.grad(pooled), varying="x", backend=backend)
+    np.testing.assert_array_equal(p(np.ones((1, 1, 2, 2))), [[[[1.0, 0.0], [0.0, 0.0]]]])

@@ -122,6 +122,10 @@ def where(e, op, args, out, g):
     return [None, e.select(c, g, 0.0), e.select(c, 0.0, g)]
 
 
+#: the array fns only these rules emit (the layers' adjoints, defined in hydra.batching)
+EMITTED = frozenset({"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad"})
+
+
 def _index_int(e, i, n: int):
     """An index operand as int64, a negative one counted from the end (as NumPy)."""
     from ..types import BOOL, INT64
@@ -201,6 +205,29 @@ def stack(e, op, args, out, g):
     return parts
 
 
+def conv2d(e, op, args, out, g):
+    """The images' adjoint is a transposed convolution, the weights' a correlation of the
+    images with ``g``, the bias's ``g`` summed over the image."""
+    x, w = args[0], args[1]
+    p = op.attrs["params"]
+    stride, padding = p.get("stride") or 1, p.get("padding") or 0
+    height, width = _shape(x)[-2:]
+    kh, kw = _shape(w)[-2:]
+    grads = [e.arr("conv2d_grad_input", [g, w], {"height": height, "width": width,
+                                                 "stride": stride, "padding": padding}),
+             e.arr("conv2d_grad_weight", [x, g], {"kh": kh, "kw": kw, "stride": stride,
+                                                  "padding": padding})]
+    if len(args) == 3:
+        grads.append(e.arr("sum", [g], {"axis": (-2, -1), "keepdims": False}))
+    return grads
+
+
+def max_pool2d(e, op, args, out, g):
+    """Each window's gradient to its first maximum in row-major order (as PyTorch)."""
+    p = op.attrs["params"]
+    return [e.arr("max_pool2d_grad", [args[0], g], {"k": p["k"], "stride": p.get("stride")})]
+
+
 def _math(name):
     return rules.MATH_RULES[name]
 
@@ -215,7 +242,7 @@ ARRAY_RULES = {
     "astype": astype, "sum": sum_, "mean": mean, "max": extremum, "min": extremum,
     "matmul": matmul, "dot": matmul, "outer": outer, "reshape": reshape,
     "transpose": transpose, "getitem": getitem, "clip": clip,
-    "concatenate": concatenate, "stack": stack,
+    "concatenate": concatenate, "stack": stack, "conv2d": conv2d, "max_pool2d": max_pool2d,
     **{numpy: _math(name) for numpy, name in (
         ("sqrt", "sqrt"), ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"),
         ("log", "log"), ("log2", "log2"), ("log10", "log10"), ("log1p", "log1p"),

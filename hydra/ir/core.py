@@ -189,7 +189,8 @@ LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanean
                             "broadcast", "shuffle", "rotate", "prefixsum", "lanesum_outer"})
 
 #: array ops worth running on the active lanes' rows only (products, convolutions)
-HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
+HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d", "conv2d_grad_input",
+                             "conv2d_grad_weight", "max_pool2d_grad"})
 
 #: per ``array`` fn: what it does to its operands' arrays (``Memory``).  Every fn the
 #: frontend can emit has an entry (a test checks): an operation that computes a new
@@ -200,7 +201,8 @@ HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
 ARRAY_MEMORY: dict[str, Memory] = {
     **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
     **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
-                            "tensordot", "pad", "conv2d", "max_pool2d")},
+                            "tensordot", "pad", "conv2d", "max_pool2d", "conv2d_grad_input",
+                            "conv2d_grad_weight", "max_pool2d_grad")},
     **{fn: PURE for fn in ("zeros_like", "ones_like", "empty_like", "full_like", "arange",
                            "full")},
     **{fn: VIEW for fn in ("getitem", "reshape", "transpose")},
