@@ -25,6 +25,13 @@ from tests.gradcheck import check
 
 HEADER = "import math\n\n\n"
 
+#: smooth float expressions of a and b (c: a condition), bounded where they could blow up
+FLOAT_FORMS = ["({a} + {b})", "({a} - {b})", "({a} * {b})", "({a} / (abs({b}) + 1.0))",
+               "math.sin({a})", "math.tanh({a})", "math.exp(-abs({a}))",
+               "math.sqrt({a} * {a} + 1.0)", "min({a}, {b})", "max({a}, {b})", "abs({a})",
+               "({a} if {c} else {b})", "(abs({a}) + 0.5) ** 1.5",
+               "math.atan2({a}, abs({b}) + 1.0)"]
+
 
 class Writer:
     """Draws one program, statement by statement."""
@@ -43,25 +50,8 @@ class Writer:
         if depth == 0 or self.draw(st.integers(0, 9)) < 3:
             return self.choice([*self.floats, *self.floats, "y", "z", "0.5", "-1.25"])
         a, b = self.float_expr(depth - 1), self.float_expr(depth - 1)
-        kind = self.choice(["+", "-", "*", "/", "sin", "tanh", "exp", "sqrt", "min", "max",
-                            "abs", "ifexp", "pow", "atan2"])
-        if kind in ("+", "-", "*"):
-            return f"({a} {kind} {b})"
-        if kind == "/":
-            return f"({a} / (abs({b}) + 1.0))"
-        if kind in ("sin", "tanh"):
-            return f"math.{kind}({a})"
-        if kind == "exp":
-            return f"math.exp(-abs({a}))"
-        if kind == "sqrt":
-            return f"math.sqrt({a} * {a} + 1.0)"
-        if kind in ("min", "max", "abs"):
-            return f"{kind}({a}, {b})" if kind != "abs" else f"abs({a})"
-        if kind == "pow":
-            return f"(abs({a}) + 0.5) ** 1.5"
-        if kind == "atan2":
-            return f"math.atan2({a}, abs({b}) + 1.0)"
-        return f"({a} if {self.cond()} else {b})"
+        form = self.choice(FLOAT_FORMS)
+        return form.format(a=a, b=b, c=self.cond() if "{c}" in form else "")
 
     def int_expr(self) -> str:
         return self.choice([f"({self.choice(self.ints)} + 1) % 5", "n % 4",
@@ -79,11 +69,14 @@ class Writer:
         return f"({self.choice(self.ints)} > 0 and {self.float_expr(1)} < 0.5)"
 
     def emit(self, indent: int, text: str) -> None:
-        self.lines.append("    " * indent + text)
+        self.lines.append(f"{' ' * 4 * indent}{text}")
 
     def block(self, indent: int, depth: int, in_loop: bool) -> None:
-        for _ in range(self.draw(st.integers(1, 3))):
+        """One to three statements at ``indent``."""
+        count = self.draw(st.integers(1, 3))
+        while count:
             self.statement(indent, depth, in_loop)
+            count -= 1
 
     def statement(self, indent: int, depth: int, in_loop: bool) -> None:
         kinds = ["float", "float", "int"] + ["if", "for", "while"] * (depth > 0) \
