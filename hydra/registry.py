@@ -140,14 +140,14 @@ _NO_GRAD_STEP = "piecewise constant: its derivative is 0 almost everywhere (SPEC
 _NO_GRAD_EFFECT = ("a store into shared memory or a cross-lane effect is not "
                    "differentiable (SPEC section 11)")
 _NO_GRAD_VALUE = "it makes a value of its own: nothing flows into it"
-_NO_GRAD_TAPE = ("the gradient transformation's own tape: a gradient of a gradient is not "
-                 "supported yet")
+_NO_GRAD_TAPE = ("the gradient transformation's own tape: a gradient of a gradient through "
+                 "a loop is not supported yet (a CompileError)")
 _BY_RECORD = ("its fn's or name's own record (kind math, array or intrinsic) holds the "
               "adjoint rule or says why there is none")
 _BY_BODY = ("compiled from its body: differentiated by the rules of the operations it "
             "uses (relu by its own select, relu'(0) = 0)")
 _NO_GRAD_ADJOINT = ("a layer's adjoint, which only the gradient transformation emits: a "
-                    "gradient of a gradient is not supported yet")
+                    "gradient of a gradient through it is not supported yet (a CompileError)")
 _NO_GRAD_LOAD = ("the transformation decides by the array: a load from a captured array or "
                  "a parameter not differentiated is a constant; any other is refused")
 _STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "

@@ -22,7 +22,6 @@ import inspect
 
 import numpy as np
 
-from ..errors import CompileError
 from ..types import ArrayType, ScalarType, TupleType, Type
 
 
@@ -75,8 +74,6 @@ class GradFunction:
     """``hydra.grad(fn, ...)``: see the module docstring."""
 
     def __init__(self, fn, argnums, wrt, has_aux: bool, with_value: bool) -> None:
-        if isinstance(fn, GradFunction):
-            raise CompileError("hydra.grad: a gradient of a gradient is not supported yet")
         if not callable(fn):
             raise TypeError(f"hydra.grad needs a function, not {type(fn).__name__}")
         names = list(inspect.signature(fn).parameters)

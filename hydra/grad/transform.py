@@ -39,6 +39,7 @@ from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
+from .arrays import EMITTED
 from .emit import Emitter, is_array
 
 
@@ -72,8 +73,13 @@ def check_differentiable(fn: Function) -> None:
     """``CompileError`` at the first op that SPEC section 11 refuses inside ``fn``."""
     for op in fn.walk():
         if op.opcode in ("tape_push", "tape_pop"):
-            raise CompileError("hydra.grad: a gradient of a gradient is not supported yet",
+            raise CompileError("hydra.grad: a gradient of a gradient through a loop is not "
+                               "supported yet (the inner gradient's tape has no adjoint)",
                                op.loc)
+        if op.opcode == "array" and op.attrs["fn"] in EMITTED:
+            raise CompileError("hydra.grad: a gradient of a gradient through conv2d or "
+                               "max_pool2d is not supported yet (their adjoints have no "
+                               "adjoint)", op.loc)
         if op.opcode in ("store", "array_store"):
             raise CompileError(
                 "hydra.grad: a store into an array is not differentiable: stores into a "
