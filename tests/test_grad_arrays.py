@@ -139,3 +139,21 @@ def test_conv2d_and_max_pool2d(backend):
     # a tie in a window: the first maximum in row-major order gets it all (as PyTorch)
     p = hydra.compile(hydra.grad(pooled), varying="x", backend=backend)
     np.testing.assert_array_equal(p(np.ones((1, 1, 2, 2))), [[[[1.0, 0.0], [0.0, 0.0]]]])
+
+
+def guarded(x):
+    return float(np.where(x > 0, np.sqrt(x), 0.0).sum()
+                 + np.where(x < 1.0, 1.0, np.log(x - 1.0)).sum())
+
+
+def guarded_number(x):
+    return np.where(x > 0, np.sqrt(x), -x) * 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unselected_branch_of_where_contributes_zero_never_nan(backend):
+    g = hydra.compile(hydra.grad(guarded), varying="x", backend=backend)
+    out = g(np.array([[-1.0, 0.0, 4.0, 2.0]]))
+    np.testing.assert_allclose(out, [[0.0, 0.0, 0.25 + 1 / 3, 0.5 / np.sqrt(2) + 1.0]])
+    n = hydra.compile(hydra.grad(guarded_number), varying="x", backend=backend)
+    np.testing.assert_array_equal(n(np.array([-1.0, 0.0, 4.0])), [-2.0, -2.0, 0.5])

@@ -35,6 +35,7 @@ import itertools
 
 import numpy as np
 
+from ..batching import ELEMENTWISE
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
@@ -91,6 +92,10 @@ def check_differentiable(fn: Function) -> None:
                                f"function are not (SPEC section 11)", op.loc)
 
 
+def _shape(v: Value) -> tuple:
+    return v.type.shape if isinstance(v.type, ArrayType) else ()
+
+
 def _defined(region: Region) -> set[int]:
     out = {a.id for a in region.args}
     for op in region.walk():
@@ -110,6 +115,8 @@ class Transform:
         self.loops: dict[int, tuple[int, Value, list[int]]] = {}
         self.tapes = itertools.count()
         self.wrt: set[int] = set()  # the parameters differentiated
+        #: adjoint value id -> where it may be nonzero (a branch of a select / np.where)
+        self.masks: dict[int, Value] = {}
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -176,10 +183,16 @@ class Transform:
 
     # --- reverse sweep ---------------------------------------------------------------
 
-    def fit(self, g: Value, t) -> Value:
+    def fit(self, g: Value, t, like: Value | None = None) -> Value:
         """``g`` as an adjoint of type ``t``: summed over the axes NumPy broadcast (a
-        uniform bias added to per-lane rows, a number times an array), then converted."""
+        uniform bias added to per-lane rows, a number times an array), then converted;
+        a number for an array (a 0-d array times a number) is spread like ``like``."""
         e = self.e
+        if isinstance(t, ArrayType) and not is_array(g):
+            if t.shape == ():  # np.where(True, g, g): a number as a 0-d array
+                g = e.arr("where", [e.const(True, BOOL), g, g])
+            else:
+                g = e.mul(e.arr("ones_like", [like], {"dtype": None}), g)
         if is_array(g):
             gs = g.type.shape
             ts = t.shape if isinstance(t, ArrayType) else ()
@@ -198,7 +211,10 @@ class Transform:
     def accumulate(self, adj: dict, v: Value, g: Value | None) -> None:
         if g is None or not is_float(v.type):
             return
-        g = self.fit(g, v.type)
+        mask = self.masks.get(g.id)
+        g = self.fit(g, v.type, self.env.get(v.id))
+        if mask is not None and _shape(mask) in ((), _shape(g)):
+            self.masks[g.id] = mask  # the same elements (or a number): still masked
         self.orig[v.id] = v
         adj[v.id] = g if v.id not in adj else self.e.add(adj[v.id], g)
 
@@ -231,8 +247,38 @@ class Transform:
             return
         args = [self.env[v.id] for v in op.operands]
         out = self.env[op.results[0].id]
-        for v, g in zip(op.operands, adjoint.rule(self.e, op, args, out, gs[0])):
+        grads = self.guard(op, args, gs[0], adjoint.rule(self.e, op, args, out, gs[0]))
+        for v, g in zip(op.operands, grads):
             self.accumulate(adj, v, g)
+
+    def guard(self, op: Op, args: list[Value], g: Value, grads: list) -> list:
+        """An unselected branch of a select or ``np.where`` contributes exactly zero,
+        never NaN (SPEC section 11): each branch's adjoint remembers the lanes and
+        elements it is zero on (``masks``), and the elementwise operations behind it
+        zero their contributions there by a select (``sqrt``'s 0 * inf of a branch that
+        was never taken stays 0)."""
+        e = self.e
+        where = op.opcode == "select" or op.opcode == "array" and op.attrs["fn"] == "where"
+        outer = self.masks.get(g.id)
+        if where:
+            c = args[0]
+            taken = [c, e.arr("logical_not", [c]) if is_array(c) else e.v("not", [c], BOOL)]
+            if outer is not None:
+                taken = [e.arr("logical_and", [t, outer]) if is_array(t) or is_array(outer)
+                         else e.v("bitand", [t, outer], BOOL) for t in taken]
+            for gb, t in zip(grads[1:], taken):
+                if gb is not None:
+                    self.masks[gb.id] = t
+            return grads
+        if outer is None or not (op.opcode != "array" or op.attrs["fn"] in ELEMENTWISE):
+            return grads
+        out = []
+        for gb in grads:
+            if gb is not None:
+                gb = e.select(outer, gb, 0.0)
+                self.masks[gb.id] = outer
+            out.append(gb)
+        return out
 
     def reverse_load(self, op: Op, g: Value, adj: dict) -> None:
         """``a[i, j]``: the adjoint of ``a`` is ``g`` at that element, 0 elsewhere (a
