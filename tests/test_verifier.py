@@ -109,10 +109,9 @@ def test_every_optional_attribute_is_documented_with_its_opcodes():
 
 
 def _loop_loss(x, n):
-    s = x
-    for _ in range(n):
-        s = s * x
-    return s
+    while n > 0:
+        x, n = x * x, n - 1
+    return x
 
 
 def test_a_tape_pops_what_its_pushes_hold():
