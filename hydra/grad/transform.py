@@ -127,8 +127,9 @@ class Transform:
             if replay and op.opcode in ("print", "check"):
                 continue
             with self.e.at(op.loc):
-                if op.opcode == "while" and record:
-                    self.recorded_while(op, replay)
+                if op.opcode == "while" and record and any(is_float(r.type)
+                                                           for r in op.results):
+                    self.recorded_while(op, replay)  # (no gradient leaves an int loop)
                 else:
                     regions = [self.copy_region(r, replay) for r in op.regions]
                     self.copy_op(op, regions)
@@ -335,11 +336,11 @@ class Transform:
             self.accumulate(adj, self.orig[k], r)
 
     def reverse_while(self, op: Op, adj: dict) -> None:
-        tape, trips, pushed = self.loops[id(op)]
-        before, body = op.regions
         gs = [adj.get(r.id) for r in op.results]
         if all(g is None for g in gs):
             return  # nothing flows back through the loop (its records stay unread)
+        tape, trips, pushed = self.loops[id(op)]
+        before, body = op.regions
         e = self.e
         floats = [i for i, r in enumerate(op.results) if is_float(r.type)]
         d0 = [gs[i] or e.zero(op.results[i].type, self.env[op.results[i].id])
