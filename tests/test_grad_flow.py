@@ -135,3 +135,24 @@ def test_print_runs_once_in_the_forward_sweep(capsys):
     k = hydra.compile(hydra.grad(printing), varying="x", backend="numpy")
     np.testing.assert_array_equal(k(np.array([1.0, 2.0])), [2.0, 4.0])
     assert capsys.readouterr().out == "x is 1.0\nx is 2.0\n"
+
+
+def search_then_loop(x, a, t):
+    j = 0
+    while j < len(a) and a[j] < t:  # an integer loop: nothing to record
+        j += 1
+    s = x
+    for i in range(j):
+        s = s * x + a[i]
+    return s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_integer_loop_records_nothing(backend):
+    from hydra.types import ArrayType, FLOAT64
+    k = hydra.compile(hydra.grad(search_then_loop), varying=("x", "t"), backend=backend)
+    text = k.dump_ir("ssa", types=[FLOAT64, ArrayType(FLOAT64, 1), FLOAT64])
+    assert text.count("tape_push") == 1
+    a = np.array([0.1, 0.5, 0.9, 1.5])
+    x, t = np.array([0.3, 1.2, -0.7]), np.array([0.0, 0.6, 2.0])
+    check(search_then_loop, [k(x, a, t)], [(xi, a, ti) for xi, ti in zip(x, t)], [0])
