@@ -213,3 +213,18 @@ def test_cuda_scalar_gradients_and_the_loop_tape_refused():
                                            r"\(hydra.grad\), is not lowered on the cuda"):
         hydra.compile(hydra.grad(looped), varying=("x", "n"), backend="cuda")(
             np.array([1.0, 2.0]), np.array([2, 3]))
+
+
+def quadratic_form(x, w):
+    s = 0.0
+    for i in range(len(x)):
+        s += x[i] * w[i] * x[i]
+    return s
+
+
+def test_plain_python_gives_an_array_argument_its_own_shape():
+    x, w = np.array([2.0, 3.0]), np.array([1.0, -2.0])
+    dx, dw = hydra.grad(quadratic_form, argnums=(0, 1))(x, w)
+    np.testing.assert_array_equal(dx, [4.0, -12.0])
+    np.testing.assert_array_equal(dw, [4.0, 9.0])
+    assert dx.shape == x.shape and dw.shape == w.shape

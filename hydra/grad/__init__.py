@@ -156,17 +156,25 @@ class GradFunction:
         if self._kernel is None:
             from ..api import Kernel
             self._kernel = Kernel(self, lanes=1, backend="numpy")
-        return _one_example(self._kernel(*args, **kwargs))
+        k = self._kernel
+        prepared = k._prepare(k._bind(*args, **kwargs))
+        result = k._run(prepared)
+        fn = prepared[0]
+        flags = iter([v.varying for v in fn.body.terminator.operands])
+        return _one_example(result, fn.notes["result_tree"], flags)
 
 
-def _one_example(x):
-    """A one-lane kernel's result as plain Python gives it: a value that the compiler
-    kept per lane (an array of one lane) as that lane's scalar."""
-    if isinstance(x, tuple):
-        return tuple(_one_example(v) for v in x)
-    if isinstance(x, np.ndarray) and x.shape == (1,):
-        v = x[0]
-        return v.item() if x.dtype in (np.float64, np.int64, np.bool_) else v
+def _one_example(x, tree, flags):
+    """A one-lane kernel's result as plain Python gives it: a value the compiler kept per
+    lane (one lane's row) as that lane's value, a number as a Python float."""
+    if isinstance(tree, tuple):
+        return tuple(_one_example(v, t, flags) for v, t in zip(x, tree))
+    if tree is None:
+        return None
+    if next(flags) and isinstance(x, np.ndarray):
+        x = x[0]
+        if isinstance(x, np.generic) and x.dtype in (np.float64, np.int64, np.bool_):
+            x = x.item()
     return x
 
 
