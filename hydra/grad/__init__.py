@@ -110,7 +110,7 @@ class GradFunction:
     def build(self, types: list[Type]):
         """The typed SSA of this gradient for arguments of ``types``."""
         from ..frontend.builder import build_function
-        from .transform import differentiate
+        from .transform import differentiate, prune
         for i in self.indices:
             _check_param(self.names[i], types[i])
         fn = build_function(self.__wrapped__, list(types))
@@ -149,6 +149,7 @@ class GradFunction:
             y = out.body.terminator
             n = len(leaves)
             y.operands = y.operands[n:] + y.operands[1:n]
+        prune(out)  # what the result does not need (grad alone: the value)
         return out
 
     def __call__(self, *args, **kwargs):

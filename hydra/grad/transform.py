@@ -407,6 +407,33 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
     return out
 
 
+def prune(fn: Function) -> None:
+    """Remove what nothing reads: the adjoints of operands that lead to no differentiated
+    parameter (``W.T @ g`` for an ``x`` not differentiated: a GEMM that the later passes
+    would keep, once linearize gives it a mask).  Only ops that neither have an effect
+    nor may raise go, and ``if``s of such ops; loops stay."""
+    changed = True
+    while changed:
+        used = {v.id for op in fn.walk() for v in op.inputs()}
+        changed = _prune(fn.body, used)
+
+
+def _prune(region: Region, used: set[int]) -> bool:
+    changed, kept = False, []
+    for op in region.ops:
+        for r in op.regions:
+            changed |= _prune(r, used)
+        quiet = not (op.info.terminator or op.effect or op.traps or op.opcode == "while")
+        if quiet and not any(r.id in used for r in op.results) and not any(
+                o.effect or o.traps or o.opcode == "while" for r in op.regions
+                for o in r.walk()):
+            changed = True
+            continue
+        kept.append(op)
+    region.ops = kept
+    return changed
+
+
 def inline(fn: Function, args: list[Value], region: Region) -> list[Value]:
     """Copy ``fn``'s body into ``region`` with its parameters bound to ``args`` (a
     gradient called inside a kernel); returns the copies of its result leaves."""
