@@ -157,3 +157,28 @@ def test_an_unselected_branch_of_where_contributes_zero_never_nan(backend):
     np.testing.assert_allclose(out, [[0.0, 0.0, 0.25 + 1 / 3, 0.5 / np.sqrt(2) + 1.0]])
     n = hydra.compile(hydra.grad(guarded_number), varying="x", backend=backend)
     np.testing.assert_array_equal(n(np.array([-1.0, 0.0, 4.0])), [-2.0, -2.0, 0.5])
+
+
+def tanh_layer(W, x):
+    return float(np.tanh(W @ x).sum())
+
+
+d_tanh_layer = hydra.grad(tanh_layer)
+
+
+def batch_gradient(W, x):
+    return hydra.lanesum(d_tanh_layer(W, x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lanesum_of_a_uniform_weight_gradient_is_one_gemm(backend):
+    from hydra.types import ArrayType, FLOAT64
+    k = hydra.compile(batch_gradient, varying="x", backend=backend)
+    text = k.dump_ir("predicated", types=[ArrayType(FLOAT64, 2, (3, 4)),
+                                          ArrayType(FLOAT64, 1, (4,))])
+    assert "lanesum_outer" in text and "fn='outer'" not in text
+    assert text.count("fn='matmul'") == 1  # the forward W @ x only: no W.T @ g for x
+    rng = np.random.default_rng(4)
+    W, X = rng.normal(size=(3, 4)), rng.normal(size=(5, 4))
+    expected = sum(np.outer(1 - np.tanh(W @ x) ** 2, x) for x in X)
+    np.testing.assert_allclose(k(W, X), expected, rtol=1e-12)
