@@ -182,3 +182,19 @@ def test_lanesum_of_a_uniform_weight_gradient_is_one_gemm(backend):
     W, X = rng.normal(size=(3, 4)), rng.normal(size=(5, 4))
     expected = sum(np.outer(1 - np.tanh(W @ x) ** 2, x) for x in X)
     np.testing.assert_allclose(k(W, X), expected, rtol=1e-12)
+
+
+def clipped(x):
+    return float(np.clip(x, -0.5, 0.5).sum())
+
+
+def extremes(x):
+    return float(np.max(x)) + float(x.min(axis=0).sum())
+
+
+def test_array_kinks_clip_inclusive_and_ties_of_reductions_split_equally():
+    np.testing.assert_array_equal(hydra.grad(clipped)(np.array([-0.5, 0.5, 0.7, -0.7, 0.0])),
+                                  [1.0, 1.0, 0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(
+        hydra.grad(extremes)(np.array([[1.0, 3.0], [3.0, 1.0], [1.0, 0.0]])),
+        [[0.5, 0.5], [0.5, 0.0], [0.5, 1.0]])
