@@ -48,7 +48,7 @@ ELEMENTWISE = frozenset({*_UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
 #: results that are a lane's own new array even from uniform operands (writes stay private)
 FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy",
-                   "full"})
+                   "full", "setitem"})
 
 
 def lane_copies(value, n: int) -> np.ndarray:
@@ -98,6 +98,14 @@ def max_pool2d(x, k, stride=None):
     """Max over ``k x k`` windows of the last two axes, stride ``k`` unless given."""
     s = k if stride is None else stride
     return sliding_window_view(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :].max(axis=(-2, -1))
+
+
+def setitem(a, value, *ints, index):
+    """A copy of ``a`` with ``a[index] = value`` (hydra.grad's functional form of a
+    store into a lane's own array)."""
+    out = np.array(a, copy=True)
+    out[index_tuple(index, ints)] = value
+    return out
 
 
 # --- the adjoints of the layers (hydra.grad's rules emit them; leading axes batch) -------
@@ -170,6 +178,7 @@ PER_LANE: dict[str, Callable] = {
     "pad": lambda a, pad_width: np.pad(a, pad_width),
     "conv2d": conv2d, "max_pool2d": max_pool2d, "conv2d_grad_input": conv2d_grad_input,
     "conv2d_grad_weight": conv2d_grad_weight, "max_pool2d_grad": max_pool2d_grad,
+    "setitem": setitem,
 }
 
 # --- the shape rule ---------------------------------------------------------------------
@@ -188,8 +197,9 @@ def result_type(fn: str, types: list[Type], params: dict) -> Type:
     """The type of ``fn``'s result: NumPy's own rules (shapes, broadcasting, NEP 50
     promotion) applied to placeholders.  NumPy's errors propagate to the caller."""
     args = [placeholder(t, True) for t in types]
-    if fn == "getitem":  # index 0 fits every axis that is not empty
-        args = args[:1] + [np.int64(0) for _ in args[1:]]
+    if fn in ("getitem", "setitem"):  # index 0 fits every axis that is not empty
+        keep = 1 if fn == "getitem" else 2
+        args = args[:keep] + [np.int64(0) for _ in args[keep:]]
     with np.errstate(all="ignore"):
         out = PER_LANE[fn](*args, **params)
     out = np.asarray(out) if not isinstance(out, np.generic) else out

@@ -141,6 +141,13 @@ def stores(x):
     return x
 
 
+def stores_through_a_view(x):
+    h = np.zeros((2, 2))
+    row = h[0]
+    row[1] = x
+    return float(h.sum())
+
+
 def array_op(x):
     v = np.ones(3) * x
     return float(np.prod(v))
@@ -179,8 +186,12 @@ def test_errors():
             as e:
         hydra.grad(uses_lanesum)(1.0)
     assert e.value.loc.line == uses_lanesum.__code__.co_firstlineno + 1
-    with pytest.raises(CompileError, match="a store into an array is not differentiable"):
+    with pytest.raises(CompileError, match="a store into an argument or a captured array is "
+                                           "not differentiable"):
         hydra.grad(stores)(1.0)
+    with pytest.raises(CompileError, match=r"a store through a view \(a slice, a reshape, "
+                                           r"a transpose\) of an array is not differentiable"):
+        hydra.grad(stores_through_a_view)(1.0)
     with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation prod has no "
                                            r"adjoint rule yet, so it cannot be differentiated"):
         hydra.grad(array_op)(1.0)

@@ -198,3 +198,31 @@ def test_array_kinks_clip_inclusive_and_ties_of_reductions_split_equally():
     np.testing.assert_array_equal(
         hydra.grad(extremes)(np.array([[1.0, 3.0], [3.0, 1.0], [1.0, 0.0]])),
         [[0.5, 0.5], [0.5, 0.0], [0.5, 1.0]])
+
+
+def fills(x, W, n):
+    h = np.zeros(3)
+    h[0] = x[0] * x[1]
+    h[1] = np.sin(x[1])
+    h[0] = h[0] + x[2]          # an overwritten element: its old value's adjoint
+    for i in range(n):
+        h[i % 3] = h[i % 3] * 0.5 + x[i % 3]
+        if h[2] > 0.2:
+            h[2] = h[2] * h[1]
+    buf = np.zeros((2, 3))
+    buf[0] = W @ h
+    buf[1, :] = h * 2.0
+    return float((buf * buf).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stores_into_a_lanes_own_arrays(backend):
+    rng = np.random.default_rng(5)
+    W = rng.normal(size=(3, 3))
+    k = hydra.compile(hydra.grad(fills, argnums=(0, 1)), varying=("x", "n"), backend=backend)
+    for lanes in LANES:
+        X, n = rng.normal(size=(lanes, 3)), rng.integers(0, 8, lanes)
+        dx, dW = k(X, W, n)
+        picked = sorted({0, lanes // 2, lanes - 1})
+        check_arrays(fills, (dx[picked], dW[picked]),
+                     [(X[j], W, int(n[j])) for j in picked], [0, 1])

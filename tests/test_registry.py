@@ -17,7 +17,7 @@ from hydra.registry import RECORDS, Adjoint, AdjointState, monoid, record
 from hydra.types import BOOL, FLOAT64, INT64, WEAK_FLOAT, WEAK_INT, ScalarType
 
 
-from hydra.grad.arrays import EMITTED  # noqa: E402
+from hydra.grad.arrays import EMITTED, FUNCTIONAL  # noqa: E402
 
 #: the operations still waiting for an adjoint rule (docs/gradients.md lists them); any
 #: other operation has a rule or a declared reason why no gradient flows through it
@@ -40,7 +40,7 @@ def _accepted() -> list[tuple[str, str]]:
         *batching._UFUNCS)}
     array_names |= {"getitem", "astype", "full", "copy", *LANE_ARRAY_FNS}
     array_names |= {getattr(nn, n).__hydra_array_op__[0] for n in ("conv2d", "max_pool2d")}
-    array_names |= EMITTED  # what hydra.grad's rules emit (the layers' adjoints)
+    array_names |= EMITTED | FUNCTIONAL  # what hydra.grad emits (layers' adjoints, stores)
     return sorted(
         [("op", o) for o in OPCODES]
         + [("math", fn) for fn, _, _ in MATH_FUNCTIONS.values()] + [("math", "rint")]

@@ -124,6 +124,8 @@ def where(e, op, args, out, g):
 
 #: the array fns only these rules emit (the layers' adjoints, defined in hydra.batching)
 EMITTED = frozenset({"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad"})
+#: what ``hydra.grad.functional`` makes of a store (differentiable: its rule is below)
+FUNCTIONAL = frozenset({"setitem"})
 
 
 def _index_int(e, i, n: int):
@@ -169,6 +171,17 @@ def _shown(item) -> str:
     if item[0] == "slice":
         return f"a slice of step {item[3]}"
     return {"none": "np.newaxis", "ellipsis": "..."}.get(item[0], item[0])
+
+
+def setitem(e, op, args, out, g):
+    """A store ``a[index] = value`` as a value (``hydra.grad.functional``): the old
+    array's adjoint is ``g`` with the place zeroed (its elements were overwritten), the
+    value's is ``g`` at the place."""
+    a, value, *ints = args
+    params = {"index": op.attrs["params"]["index"]}
+    zero = e.const(0.0, g.type.dtype)
+    return [e.arr("setitem", [g, zero, *ints], params),
+            e.arr("getitem", [g, *ints], params)] + [None] * len(ints)
 
 
 def clip(e, op, args, out, g):
@@ -241,7 +254,7 @@ ARRAY_RULES = {
     "mod": rules.mod, "square": square, "reciprocal": reciprocal, "where": where,
     "astype": astype, "sum": sum_, "mean": mean, "max": extremum, "min": extremum,
     "matmul": matmul, "dot": matmul, "outer": outer, "reshape": reshape,
-    "transpose": transpose, "getitem": getitem, "clip": clip,
+    "transpose": transpose, "getitem": getitem, "setitem": setitem, "clip": clip,
     "concatenate": concatenate, "stack": stack, "conv2d": conv2d, "max_pool2d": max_pool2d,
     **{numpy: _math(name) for numpy, name in (
         ("sqrt", "sqrt"), ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"),

@@ -42,6 +42,7 @@ from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
 from .arrays import EMITTED
 from .emit import Emitter, is_array
+from .functional import functionalize
 
 
 def is_float(t) -> bool:
@@ -83,9 +84,10 @@ def check_differentiable(fn: Function) -> None:
                                "adjoint)", op.loc)
         if op.opcode in ("store", "array_store"):
             raise CompileError(
-                "hydra.grad: a store into an array is not differentiable: stores into a "
-                "shared array, a caller's array or a view of a varying argument never are, "
-                "and stores into a lane's own arrays are not supported yet", op.loc)
+                "hydra.grad: a store into an argument or a captured array is not "
+                "differentiable (stores into a shared array, a caller's array or a view of "
+                "a varying argument never are; a lane's own arrays may be stored into)",
+                op.loc)
         if op.cross_lane or op.opcode == "intrinsic" and INTRINSICS[op.attrs["name"]].effect:
             raise CompileError(f"hydra.grad: {describe(op)} is not differentiable: cross-lane "
                                f"operations and atomic_add inside the differentiated "
@@ -389,6 +391,7 @@ class Transform:
 def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
     """The function that returns ``fn``'s ``n_out`` result leaves (the value first, a
     float scalar) and then the gradient of the value for each of ``wrt``."""
+    functionalize(fn)
     check_differentiable(fn)
     t = Transform(fn)
     t.wrt = {p.id for p in wrt}

@@ -202,7 +202,7 @@ ARRAY_MEMORY: dict[str, Memory] = {
     **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
     **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
                             "tensordot", "pad", "conv2d", "max_pool2d", "conv2d_grad_input",
-                            "conv2d_grad_weight", "max_pool2d_grad")},
+                            "conv2d_grad_weight", "max_pool2d_grad", "setitem")},
     **{fn: PURE for fn in ("zeros_like", "ones_like", "empty_like", "full_like", "arange",
                            "full")},
     **{fn: VIEW for fn in ("getitem", "reshape", "transpose")},
