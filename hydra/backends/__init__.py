@@ -122,7 +122,8 @@ PROTOCOLS = {
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
-        **_TAPE,
+        **{op: "hydra.grad's tape: not on cuda yet (a CompileError names it)"
+           for op in _TAPE},
     }),
 }
 
