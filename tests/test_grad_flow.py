@@ -156,3 +156,23 @@ def test_an_integer_loop_records_nothing(backend):
     a = np.array([0.1, 0.5, 0.9, 1.5])
     x, t = np.array([0.3, 1.2, -0.7]), np.array([0.0, 0.6, 2.0])
     check(search_then_loop, [k(x, a, t)], [(xi, a, ti) for xi, ti in zip(x, t)], [0])
+
+
+def aux_loop(x, n):
+    s, t = x, x
+    for _ in range(n):
+        t = t * 0.5 + 1.0  # only the aux output depends on this loop: no tape
+    for _ in range(n):
+        s = math.sin(s) * x
+    return s, t
+
+
+def test_a_loop_the_value_does_not_depend_on_records_nothing():
+    from hydra.types import FLOAT64, INT64
+    k = hydra.compile(hydra.grad(aux_loop, has_aux=True), varying=("x", "n"),
+                      backend="numpy")
+    assert k.dump_ir("ssa", types=[FLOAT64, INT64]).count("tape_push") == 1
+    x, n = np.array([0.3, 0.9]), np.array([2, 5])
+    dx, aux = k(x, n)
+    np.testing.assert_allclose(aux, [aux_loop(a, b)[1] for a, b in zip(x, n)])
+    check(lambda a, b: aux_loop(a, b)[0], [dx], list(zip(x, n)), [0])

@@ -94,6 +94,26 @@ def check_differentiable(fn: Function) -> None:
                                f"function are not (SPEC section 11)", op.loc)
 
 
+def useful(fn: Function, value: Value) -> set[int]:
+    """The ids of the values ``value`` depends on (through operands, the values regions
+    yield and the values loops carry), to a fixpoint: a loop none of whose results is
+    among them needs no tape (an aux output's loop, a loop of prints)."""
+    found = {value.id}
+    changed = True
+    while changed:
+        changed = False
+        for op in fn.walk():
+            args = [a for r in op.regions for a in r.args]
+            if not any(v.id in found for v in op.results + args):
+                continue
+            needed = list(op.inputs()) + [v for r in op.regions for v in r.terminator.inputs()]
+            for v in needed:
+                if v.id not in found:
+                    found.add(v.id)
+                    changed = True
+    return found
+
+
 def _shape(v: Value) -> tuple:
     return v.type.shape if isinstance(v.type, ArrayType) else ()
 
@@ -117,6 +137,8 @@ class Transform:
         self.loops: dict[int, tuple[int, Value, list[int]]] = {}
         self.tapes = itertools.count()
         self.wrt: set[int] = set()  # the parameters differentiated
+        #: the original values the differentiated value depends on (``useful``)
+        self.useful: set[int] = set()
         #: adjoint value id -> where it may be nonzero (a branch of a select / np.where)
         self.masks: dict[int, Value] = {}
 
@@ -129,9 +151,9 @@ class Transform:
             if replay and op.opcode in ("print", "check"):
                 continue
             with self.e.at(op.loc):
-                if op.opcode == "while" and record and any(is_float(r.type)
-                                                           for r in op.results):
-                    self.recorded_while(op, replay)  # (no gradient leaves an int loop)
+                if op.opcode == "while" and record and any(
+                        is_float(r.type) and r.id in self.useful for r in op.results):
+                    self.recorded_while(op, replay)  # (no gradient leaves the others)
                 else:
                     regions = [self.copy_region(r, replay) for r in op.regions]
                     self.copy_op(op, regions)
@@ -395,6 +417,7 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
     check_differentiable(fn)
     t = Transform(fn)
     t.wrt = {p.id for p in wrt}
+    t.useful = useful(fn, fn.body.terminator.operands[0])
     t.primal(fn.body, record=True, replay=False)
     leaves = fn.body.terminator.operands[:n_out]
     e = t.e
