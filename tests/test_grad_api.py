@@ -239,3 +239,20 @@ def test_plain_python_gives_an_array_argument_its_own_shape():
     np.testing.assert_array_equal(dx, [4.0, -12.0])
     np.testing.assert_array_equal(dw, [4.0, 9.0])
     assert dx.shape == x.shape and dw.shape == w.shape
+
+
+d_looped = hydra.value_and_grad(looped)
+
+
+def uses_d_looped(x, n):
+    value, d = d_looped(x, n)
+    return value + d
+
+
+def test_gradient_kernels_on_dask_arrays():
+    da = pytest.importorskip("dask.array")
+    x, n = np.linspace(0.0, 1.0, 8), np.arange(8) % 4
+    for fn in (hydra.grad(looped), uses_d_looped):
+        k = hydra.compile(fn, varying=("x", "n"), backend="cpu")
+        out = k(da.from_array(x, chunks=3), da.from_array(n, chunks=3)).compute()
+        np.testing.assert_allclose(out, k(x, n), rtol=1e-12)
