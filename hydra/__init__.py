@@ -9,6 +9,7 @@ from . import random as random  # hydra.random (not in __all__: see there)
 from .api import Kernel, compile, spmd
 from .dataflow import DependencyError, Future, wait
 from .errors import CompileError, HydraError, HydraWarning
+from .grad import grad, stop_gradient, value_and_grad
 from .intrinsics import (atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin,
                          laneprod, lanesum, nlanes, prefixsum, rotate, shuffle)
 
@@ -18,7 +19,7 @@ __all__ = [
     "compile", "spmd", "Kernel", "Future", "wait", "launch_graph", "DependencyError",
     "CompileError", "HydraError", "HydraWarning", "lane", "nlanes", "lanesum", "laneprod",
     "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
-    "atomic_add", "nn",
+    "atomic_add", "nn", "grad", "value_and_grad", "stop_gradient",
 ]  # not "random": `from hydra import *` must not hide the standard library's
 
 

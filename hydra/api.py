@@ -36,9 +36,9 @@ from .races import warn_races
 from .views import check_layouts
 from .progress import progress as _progress
 from .progress import stage
-from .types import ArrayType, Type
+from .types import ArrayType, ScalarType, Type
 
-STAGES = ("ast", "ssa", "predicated", *dict.fromkeys(
+STAGES = ("ast", "ssa", "grad", "predicated", *dict.fromkeys(
     s for p in PROTOCOLS.values() for s in p.stages))
 
 
@@ -53,12 +53,15 @@ class Kernel:
         self.parsed = parse_function(pyfunc)
         check_subset(self.parsed)
         check_early(self.parsed)
-        self.pyfunc = self.parsed.pyfunc
+        # a gradient (hydra.grad) builds its own IR from its function's
+        self.pyfunc = getattr(pyfunc, "__hydra_grad__", None) or self.parsed.pyfunc
         self.__hydra_kernel__ = self.pyfunc
         functools.update_wrapper(self, self.pyfunc)
         self.lanes = None if lanes is None else int(lanes)
         self.param_names = parameter_names(self.parsed.node)
-        self._bind = binder(self.pyfunc)  # positional, keyword and default, as Python binds
+        #: the call's arguments, one per parameter: positional, keyword and default, as
+        #: Python binds them
+        self.bind = binder(self.parsed.pyfunc)
         self.varying = (varying,) if isinstance(varying, str) else tuple(varying)
         unknown = [v for v in self.varying if v not in self.param_names]
         if unknown:
@@ -229,7 +232,7 @@ class Kernel:
         return build_specialized(self.pyfunc, types, known, self.varying)[0]
 
     def __call__(self, *args, **kwargs):
-        args = self._bind(*args, **kwargs)
+        args = self.bind(*args, **kwargs)
         if any(type(x).__module__.startswith("dask.") for x in leaves_of(self.param_names, args)):
             from .dask import call  # SPEC section 10: lanes as Dask tasks, lazily
             return call(self, args)
@@ -237,7 +240,7 @@ class Kernel:
 
     def submit(self, *args, **kwargs) -> "dataflow.Future":
         """Start a launch and return its ``hydra.Future`` at once (see ``hydra.dataflow``)."""
-        return dataflow.submit(self, self._bind(*args, **kwargs))
+        return dataflow.submit(self, self.bind(*args, **kwargs))
 
     def prepare(self, args) -> PreparedCall:
         """Everything a launch needs before it runs: checked arguments, the compiled code
@@ -282,8 +285,11 @@ class Kernel:
             return ast.dump(self.parsed.node, indent=2) + "\n"
         values = None
         if types is None:
-            values, types = self.signature(self._bind(*example_args))
+            values, types = self.signature(self.bind(*example_args))
         fn = self._build_for_dump(list(types), values)
+        if stage == "grad":  # hydra.value_and_grad of the function (SPEC section 11)
+            fn = _gradient_for_dump(self, list(types))
+            return print_function(run_pipeline(fn, set(self.varying), stop_after="uniformity"))
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
             return print_function(fn)
@@ -292,6 +298,20 @@ class Kernel:
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
         return backend.dump(fn, stage, self.options, self._structured(types, backend))
+
+
+def _gradient_for_dump(kernel: Kernel, types: list[Type]) -> Function:
+    """The typed SSA of the kernel's gradient (a ``hydra.grad`` kernel's own, else
+    ``hydra.value_and_grad`` of the function by every float scalar parameter)."""
+    from .grad import GradFunction, value_and_grad
+    if isinstance(kernel.pyfunc, GradFunction):
+        return kernel.pyfunc.build(types)
+    floats = tuple(i for i, t in enumerate(types)
+                   if isinstance(t, ScalarType) and t.kind == "f")
+    if not floats:
+        raise ValueError(f"stage 'grad': {kernel.pyfunc.__name__} has no float parameter "
+                         f"to differentiate")
+    return value_and_grad(kernel.pyfunc, argnums=floats).build(types)
 
 
 def _check_writeable(fn: Function, values: list) -> None:

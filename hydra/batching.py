@@ -52,7 +52,7 @@ ELEMENTWISE = frozenset({*UFUNCS, "astype"})
 REDUCTIONS = frozenset({"sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"})
 #: results that are a lane's own new array even from uniform operands (writes stay private)
 FRESH = frozenset({"zeros_like", "ones_like", "full_like", "empty_like", "arange", "copy",
-                   "full", *arraylib.FRESH})
+                   "full", "setitem", *arraylib.FRESH})
 
 
 def lane_copies(value, n: int) -> np.ndarray:
@@ -104,6 +104,54 @@ def max_pool2d(x, k, stride=None):
     return sliding_window_view(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :].max(axis=(-2, -1))
 
 
+def setitem(a, value, *ints, index):
+    """A copy of ``a`` with ``a[index] = value`` (hydra.grad's functional form of a
+    store into a lane's own array)."""
+    out = np.array(a, copy=True)
+    out[index_tuple(index, ints)] = value
+    return out
+
+
+# --- the adjoints of the layers (hydra.grad's rules emit them; leading axes batch) -------
+
+def conv2d_grad_input(g, w, height, width, stride=1, padding=0):
+    """conv2d's adjoint for its images: ``g [..., O, Ho, Wo]`` spread back through
+    ``w [O, C, kh, kw]`` onto ``[..., C, height, width]`` (a transposed convolution)."""
+    _, c, kh, kw = w.shape
+    ho, wo = g.shape[-2:]
+    out = np.zeros(g.shape[:-3] + (c, height + 2 * padding, width + 2 * padding),
+                   np.result_type(g, w))
+    for i in range(kh):
+        for j in range(kw):
+            out[..., i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride] \
+                += np.einsum("...ohw,oc->...chw", g, w[:, :, i, j])
+    return out[..., padding:padding + height, padding:padding + width]
+
+
+def conv2d_grad_weight(x, g, kh, kw, stride=1, padding=0):
+    """conv2d's adjoint for its weights: images ``x [..., C, H, W]`` correlated with
+    ``g [..., O, Ho, Wo]``: ``[..., O, C, kh, kw]``."""
+    if padding:
+        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(padding, padding)] * 2)
+    cols = sliding_window_view(x, (kh, kw), axis=(-2, -1))[..., ::stride, ::stride, :, :]
+    return np.einsum("...ohw,...chwij->...ocij", g, cols)
+
+
+def max_pool2d_grad(x, g, k, stride=None):
+    """max_pool2d's adjoint: each window's ``g`` to the first maximum of the window in
+    row-major order (as PyTorch), 0 elsewhere: the shape of ``x [..., H, W]``."""
+    s = k if stride is None else stride
+    win = sliding_window_view(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :]
+    ho, wo = win.shape[-4:-2]
+    di, dj = np.divmod(win.reshape(win.shape[:-2] + (k * k,)).argmax(-1), k)
+    rows = (np.arange(ho)[:, None] * s + di).reshape(-1, ho, wo)
+    cols = (np.arange(wo)[None, :] * s + dj).reshape(-1, ho, wo)
+    out = np.zeros(x.shape, np.result_type(x, g)).reshape((-1,) + x.shape[-2:])
+    lead = np.arange(out.shape[0])[:, None, None]
+    np.add.at(out, (lead, rows, cols), np.broadcast_to(g, win.shape[:-2]).reshape(-1, ho, wo))
+    return out.reshape(x.shape)
+
+
 def _reduce(name):
     fn = getattr(np, name)
 
@@ -132,7 +180,9 @@ PER_LANE: dict[str, Callable] = {
     "full": lambda v, shape, dtype: np.full(shape, v, dtype=dtype),
     "einsum": lambda *ops, subscripts: np.einsum(subscripts, *ops),
     "tensordot": lambda a, b, axes=2: np.tensordot(a, b, axes),
-    "conv2d": conv2d, "max_pool2d": max_pool2d,
+    "conv2d": conv2d, "max_pool2d": max_pool2d, "conv2d_grad_input": conv2d_grad_input,
+    "conv2d_grad_weight": conv2d_grad_weight, "max_pool2d_grad": max_pool2d_grad,
+    "setitem": setitem,
     **arraylib.PER_LANE,
 }
 
@@ -152,8 +202,9 @@ def result_type(fn: str, types: list[Type], params: dict) -> Type:
     """The type of ``fn``'s result: NumPy's own rules (shapes, broadcasting, NEP 50
     promotion) applied to placeholders.  NumPy's errors propagate to the caller."""
     args = [placeholder(t, True) for t in types]
-    if fn == "getitem":  # index 0 fits every axis that is not empty
-        args = args[:1] + [np.int64(0) for _ in args[1:]]
+    if fn in ("getitem", "setitem"):  # index 0 fits every axis that is not empty
+        keep = 1 if fn == "getitem" else 2
+        args = args[:keep] + [np.int64(0) for _ in args[keep:]]
     with np.errstate(all="ignore"):
         out = PER_LANE[fn](*args, **params)
     out = np.asarray(out) if not isinstance(out, np.generic) else out
@@ -307,6 +358,13 @@ BATCH: dict[str, Callable] = {
         args[0], copy=True, order=params.get("order", "C")),
     "concatenate": join_rule, "stack": join_rule,
     "conv2d": conv_rule, "max_pool2d": pool_rule,
+    # the layers' adjoints take leading (lane) axes where their per-lane operands vary
+    "conv2d_grad_input": lambda f, args, vary, n, out, params: (
+        f(*args, **params) if not vary[1] else loop_rule(f, args, vary, n, out, params)),
+    "conv2d_grad_weight": lambda f, args, vary, n, out, params: (
+        f(*args, **params) if all(vary) else loop_rule(f, args, vary, n, out, params)),
+    "max_pool2d_grad": lambda f, args, vary, n, out, params: (
+        f(*args, **params) if all(vary) else loop_rule(f, args, vary, n, out, params)),
     "einsum": einsum_rule, "tensordot": tensordot_rule, **arraylib.BATCH,
     "full": lambda f, args, vary, n, out, params: np.broadcast_to(
         np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),

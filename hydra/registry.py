@@ -47,6 +47,8 @@ import numpy as np
 
 from . import arraylib, batching, nn
 from . import random as hydra_random
+from .grad.arrays import ARRAY_RULES
+from .grad.rules import MATH_RULES, OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
 from .types import BOOL
@@ -138,6 +140,16 @@ _NO_GRAD_STEP = "piecewise constant: its derivative is 0 almost everywhere (SPEC
 _NO_GRAD_EFFECT = ("a store into shared memory or a cross-lane effect is not "
                    "differentiable (SPEC section 11)")
 _NO_GRAD_VALUE = "it makes a value of its own: nothing flows into it"
+_NO_GRAD_TAPE = ("the gradient transformation's own tape: a gradient of a gradient through "
+                 "a loop is not supported yet (a CompileError)")
+_BY_RECORD = ("its fn's or name's own record (kind math, array or intrinsic) holds the "
+              "adjoint rule or says why there is none")
+_BY_BODY = ("compiled from its body: differentiated by the rules of the operations it "
+            "uses (relu by its own select, relu'(0) = 0)")
+_NO_GRAD_ADJOINT = ("a layer's adjoint, which only the gradient transformation emits: a "
+                    "gradient of a gradient through it is not supported yet (a CompileError)")
+_NO_GRAD_LOAD = ("the transformation decides by the array: a load from a captured array or "
+                 "a parameter not differentiated is a constant; any other is refused")
 _STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "
                "masks and carried values), not by a rule")
 
@@ -151,7 +163,12 @@ _OPCODE_ADJOINTS = {
         "const", "undef", "global_array", "local_array")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("print", "check")},
     **{name: Adjoint.none(_STRUCTURAL) for name in ("if", "while", "yield", "condition")},
+    **{name: Adjoint.none(_BY_RECORD) for name in ("math", "array", "intrinsic")},
     "floordiv": Adjoint.none(_NO_GRAD_STEP),
+    **{name: Adjoint.none(_NO_GRAD_TAPE) for name in ("tape_push", "tape_pop")},
+    **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("store", "array_store")},
+    "load": Adjoint.none(_NO_GRAD_LOAD),
+    **{name: Adjoint.of(rule) for name, rule in OPCODE_RULES.items()},
 }
 
 
@@ -182,7 +199,8 @@ def _math_records() -> None:
         if ("math", fn) in RECORDS:
             continue
         adjoint = (Adjoint.none(_NO_GRAD_RESULT) if fn in _MATH_PREDICATES
-                   else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS else NO_RULE_YET)
+                   else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS
+                   else Adjoint.of(MATH_RULES[fn]) if fn in MATH_RULES else NO_RULE_YET)
         _add(OpRecord("math", fn, f"{name}: {arity} operand(s), {result} result",
                       definition=_math_definition(fn), type_rule=_math_type(result),
                       batching=None, adjoint=adjoint, memory=PURE))
@@ -246,6 +264,8 @@ _ARRAY_NO_GRAD = {
         "zeros_like", "ones_like", "empty_like", "arange", *arraylib.NO_GRAD_VALUE)},
     **{name: Adjoint.none(_NO_GRAD_RESULT) for name in arraylib.NO_GRAD_RESULT},
     **{name: Adjoint.none(_NO_GRAD_STEP) for name in arraylib.NO_GRAD_STEP},
+    **{name: Adjoint.none(_NO_GRAD_ADJOINT) for name in (
+        "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in (
         "laneprod", "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle",
         "rotate", "prefixsum", "lanesum", "lanesum_outer")},
@@ -270,7 +290,8 @@ def _array_records() -> None:
         _add(OpRecord("array", fn, (f.__doc__ or fn).strip().splitlines()[0],
                       definition=f, type_rule=_array_type_rule(fn),
                       batching=batching.BATCH.get(fn, batching.loop_rule),
-                      adjoint=_ARRAY_NO_GRAD.get(fn, NO_RULE_YET),
+                      adjoint=_ARRAY_NO_GRAD.get(fn, Adjoint.of(ARRAY_RULES[fn])
+                                                 if fn in ARRAY_RULES else NO_RULE_YET),
                       monoid=_ARRAY_MONOIDS.get(fn), aliases=tuple(aliases.get(fn, ())),
                       memory=ARRAY_MEMORY[fn]))
     # the cross-lane reductions of arrays: the intrinsics' references over the lane axis
@@ -309,7 +330,7 @@ def _layer_records() -> None:
         else:  # compiled from its body: the records of the operations it uses
             _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
                           definition=layer, type_rule=None, batching=None,
-                          adjoint=NO_RULE_YET))
+                          adjoint=Adjoint.none(_BY_BODY)))
 
 
 # --- hydra.random ----------------------------------------------------------------------------

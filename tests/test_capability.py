@@ -189,8 +189,8 @@ def test_cuda_cache_puts_the_kernel_source_in_the_cache_directory(tmp_path, monk
 def test_stages_come_from_the_protocols():
     from hydra.api import STAGES
     from hydra.backends import stage_backend
-    assert set(STAGES) == {"ast", "ssa", "predicated", "numba", "llvm", "asm", "steps",
-                           "ptx"}
+    assert set(STAGES) == {"ast", "ssa", "grad", "predicated", "numba", "llvm", "asm",
+                           "steps", "ptx"}
     assert stage_backend("numpy", "asm") == "cpu"
     assert stage_backend("cuda", "numba") == "cuda"
     assert stage_backend("numpy", "ptx") == "cuda"

@@ -106,3 +106,23 @@ def test_every_optional_attribute_is_documented_with_its_opcodes():
         assert meaning and (opcodes is None or all(o in OPCODES for o in opcodes)), name
     assert all(info.doc for info in OPCODES.values())
     assert all(OPCODES[o].traps for o in ("floordiv", "mod", "load", "store", "check"))
+
+
+def _loop_loss(x, n):
+    while n > 0:
+        x, n = x * x, n - 1
+    return x
+
+
+def test_a_tape_pops_what_its_pushes_hold():
+    from hydra import grad
+    fn = predicated(grad(_loop_loss), [FLOAT64, INT64], ["x", "n"])
+    verify(fn, predicated=True)
+    pop = first(fn, "tape_pop")
+    assert first(fn, "tape_push").mask is not None and pop.mask is not None
+    pop.results[0].type = INT64
+    with pytest.raises(VerifyError, match=r"pops \['int64'.*from tape 0, which holds"):
+        verify(fn, predicated=True)
+    pop.attrs["tape"] = 7
+    with pytest.raises(VerifyError, match="tape 7 is popped but never pushed"):
+        verify(fn, predicated=True)

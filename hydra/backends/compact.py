@@ -100,6 +100,8 @@ def _analyse(op: Op, read: set) -> Plan | None:
         defined.update(r.id for r in o.results)
         defined.update(a.id for r in o.regions for a in r.args)
     for o in ops:
+        if o.opcode in ("tape_push", "tape_pop"):
+            return None  # hydra.grad's tape keeps a stack per lane index: rows must stay lanes
         name = o.attrs.get("name") if o.opcode == "intrinsic" else o.attrs.get("fn")
         if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
             return None

@@ -30,6 +30,7 @@ from ..ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ..stop import check as check_stop
 from ..trees import unflatten
 from ..types import ArrayType, ScalarType
+from . import tape
 from .hostarrays import array_rule, array_store_rule, select_rule
 from .policy import Policy
 from .policy import current as current_policy
@@ -422,6 +423,7 @@ HOST_RULES: dict[str, Callable] = {
     "array_dim": _array_dim, "local_array": _local_array, "load": _load, "store": _store,
     "intrinsic": _intrinsic, "array": array_rule, "array_store": array_store_rule,
     "print": _print, "check": _check, "if": _if, "while": _while,
+    "tape_push": tape.tape_push, "tape_pop": tape.tape_pop,
 }
 
 

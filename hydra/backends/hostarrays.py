@@ -210,9 +210,14 @@ def select_rule(h, op: Op, env) -> list:
 
 
 def refuse_array_ops(fn, backend: str) -> None:
-    """A ``CompileError`` naming the first per-lane array operation of ``fn``, for a
-    backend that does not run them."""
+    """A ``CompileError`` naming the first per-lane array operation of ``fn``, or the
+    first op of ``hydra.grad``'s tape, for a backend that does not run them."""
     for op in fn.walk():
+        if op.opcode in ("tape_push", "tape_pop"):
+            raise CompileError(f"{op.opcode}, the tape of a loop's gradient (hydra.grad), is "
+                               f"not lowered on the {backend} backend yet (gradients "
+                               f"without loops are; loops run on the numpy and cpu "
+                               f"backends)", op.loc, hint="compile with backend='cpu'")
         if op.opcode in ("array", "array_store"):
             what = "a sub-array store" if op.opcode == "array_store" else \
                 f"the array operation {op.attrs['fn']}"

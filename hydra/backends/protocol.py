@@ -74,6 +74,10 @@ _GAMMA = ("CPython's own math.gamma / math.lgamma (a Lanczos sum, not libm's tga
           "lgamma, so no native call gives their bits): the host computes them for all lanes "
           "(thread-safe: no global signgam)")
 _ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
+#: hydra.grad's tape: per-lane stacks in one growable store that the host keeps (a
+#: loop that pushes or pops runs on the host: correct first, fast in a later issue)
+_TAPE = {op: "hydra.grad's tape (per-lane stacks, grown as lanes push) is kept by the "
+             "host" for op in ("tape_push", "tape_pop")}
 
 PROTOCOLS = {
     "numpy": Protocol("numpy", _options(
@@ -97,6 +101,7 @@ PROTOCOLS = {
         "local_array": "per-lane arrays are allocated by the host (NumPy)",
         "array": _ARRAY_REASON, "array_store": _ARRAY_REASON,
         "math gamma": _GAMMA, "math lgamma": _GAMMA,
+        **_TAPE,
     }),
     "cuda": Protocol("cuda", _options(
         fastmath="numba's fast-math flags, FMA contraction included",
@@ -108,6 +113,8 @@ PROTOCOLS = {
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
         "math gamma": _GAMMA, "math lgamma": _GAMMA,
+        **{op: "hydra.grad's tape: not on cuda yet (a CompileError names it)"
+           for op in _TAPE},
     }),
 }
 

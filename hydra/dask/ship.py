@@ -63,10 +63,32 @@ class Shipped:
     key: str
 
 
+@dataclass(frozen=True)
+class GradShipped:
+    """A ``hydra.grad`` function: its function shipped, and how it differentiates."""
+
+    function: "Shipped | GradShipped"
+    argnums: int | tuple[int, ...]
+    has_aux: bool
+    with_value: bool
+
+    @property
+    def key(self) -> str:
+        text = repr((self.function.key, self.argnums, self.has_aux, self.with_value))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
 def ship(pyfunc, _seen: dict | None = None) -> Shipped:
-    """The ``Shipped`` form of ``pyfunc`` (a plain function, lambda or closure)."""
+    """The ``Shipped`` form of ``pyfunc`` (a plain function, lambda or closure; a
+    ``hydra.grad`` function as a ``GradShipped``)."""
     seen = {} if _seen is None else _seen
     if id(pyfunc) in seen:
+        return seen[id(pyfunc)]
+    grad = getattr(pyfunc, "__hydra_grad__", None)
+    if grad is not None:
+        seen[id(pyfunc)] = GradShipped(ship(grad.__wrapped__, seen),
+                                       grad.indices[0] if grad.single else grad.indices,
+                                       grad.has_aux, grad.with_value)
         return seen[id(pyfunc)]
     parsed = parse_function(pyfunc)
     filename = parsed.filename
@@ -113,6 +135,8 @@ def _transportable(value, seen: dict):
         return IntrinsicRef(value.__hydra_intrinsic__)
     if hasattr(value, "__hydra_kernel__") and not isinstance(value, types.FunctionType):
         value = value.__hydra_kernel__  # a Kernel called from a kernel: its function
+    if getattr(value, "__hydra_grad__", None) is not None:
+        return ship(value, seen)  # a gradient called as a helper
     if isinstance(value, types.FunctionType):
         try:
             return ship(value, seen)
@@ -122,7 +146,7 @@ def _transportable(value, seen: dict):
 
 
 def _token(value) -> str:
-    if isinstance(value, Shipped):
+    if isinstance(value, (Shipped, GradShipped)):
         return value.key
     from dask.base import tokenize
     return tokenize(value)
@@ -134,6 +158,11 @@ def rebuild(shipped: Shipped, _made: dict | None = None):
     """The function ``shipped`` describes, made in this process from its source."""
     made = {} if _made is None else _made
     if shipped.key in made:
+        return made[shipped.key]
+    if isinstance(shipped, GradShipped):
+        from ..grad import GradFunction
+        made[shipped.key] = GradFunction(rebuild(shipped.function, made), shipped.argnums,
+                                         None, shipped.has_aux, shipped.with_value)
         return made[shipped.key]
     # errors and hydra's own source reader find the user's lines under the user's name
     # (where this process has the file as it was, e.g. the client itself, it stays)
@@ -169,7 +198,7 @@ def _restore(value, made: dict):
     if isinstance(value, IntrinsicRef):
         from .. import intrinsics
         return getattr(intrinsics, value.name)
-    if isinstance(value, Shipped):
+    if isinstance(value, (Shipped, GradShipped)):
         return rebuild(value, made)
     return value
 

@@ -17,7 +17,11 @@ from .unroll import build_unrolling
 
 
 def build_function(pyfunc, param_types: list[Type]) -> Function:
-    """The ``ssa`` stage of ``pyfunc`` for arguments of ``param_types``."""
+    """The ``ssa`` stage of ``pyfunc`` for arguments of ``param_types`` (of a
+    ``hydra.grad`` function: its gradient's, ``GradFunction.build``)."""
+    grad = getattr(pyfunc, "__hydra_grad__", None)
+    if grad is not None:
+        return grad.build(param_types)
     parsed = parse_function(pyfunc)
     check_subset(parsed)
     return build_unrolling(lambda: Builder(parsed).build(param_types))

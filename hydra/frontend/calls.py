@@ -11,7 +11,7 @@ import types as pytypes
 
 import numpy as np
 
-from .. import intrinsics, trees
+from .. import intrinsics, nn, trees
 from ..errors import CompileError, CompileTypeError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
@@ -25,7 +25,7 @@ from .idioms import LocalFunction
 from .exprs import NUMPY_SCALAR_TYPES
 from .source import parse_function
 from .subset import check_subset
-from .ufuncs import scalar_ufunc
+from .ufuncs import scalar_relu, scalar_ufunc
 
 #: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
 MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
@@ -91,6 +91,15 @@ class CallMixin:
         read = self.list_or_expr if numpy_call else self.expr
         args = [read(a) for a in node.args]
         kwargs = {k.arg: read(k.value) for k in node.keywords}
+        if getattr(fn, "__hydra_makes_grad__", False):  # hydra.grad(f) in a kernel
+            return Meta(fn(*[self.compile_time(a, loc) for a in args],
+                           **{k: self.compile_time(v, loc) for k, v in kwargs.items()}))
+        if fn is nn.relu and len(args) == 1 and not kwargs and isinstance(args[0], Value):
+            return self.call_relu(args[0], loc)
+        if getattr(fn, "__hydra_stop_gradient__", False):
+            return self.call_stop_gradient(args, kwargs, loc)
+        if getattr(fn, "__hydra_grad__", None) is not None:
+            return self.call_grad(fn.__hydra_grad__, args, kwargs, loc)
         name = getattr(fn, "__hydra_intrinsic__", None)
         if name is not None:
             return self.call_intrinsic(name, args, kwargs, loc)
@@ -354,6 +363,70 @@ class CallMixin:
         if is_array(value):
             raise NeedShapes("printing an array needs its shape", loc)
         raise CompileError(f"cannot print {self.describe(value)}", loc)
+
+    def call_relu(self, x: Value, loc: Loc) -> Value:
+        """``hydra.nn.relu``: np.maximum(x, 0), spelled so that hydra.grad gives it its own
+        rule, relu'(0) = 0 (SPEC section 11): for an array ``where(x <= 0, 0, x)``, the
+        same values (a NaN stays NaN, -0.0 becomes 0.0 as np.maximum makes it)."""
+        if isinstance(x.type, ScalarType):
+            return scalar_relu(self, x, loc)
+        if isinstance(x.type, ArrayType) and x.type.dtype.kind == "f":
+            zero = self.const(0.0, loc, x.type.dtype)
+            return self.array_op("where", [self.array_op("le", [x, zero], loc), zero, x], loc)
+        return self.call_inline(nn.relu, [x], {}, loc)
+
+    def compile_time(self, v, loc: Loc):
+        """The Python object an argument of ``hydra.grad`` stands for (a function, a
+        constant, a tuple of them): it must be known when the kernel compiles."""
+        if isinstance(v, tuple):
+            return tuple(self.compile_time(x, loc) for x in v)
+        if isinstance(v, Meta):
+            return v.obj
+        if isinstance(v, Value) and v.id in self.const_ops:
+            return self.const_ops[v.id].attrs["value"]
+        raise CompileError("the arguments of hydra.grad must be known when the kernel "
+                           "compiles (a function, argnums, wrt, has_aux)", loc)
+
+    def call_stop_gradient(self, args, kwargs, loc: Loc):
+        """``hydra.stop_gradient(x)``: ``x`` through a cast that ``hydra.grad`` stops at."""
+        if len(args) != 1 or kwargs:
+            raise CompileError("hydra.stop_gradient takes one value", loc)
+
+        def stop(x):
+            if isinstance(x, tuple):
+                return tuple(stop(v) for v in x)
+            if isinstance(x, Value) and isinstance(x.type, ScalarType) and x.type.kind == "f":
+                return self.emit("cast", [x], x.type, loc, {"stop_gradient": True})
+            return x
+        return stop(args[0])
+
+    def call_grad(self, grad, args, kwargs, loc: Loc):
+        """A ``hydra.grad`` function called as a helper: its gradient's IR, built for the
+        arguments' types, copied in (``hydra.grad.transform.inline``)."""
+        from ..grad.transform import inline
+        from ..types import TupleType, finalize
+        try:
+            bound = binder(grad.__wrapped__, mark_defaults=True)(*args, **kwargs)
+        except TypeError as e:
+            raise CompileTypeError(str(e), loc) from None
+        names = parameter_names(parse_function(grad.__wrapped__).node)
+        values = [self.from_python(v.value, n, loc) if isinstance(v, Default) else v
+                  for n, v in zip(names, bound)]
+
+        def type_of(v):
+            if isinstance(v, tuple):
+                return TupleType(tuple(type_of(x) for x in v))
+            if not isinstance(v, Value):
+                raise CompileError(f"{self.describe(v)} cannot be passed to a gradient", loc)
+            return finalize(v.type)
+        types = [type_of(v) for v in values]
+        try:
+            fn = grad.build(types)
+        except TypeError as e:
+            raise CompileTypeError(str(e), loc) from None
+        leaves = [self.coerce(v, p.type, loc) for v, p in
+                  zip(self.flatten(tuple(values), "argument", loc)[0], fn.params)]
+        return self.unflatten(inline(fn, leaves, self.region), fn.notes["result_tree"])
 
     def call_inline(self, fn, args, kwargs, loc: Loc):
         if fn in self.call_stack:

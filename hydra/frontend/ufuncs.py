@@ -61,6 +61,13 @@ def scalar_ufunc(b, fname: str, args: list, loc: Loc) -> Value | None:
     return rule(_Emit(b, loc, fname), *args)
 
 
+def scalar_relu(b, x: Value, loc: Loc) -> Value:
+    """``hydra.nn.relu`` of a number: ``np.maximum(x, 0)``, whose gradient at 0 is 0
+    (its own rule, SPEC section 11) where np.maximum's ties split it."""
+    e = _Emit(b, loc, "relu")
+    return _extremum("gt", False)(e, x, e.const(0, x.type))
+
+
 class _Emit:
     """The few emitting helpers the rules share."""
 
@@ -226,7 +233,9 @@ def _extremum(pred: str, ignore_nan: bool):
             c = e.op("bitor", [e.isnan(y), e.cmp(pred[0] + "e", x, y)], BOOL)
         else:
             c = e.op("bitor", [e.cmp(pred, x, y), e.isnan(x)], BOOL)
-        return e.sel(c, x, y)
+        # hydra.grad: a tie gives each side half (SPEC section 11); relu's own rule
+        # (hydra.nn.relu'(0) = 0) is the plain select's
+        return e.op("select", [c, x, y], x.type, tie=e.fname != "relu")
     return rule
 
 

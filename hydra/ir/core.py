@@ -152,6 +152,14 @@ OPCODES: dict[str, OpInfo] = {
     "while": OpInfo("structured loop; operands: initial carried values; regions: before "
                     "(ends in condition), body (ends in yield); results: carried values at exit",
                     regions=2, results=None, memory=Memory(carries=True)),
+    # hydra.grad's tape: the kernel's own private storage, no operand's array (so no
+    # memory of an operand is touched); effects, so never removed and masked by linearize
+    "tape_push": OpInfo("push its operands as one record per active lane onto tape "
+                        "`tape` (hydra.grad: loop state the reverse sweep needs)",
+                        effect=True, results=0, attrs=("tape",), memory=PURE),
+    "tape_pop": OpInfo("pop each active lane's last record from tape `tape`: its values "
+                       "(hydra.grad's reverse sweep)", effect=True, operands=0,
+                       results=None, attrs=("tape",), memory=PURE),
     # what a terminator passes on, its op declares (carries); the kernel's own return
     # values hydra.effects counts as read (the backend copies them out)
     "yield": OpInfo("end of a region: its values", terminator=True, results=0, memory=PURE),
@@ -166,6 +174,10 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
                                "linearize, which removes it)"),
     "guard": (("if",), "an any-lane guard that linearize put around an arm"),
     "varying": (("while",), "a loop that repeats while any lane is active (linearize)"),
+    "tie": (("select",), "np.maximum/np.minimum: where both sides are equal, each gets half "
+                         "the gradient (hydra.grad)"),
+    "stop_gradient": (("cast",), "hydra.stop_gradient(x): the value, with no gradient "
+                                 "flowing back through it (hydra.grad)"),
     "_python": (("const",), "a Python int constant's exact value, which may exceed 64 bits "
                             "until it meets a type (frontend constant folding)"),
     "_numpy_layout": (("array",), "a written reshape reads the result, so its memory layout "
@@ -179,7 +191,8 @@ LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanean
                             "broadcast", "shuffle", "rotate", "prefixsum", "lanesum_outer"})
 
 #: array ops worth running on the active lanes' rows only (products, convolutions)
-HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
+HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d", "conv2d_grad_input",
+                             "conv2d_grad_weight", "max_pool2d_grad"})
 
 #: per ``array`` fn: what it does to its operands' arrays (``Memory``).  Every fn the
 #: frontend can emit has an entry (a test checks): an operation that computes a new
@@ -190,7 +203,8 @@ HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d"})
 ARRAY_MEMORY: dict[str, Memory] = {
     **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
     **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
-                            "tensordot", "conv2d", "max_pool2d")},
+                            "tensordot", "conv2d", "max_pool2d", "conv2d_grad_input",
+                            "conv2d_grad_weight", "max_pool2d_grad", "setitem")},
     # hydra.arraylib: new arrays of their operands (its views are spelled as reshapes,
     # copies and basic indexing by the frontend), or of numbers only (eye, linspace)
     **{fn: PURE if fn in MAKERS else READS for fn in MORE_ARRAY_FNS},

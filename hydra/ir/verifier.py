@@ -7,7 +7,8 @@ one index per axis; intrinsics their table entry's arity); every value is define
 before it is used and only where it is visible (an op sees the values defined
 earlier in its region and in the regions around it); each region ends in the right
 terminator; ``if``/``while`` regions yield as many values, of the same types, as
-the op has results.  With ``predicated=True`` it also checks the guarantees of
+the op has results; every ``tape_pop`` pops records of the types a ``tape_push`` of its
+tape pushes (``hydra.grad``).  With ``predicated=True`` it also checks the guarantees of
 linearization: no ``if`` or ``while`` depends on a varying value, every op that
 ``Op.needs_mask`` (side effects, traps, cross-lane reads: the rule linearize
 follows) carries a mask, and no ``exit_flags`` are left.
@@ -39,6 +40,21 @@ class _Verifier:
 
     def run(self) -> None:
         self.region(self.fn.body, set(p.id for p in self.fn.params), "yield")
+        self.tapes()
+
+    def tapes(self) -> None:
+        pushed: dict = {}
+        for op in self.fn.walk():
+            if op.opcode == "tape_push":
+                pushed.setdefault(op.attrs["tape"], [v.type for v in op.operands])
+        for op in self.fn.walk():
+            if op.opcode == "tape_pop":
+                types = pushed.get(op.attrs["tape"])
+                if types is None:
+                    self.fail(op, f"tape {op.attrs['tape']} is popped but never pushed")
+                if types != [r.type for r in op.results]:
+                    self.fail(op, f"pops {[str(r.type) for r in op.results]} from tape "
+                                  f"{op.attrs['tape']}, which holds {[str(t) for t in types]}")
 
     def region(self, region: Region, visible: set[int], terminator: str) -> None:
         visible = visible | {a.id for a in region.args}

@@ -30,7 +30,7 @@ from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
 from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
-_ALWAYS_VARYING = {"local_array", "entry_mask"}
+_ALWAYS_VARYING = {"local_array", "entry_mask", "tape_pop"}
 
 
 def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:

@@ -5,7 +5,7 @@ when this file changes; ``regen.py`` rewrites the expected texts."""
 
 import numpy as np
 
-from hydra import lane, lanesum, nlanes
+from hydra import grad, lane, lanesum, nlanes
 from hydra.types import FLOAT64, INT64, ArrayType
 
 
@@ -85,6 +85,21 @@ def lane_private_store_no_sync(out, x):
     return tmp[1]
 
 
+def _gradient_loss(x, n):
+    s = x
+    i = 0
+    while i < n:  # per-lane trips: counted, state pushed, reversed
+        if s > 1.0:  # a per-lane condition the reverse keeps
+            s = s * 0.5
+        s = s * x
+        i += 1
+    return s
+
+
+#: hydra.grad: the forward sweep with its tape and the reverse sweep (SPEC section 11)
+gradient_through_loop = grad(_gradient_loss)
+
+
 #: situation -> (function, argument types, varying parameter names)
 SITUATIONS = {
     "varying_if": (varying_if, [INT64], {"x"}),
@@ -98,6 +113,7 @@ SITUATIONS = {
     "sync_point_shared_store": (sync_point_shared_store, [ArrayType(INT64, 1)], set()),
     "lane_private_store_no_sync": (lane_private_store_no_sync, [ArrayType(FLOAT64, 1), FLOAT64],
                                    {"x"}),
+    "gradient_through_loop": (gradient_through_loop, [FLOAT64, INT64], {"x", "n"}),
 }
 
 
