@@ -2,6 +2,7 @@
 has_aux, value_and_grad), stop_gradient, tuples as arguments, the three calling forms
 (as a kernel, inside a kernel, in plain Python) and every error by its message."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -256,3 +257,48 @@ def test_gradient_kernels_on_dask_arrays():
         k = hydra.compile(fn, varying=("x", "n"), backend="cpu")
         out = k(da.from_array(x, chunks=3), da.from_array(n, chunks=3)).compute()
         np.testing.assert_allclose(out, k(x, n), rtol=1e-12)
+
+
+@dataclasses.dataclass
+class Layer:
+    W: np.ndarray
+    b: np.ndarray
+    act: str = "tanh"  # static: part of the structure, not differentiated
+
+
+def layer_loss(p, x):
+    h = p.W @ x + p.b
+    h = np.tanh(h) if p.act == "tanh" else h
+    return (h * h).sum()
+
+
+def _fd(f, p, x, name, index, h=1e-6):
+    """Central finite difference of f(p, x) in p's array ``name`` at ``index``."""
+    def moved(d):
+        q = dataclasses.replace(p, **{name: getattr(p, name).copy()})
+        getattr(q, name)[index] += d
+        return f(q, x)
+    return (moved(h) - moved(-h)) / (2 * h)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_container_argument_gets_a_gradient_of_its_own_structure(backend):
+    """A dataclass of weights (a static str field included) and a dict: the gradient is
+    the same container with each array's gradient, per lane as a kernel, one example's
+    in plain Python; against central finite differences of the function."""
+    r = np.random.default_rng(3)
+    p = Layer(r.standard_normal((3, 4)) * 0.3, r.standard_normal(3) * 0.1)
+    x = r.standard_normal((5, 4))
+    per_lane = hydra.compile(hydra.grad(layer_loss), varying=("x",), backend=backend)(p, x)
+    assert isinstance(per_lane, Layer) and per_lane.act == "tanh"
+    assert per_lane.W.shape == (5, 3, 4) and per_lane.b.shape == (5, 3)
+    one = hydra.grad(layer_loss)(p, x[2])
+    assert isinstance(one, Layer) and one.W.shape == (3, 4)
+    for name, index in (("W", (1, 2)), ("W", (0, 3)), ("b", (2,))):
+        want = _fd(layer_loss, p, x[2], name, index)
+        assert getattr(per_lane, name)[2][index] == pytest.approx(want, rel=1e-5)
+        assert getattr(one, name)[index] == pytest.approx(want, rel=1e-5)
+    as_dict = hydra.grad(lambda q, x: layer_loss(Layer(q["W"], q["b"]), x))
+    got = as_dict({"W": p.W, "b": p.b}, x[2])
+    assert sorted(got) == ["W", "b"]
+    np.testing.assert_allclose(got["W"], one.W, rtol=1e-12)

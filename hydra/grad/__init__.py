@@ -65,11 +65,7 @@ def _check_param(name: str, t: Type) -> None:
         for i, e in enumerate(t.elems):
             _check_param(f"{name}[{i}]", e)
         return
-    if isinstance(t, TreeType):
-        if t.treedef.kind != "tuple" or any(c.kind != "leaf" for c in t.treedef.children):
-            raise TypeError(f"hydra.grad: parameter '{name}' is a {t.treedef.kind}: "
-                            f"gradients with respect to containers other than a tuple of "
-                            f"numbers and arrays are not supported yet")
+    if isinstance(t, TreeType):  # its static leaves (None, strings) are no parameters
         for path, e in zip(trees.paths(t.treedef, name), t.leaves):
             _check_param(path, e)
         return
