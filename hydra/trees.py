@@ -21,6 +21,12 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
+#: types whose instances are always leaves (``is_container`` answers them first)
+_LEAF_TYPES = frozenset({np.ndarray, float, int, bool, np.float64, np.float32, np.int64,
+                         np.int32, np.bool_})
+
 #: the kinds of inner nodes, with the static and leaf kinds
 KINDS = ("leaf", "static", "tuple", "list", "dict", "namedtuple", "dataclass")
 
@@ -83,6 +89,8 @@ def is_dataclass_instance(obj) -> bool:
 
 def is_container(obj) -> bool:
     """Is ``obj`` an inner node of a tree (not a leaf, not a static value)?"""
+    if type(obj) in _LEAF_TYPES:  # the common arguments, asked on every call: at once
+        return False
     return isinstance(obj, (tuple, list, dict)) or is_dataclass_instance(obj)
 
 

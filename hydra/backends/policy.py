@@ -16,7 +16,6 @@ steps that run outside a host read the policy of the run in progress (``current`
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 from dataclasses import dataclass
 
@@ -74,11 +73,10 @@ def current() -> Policy:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def using(policy: Policy):
-    """Run a kernel's steps under ``policy``."""
-    token = _CURRENT.set(policy)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+def enter(policy: Policy):
+    """Run a kernel's steps under ``policy`` until ``leave(token)``; the token."""
+    return _CURRENT.set(policy)
+
+
+def leave(token) -> None:
+    _CURRENT.reset(token)

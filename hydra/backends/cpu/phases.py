@@ -77,6 +77,8 @@ class Plan:
     def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
         self.options = options
+        #: when its per-lane array code compacts (the ``compaction`` option)
+        self.policy = policy.of(options.get("compaction") or "auto")
         self.geo: Geometry = geometry(varying_types(fn), gang_vectors(fn, vector_bits()))
         ops = fn.body.ops[:-1]
         self.host: dict[int, str] = {}
@@ -176,10 +178,11 @@ class Plan:
         threads = min(int(self.options.get("threads") or cores()), cores())
         # the fused loops this run builds go to the disk cache with the kernel's phases
         caching = nativeloops.CACHE.set(bool(self.options.get("cache")))
+        token = policy.enter(self.policy)
         try:
-            with policy.using(policy.of(self.options.get("compaction") or "auto")):
-                self._steps(env, lanes, threads, FusingHost(fn, lanes, self.regions))
+            self._steps(env, lanes, threads, FusingHost(fn, lanes, self.regions))
         finally:
+            policy.leave(token)
             nativeloops.CACHE.reset(caching)
         return [env[v.id] for v in fn.body.terminator.operands]
 
