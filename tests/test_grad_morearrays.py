@@ -22,7 +22,7 @@ def statistics(x, M):
     v = np.var(x) + np.std(M, axis=0, ddof=1).sum() + np.var(M, axis=1, keepdims=True).sum() \
         + np.std(x)
     n = np.linalg.norm(x) + np.linalg.norm(M) + np.linalg.norm(M, axis=1).sum() \
-        + np.linalg.norm(x, 1) + np.linalg.norm(x, np.inf) + np.linalg.norm(M, "fro") \
+        + np.linalg.norm(x, 1) + np.linalg.norm(x, np.inf) + np.linalg.norm(M.T, "fro") \
         + np.linalg.norm(x, 3) + np.linalg.norm(M, -np.inf, axis=0, keepdims=True).sum()
     p = np.prod(x) + np.prod(M, axis=0).sum() + np.sin(np.cumprod(x)).sum() \
         + np.cumprod(M, axis=1).sum()
@@ -79,7 +79,8 @@ def gathers(x, M, i, fp):
         + np.take(M, 5) + (np.take(x, np.array([[1, 2], [2, 0]])) ** 2).sum() \
         + np.take(x, i) * x[1]
     b = (np.sort(x) * C6).sum() + np.sin(np.sort(M, axis=0)).sum() \
-        + (np.sort(M, axis=None)[:4] ** 2).sum()
+        + (np.sort(M, axis=None)[:4] ** 2).sum() + (np.sort(M) * C6[:4]).sum() \
+        + np.sin(np.take(M, np.array((i, 1, i)), axis=1)).sum()
     c = np.sin(np.einsum("ij,j->i", M, x[:4])).sum() + np.einsum("ij->", M * M) \
         + np.einsum("ij,kj->ik", M, M)[0, 2] + np.sin(np.einsum("i,j->ij", x[:2], x)).sum() \
         + np.sin(np.tensordot(M, x[:4], axes=1)).sum() \
@@ -135,3 +136,28 @@ def test_products_are_exact_at_zeros_and_norms_have_gradient_0_at_0():
     np.testing.assert_array_equal(s(np.zeros(3)), [0.0, 0.0, 0.0])
     # equal elements: std's gradient is 0 too (the deviations' norm at 0)
     np.testing.assert_allclose(s(np.ones(3)), 3.0 ** -0.5 + 3.0 ** (-2.0 / 3.0), rtol=1e-14)
+
+
+def branches(x, M):
+    if x[0] > 0.0:  # the rules under a per-lane branch, in a loop with per-lane trips
+        for _ in range(int(x[1] > 0.0) + 1):
+            M = np.cumsum(np.sort(M, axis=1), axis=0) * 0.5
+    else:
+        M = np.pad(np.diff(M, axis=0), ((0, 1), (0, 0))) + np.linalg.norm(x)
+    return float(np.std(M, axis=0).sum() * x[2] + np.sin(np.take(M, 5) * np.prod(x[:3]))
+                 + np.einsum("ij,j->i", M, np.linspace(x[3], x[4], 4)).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32_and_per_lane_control_flow(backend):
+    rng = np.random.default_rng(9)
+    grad = hydra.grad(branches, argnums=(0, 1))
+    X, M = rng.normal(size=(17, 6)), rng.normal(size=(17, 3, 4))
+    dx, dM = hydra.compile(grad, varying=("x", "M"), backend="numpy")(X, M)
+    picked = [0, 5, 16]
+    check_arrays(branches, (dx[picked], dM[picked]), [(X[j], M[j]) for j in picked], [0, 1])
+    k = hydra.compile(grad, varying=("x", "M"), backend=backend)
+    dx32, dM32 = k(X.astype(np.float32), M.astype(np.float32))
+    assert dx32.dtype == dM32.dtype == np.float32
+    np.testing.assert_allclose(dx32, dx, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(dM32, dM, rtol=2e-3, atol=2e-3)

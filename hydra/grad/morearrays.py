@@ -263,20 +263,24 @@ def take(e, op, args, out, g):
 
 
 def sort(e, op, args, out, g):
-    """The sorted elements' adjoints go back where they came from: through the inverse
-    of the (stable) argsort permutation."""
+    """The sorted elements' adjoints go back where they came from: ``g`` gathered
+    through the inverse of the (stable) argsort permutation (its argsort), along the
+    axis as one flat ``take`` (linear in the size)."""
     x, axis = args[0], op.attrs["params"].get("axis", -1)
     s = shape_of(x)
     perm = e.arr("argsort", [x], {"axis": axis})
+    inv = e.arr("argsort", [perm], {"axis": -1 if axis is None else axis})
     if axis is None or len(s) == 1:
-        t = e.arr("take", [g, e.arr("argsort", [perm], {"axis": -1})], {"axis": None})
+        t = e.arr("take", [g, inv], {"axis": None})
         return [e.arr("reshape", [t], {"shape": s}) if len(s) != 1 else t]
     axis %= len(s)
-    n = s[axis]
-    hot = _as(e, e.cmp("eq", e.arr("reshape", [perm], {"shape": s + (1,)}), _iota(e, n)), g)
-    ls = letters(len(s))
-    to = ls[:axis] + "z" + ls[axis + 1:]
-    return [e.arr("einsum", [g, hot], {"subscripts": f"{ls},{ls}z->{to}"})]
+    n, stride = s[axis], int(np.prod(s[axis + 1:]))
+    size = int(np.prod(s))
+    # the flat index of each place with its coordinate along the axis replaced by inv's
+    along = _iota(e, n, tuple(n if i == axis else 1 for i in range(len(s))))
+    base = e.sub(_iota(e, size, s), e.mul(along, e.const(stride, INT64)))
+    flat = e.add(base, e.mul(inv, e.const(stride, INT64)))
+    return [e.arr("take", [g, flat], {"axis": None})]
 
 
 def trace(e, op, args, out, g):
