@@ -41,7 +41,9 @@ def rearranged(x, M):
     d = np.sin(np.pad(x, (1, 2))).sum() + (np.pad(M, 1, mode="edge") ** 2).sum() \
         + (np.pad(x, (3, 2), mode="reflect") * np.linspace(1.0, 2.0, 11)).sum()
     f = np.sin(np.full(3, x[0] * x[1])).sum() + (np.full_like(x, x[2]) * C6).sum()
-    return float(a + b + c + d + f)
+    h = np.sin(np.flip(M, axis=1)).sum() + (x[::2] * x[5:0:-2]).sum() \
+        + np.sin(M[::-1, 1::2]).sum() + x[4:7:3].sum() + x[0:0:2].sum()
+    return float(a + b + c + d + f + h)
 
 
 def elementwise(x, y):
@@ -144,6 +146,7 @@ def branches(x, M):
             M = np.cumsum(np.sort(M, axis=1), axis=0) * 0.5
     else:
         M = np.pad(np.diff(M, axis=0), ((0, 1), (0, 0))) + np.linalg.norm(x)
+        M = np.pad(M, ((0, 0), (2, 1)), mode="edge")[:, 1:5]
     return float(np.std(M, axis=0).sum() * x[2] + np.sin(np.take(M, 5) * np.prod(x[:3]))
                  + np.einsum("ij,j->i", M, np.linspace(x[3], x[4], 4)).sum())
 
@@ -161,3 +164,30 @@ def test_float32_and_per_lane_control_flow(backend):
     assert dx32.dtype == dM32.dtype == np.float32
     np.testing.assert_allclose(dx32, dx, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(dM32, dM, rtol=2e-3, atol=2e-3)
+
+
+def cubes(x):
+    return float((np.cumsum(x) ** 3).sum() + (np.sort(x) ** 3 * C6).sum() + np.prod(x)
+                 + np.var(x) ** 2 + np.cumprod(x).sum() + (np.take(x, (1, 1, 4)) ** 3).sum()
+                 + (x[::-2] ** 3).sum())
+
+
+d_cubes = hydra.grad(cubes)
+
+
+def curvature(x):
+    return float((d_cubes(x) * C6).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_gradient_of_a_gradient_through_the_rules(backend):
+    rng = np.random.default_rng(10)
+    first = hydra.compile(d_cubes, varying="x", backend=backend)
+    second = hydra.compile(hydra.grad(curvature), varying="x", backend=backend)
+    X = rng.normal(size=(5, 6))
+    got, h = second(X), 1e-6
+    for j in range(6):
+        step = np.zeros(6)
+        step[j] = h
+        fd = ((first(X + step) - first(X - step)) * C6).sum(axis=1) / (2 * h)
+        np.testing.assert_allclose(got[:, j], fd, rtol=1e-5, atol=1e-6)

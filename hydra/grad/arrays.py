@@ -161,10 +161,39 @@ def getitem(e, op, args, out, g):
             widths = [(0, 0)] * len(here)
             widths[axis] = (lo, n - max(hi, lo))
             t = e.arr("pad", [t], {"pad_width": tuple(widths)})
+        elif item[0] == "slice":
+            t = _strided(e, t, axis, n, range(*slice(*item[1:]).indices(n)))
         else:
             raise CompileError(f"hydra.grad: the adjoint of indexing with "
                                f"{_shown(item)} is not written yet", op.loc)
     return [t] + [None] * (len(args) - 1)
+
+
+def _strided(e, t, axis: int, n: int, places: range):
+    """``t`` (along ``axis``, the elements at ``places`` of n, a strided slice) put back
+    at its places, zeros between: reversed where the step is negative, each element
+    followed by step - 1 zeros (a pad of a new axis), then padded to n."""
+    here = shape_of(t)
+    if places.step < 0:
+        t = e.arr("getitem", [t], {"index": (("slice", None, None, None),) * axis
+                                   + (("slice", None, None, -1),)})
+        places = places[::-1]
+    m, k = len(places), places.step
+    if m == 0:
+        widths = [(0, 0)] * len(here)
+        widths[axis] = (0, n)
+        return e.arr("pad", [t], {"pad_width": tuple(widths)})
+    t = e.arr("reshape", [t], {"shape": here[:axis] + (m, 1) + here[axis + 1:]})
+    widths = [(0, 0)] * (len(here) + 1)
+    widths[axis + 1] = (0, k - 1)
+    t = e.arr("pad", [t], {"pad_width": tuple(widths)})
+    t = e.arr("reshape", [t], {"shape": here[:axis] + (m * k,) + here[axis + 1:]})
+    end = places[0] + (m - 1) * k + 1
+    t = e.arr("getitem", [t], {"index": (("slice", None, None, None),) * axis
+                               + (("slice", 0, end - places[0], None),)})
+    widths = [(0, 0)] * len(here)
+    widths[axis] = (places[0], n - end)
+    return e.arr("pad", [t], {"pad_width": tuple(widths)})
 
 
 def _shown(item) -> str:

@@ -95,10 +95,10 @@ def var(e, op, args, out, g):
     dev = e.sub(x, e.arr("mean", [x], {"axis": p.get("axis"), "keepdims": True}))
     dof = float(_count(x, axes) - p.get("ddof", 0))
     if op.attrs["fn"] == "var":
-        return [e.mul(gs, e.mul(dev, 2.0 / dof))]
+        return [e.mul(gs, e.div(e.mul(dev, 2.0), dof))]  # dof 0: inf or NaN, as NumPy
     s, _ = spread_back(e, x, out, p)
     at0 = e.cmp("eq", s, 0.0)
-    return [e.where_zero(at0, e.div(e.mul(gs, dev), e.mul(e.select(at0, 1.0, s), dof)))]
+    return [e.where_zero(at0, e.div(e.div(e.mul(gs, dev), dof), e.select(at0, 1.0, s)))]
 
 
 def norm(e, op, args, out, g):
@@ -311,8 +311,9 @@ def diag(e, op, args, out, g):
 
 def pad(e, op, args, out, g):
     """Constant padding: the inner part of ``g``.  Edge and reflect: each axis's padded
-    places are copies of inner ones (NumPy pads the axes in order): scatter-added back,
-    axis by axis in reverse."""
+    places are copies of inner ones (NumPy pads the axes in order), added back axis by
+    axis in reverse: an edge's to the first or last element, a reflection's by a
+    one-hot scatter."""
     p = op.attrs["params"]
     s, widths, mode = shape_of(args[0]), p["pad_width"], p.get("mode", "constant")
     t = g
@@ -323,6 +324,12 @@ def pad(e, op, args, out, g):
         n = s[axis]
         if mode == "constant":
             t = _slice(e, t, axis, lo, lo + n)
+        elif mode == "edge":  # the copies of the first and last elements
+            left = e.arr("sum", [_slice(e, t, axis, 0, lo)], {"axis": axis, "keepdims": True})
+            right = e.arr("sum", [_slice(e, t, axis, lo + n, None)], {"axis": axis,
+                                                                     "keepdims": True})
+            t = e.add(_slice(e, t, axis, lo, lo + n), e.add(_pad(e, left, axis, 0, n - 1),
+                                                            _pad(e, right, axis, n - 1, 0)))
         else:
             src = e.arr("pad", [_iota(e, n)], {"pad_width": ((lo, hi),), "mode": mode})
             t = _scatter(e, t, src, n, axis)
