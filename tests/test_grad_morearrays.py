@@ -87,7 +87,11 @@ def gathers(x, M, i, fp):
         + np.einsum("ij,kj->ik", M, M)[0, 2] + np.sin(np.einsum("i,j->ij", x[:2], x)).sum() \
         + np.sin(np.tensordot(M, x[:4], axes=1)).sum() \
         + np.tensordot(W23, M, axes=(1, 0)).sum() + np.tensordot(M, M) \
-        + np.sin(np.einsum("ij,ij->j", M, M)).sum()
+        + np.sin(np.einsum("ij,ij->j", M, M)).sum() + np.einsum("ii", M[:, :3]) ** 2 \
+        + np.sin(np.einsum("ii->i", M[:, 1:])).sum() \
+        + np.sin(np.einsum("...j,j", M, x[:4])).sum() \
+        + np.sin(np.einsum("ij,...j->...i", M, M)).sum() \
+        + np.sin(np.einsum("ji,jj", M, M[:, :3])).sum()
     d = np.sin(np.interp(x, XP, fp)).sum() + np.interp(x[0] * 2.0, XP, fp) ** 2 \
         + np.interp(x[1], XP, fp, left=0.5, right=-0.5) + (np.interp(M, XP, fp) * M).sum()
     f = (np.sin(np.linspace(x[0], x[1], 5))).sum() \
