@@ -23,7 +23,9 @@ def statistics(x, M):
         + np.std(x)
     n = np.linalg.norm(x) + np.linalg.norm(M) + np.linalg.norm(M, axis=1).sum() \
         + np.linalg.norm(x, 1) + np.linalg.norm(x, np.inf) + np.linalg.norm(M.T, "fro") \
-        + np.linalg.norm(x, 3) + np.linalg.norm(M, -np.inf, axis=0, keepdims=True).sum()
+        + np.linalg.norm(x, 3) + np.linalg.norm(M, -np.inf, axis=0, keepdims=True).sum() \
+        + np.linalg.norm(M, 1) + np.linalg.norm(M, -np.inf) \
+        + np.linalg.norm(M, np.inf, axis=(1, 0), keepdims=True).sum()
     p = np.prod(x) + np.prod(M, axis=0).sum() + np.sin(np.cumprod(x)).sum() \
         + np.cumprod(M, axis=1).sum()
     return float(s + v + n + p)

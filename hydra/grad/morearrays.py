@@ -104,16 +104,19 @@ def var(e, op, args, out, g):
 def norm(e, op, args, out, g):
     """The vector p-norms (2, 1, inf, -inf and any p > 0) and the Frobenius norm: their
     gradient is 0 where the norm is 0; ``max``/``min`` of ``|x|`` (inf, -inf) split it
-    among tied elements.  Matrix norms other than Frobenius are not written yet."""
+    among tied elements.  The matrix norms 1, -1, inf, -inf too; 2, -2 and 'nuc' (of
+    the singular values) are not written yet."""
     x, p = args[0], op.attrs["params"]
     nd, o, axis = len(shape_of(x)), p.get("ord"), p.get("axis")
     matrix = isinstance(axis, tuple) and len(axis) == 2 or axis is None and nd == 2
+    params = {"axis": axis, "keepdims": p.get("keepdims", False)}
+    if matrix and o in (1, -1, math.inf, -math.inf):
+        return [_matrix_norm(e, x, o, params, out, g)]
     if matrix and o in (None, "fro") or o is None:
         o = 2
     elif matrix or isinstance(o, str):
         raise CompileError(f"hydra.grad: the adjoint of the matrix norm ord={o!r} is not "
-                           f"written yet (ord=None or 'fro' is)", op.loc)
-    params = {"axis": axis, "keepdims": p.get("keepdims", False)}
+                           f"written yet (ord=None, 'fro', 1, -1, inf and -inf are)", op.loc)
     gs, axes = spread_back(e, x, g, params)
     n, _ = spread_back(e, x, out, params)
     if o == 0:  # the count of nonzero elements: piecewise constant
@@ -123,18 +126,37 @@ def norm(e, op, args, out, g):
         hit = _as(e, e.cmp("eq", mag, n), x)
         count, _ = spread_back(e, x, e.arr("sum", [hit], {"axis": axes, "keepdims": True}),
                            {**params, "keepdims": True})
-        return [e.div(e.mul(gs, rules._sign_times(e, x, hit)), count)]
+        return [e.div(e.mul(gs, rules.sign_times(e, x, hit)), count)]
     at0 = e.cmp("eq", n, 0.0)
     safe = e.select(at0, 1.0, n)
     if o == 2:
         d = e.div(x, safe)
     elif o == 1:
-        d = rules._sign_times(e, x, e.arr("ones_like", [x], {"dtype": None}))
+        d = rules.sign_times(e, x, e.arr("ones_like", [x], {"dtype": None}))
     else:
         base = e.div(e.arr("abs", [x]), safe)
         ratio = e.math("pow", base, e.const(float(o) - 1.0, base.type.dtype))
-        d = rules._sign_times(e, x, ratio)
+        d = rules.sign_times(e, x, ratio)
     return [e.where_zero(at0, e.mul(gs, d))]
+
+
+def _matrix_norm(e, x, o, params, out, g):
+    """ord 1 (-1): the largest (smallest) column sum of |x|; inf (-inf): row sum.  The
+    gradient is sign(x) on the extreme columns (rows), split among tied ones."""
+    rows, cols = (0, 1) if params["axis"] is None else tuple(
+        a % len(shape_of(x)) for a in params["axis"])
+    summed = rows if o in (1, -1) else cols
+    sums = e.arr("sum", [e.arr("abs", [x])], {"axis": summed, "keepdims": True})
+    kept = {**params, "keepdims": True}
+    top = out
+    if is_array(out) and not params["keepdims"]:
+        top = e.arr("reshape", [out], {"shape": tuple(
+            1 if i in (rows, cols) else n for i, n in enumerate(shape_of(x)))})
+    hit = _as(e, e.cmp("eq", sums, top), x)
+    count = e.arr("sum", [hit], {"axis": cols if summed == rows else rows, "keepdims": True})
+    gs, _ = spread_back(e, x, g, params)
+    share, _ = spread_back(e, x, e.div(hit, count), {**kept, "axis": summed})
+    return e.mul(gs, rules.sign_times(e, x, share))
 
 
 def prod(e, op, args, out, g):
