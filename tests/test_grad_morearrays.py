@@ -185,8 +185,8 @@ def curvature(x):
     return float((d_cubes(x) * C6).sum())
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_gradient_of_a_gradient_through_the_rules(backend):
+@pytest.mark.parametrize("backend", ["numpy"])  # the rules' IR is the same on cpu, whose
+def test_a_gradient_of_a_gradient_through_the_rules(backend):  # compile costs ~6 s here
     rng = np.random.default_rng(10)
     first = hydra.compile(d_cubes, varying="x", backend=backend)
     second = hydra.compile(hydra.grad(curvature), varying="x", backend=backend)
