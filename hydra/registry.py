@@ -47,8 +47,10 @@ import numpy as np
 
 from . import arraylib, batching, nn
 from . import random as hydra_random
-from .grad.arrays import ARRAY_RULES
-from .grad.rules import MATH_RULES, OPCODE_RULES
+from .grad.arrays import ARRAY_RULES as _ARRAY_RULES
+from .grad.morearrays import MORE_ARRAY_RULES, MORE_MATH_RULES
+from .grad.rules import MATH_RULES as _MATH_RULES
+from .grad.rules import OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
 from .types import BOOL
@@ -152,6 +154,10 @@ _NO_GRAD_LOAD = ("the transformation decides by the array: a load from a capture
                  "a parameter not differentiated is a constant; any other is refused")
 _STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "
                "masks and carried values), not by a rule")
+
+#: the adjoint rules by array fn and by math fn (hydra.grad.arrays, .morearrays, .rules)
+ARRAY_RULES = {**_ARRAY_RULES, **MORE_ARRAY_RULES}
+MATH_RULES = {**_MATH_RULES, **MORE_MATH_RULES}
 
 # --- opcodes ---------------------------------------------------------------------------
 

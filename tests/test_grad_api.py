@@ -10,6 +10,7 @@ import pytest
 
 import hydra
 from hydra import CompileError
+from hydra.registry import NO_RULE_YET, record
 
 BACKENDS = ["numpy", "cpu"]
 
@@ -154,6 +155,10 @@ def array_op(x):
     return float(np.prod(v))
 
 
+def matrix_norm(x):
+    return float(np.linalg.norm(np.ones((2, 2)) * x, 2))
+
+
 def cubic(x, y):
     return x ** 3 * y + math.sin(x * y)
 
@@ -167,7 +172,7 @@ def test_a_gradient_of_a_gradient_without_loops(backend):
     assert dxy == pytest.approx(3 * 0.49 + math.cos(0.91) - 0.91 * math.sin(0.91))
 
 
-def test_errors():
+def test_errors(monkeypatch):
     with pytest.raises(TypeError, match=r"^hydra.grad: returns_int must return one float "
                                         r"scalar per lane \(float32 or float64\), not int64$"):
         hydra.grad(returns_int)(1.0)
@@ -193,9 +198,15 @@ def test_errors():
     with pytest.raises(CompileError, match=r"a store through a view \(a slice, a reshape, "
                                            r"a transpose\) of an array is not differentiable"):
         hydra.grad(stores_through_a_view)(1.0)
+    assert hydra.grad(array_op)(2.0) == pytest.approx(12.0)
+    # every operation has a rule or a reason today: an operation without is refused so
+    monkeypatch.setattr(record("array", "prod"), "adjoint", NO_RULE_YET)
     with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation prod has no "
                                            r"adjoint rule yet, so it cannot be differentiated"):
         hydra.grad(array_op)(1.0)
+    with pytest.raises(CompileError, match=r"the adjoint of the matrix norm ord=2 is not "
+                                           r"written yet"):
+        hydra.grad(matrix_norm)(1.0)
 
 
 def branchy(x, y):

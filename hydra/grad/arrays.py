@@ -20,7 +20,7 @@ from . import rules
 from .emit import is_array
 
 
-def _shape(v):
+def shape_of(v):
     return v.type.shape if isinstance(v.type, ArrayType) else ()
 
 
@@ -32,10 +32,10 @@ def _axes(params, ndim: int) -> tuple[int, ...]:
     return tuple(a % ndim for a in axis)
 
 
-def _spread(e, x, g, params):
+def spread_back(e, x, g, params):
     """``g`` (a reduction of ``x`` over ``params['axis']``) broadcast back to ``x``'s
     shape, as ``ones_like(x) * g`` with the reduced axes kept."""
-    shape = _shape(x)
+    shape = shape_of(x)
     axes = _axes(params, len(shape))
     if isinstance(g.type, ArrayType) and not params.get("keepdims"):
         kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
@@ -44,12 +44,12 @@ def _spread(e, x, g, params):
 
 
 def sum_(e, op, args, out, g):
-    return [_spread(e, args[0], g, op.attrs["params"])[0]]
+    return [spread_back(e, args[0], g, op.attrs["params"])[0]]
 
 
 def mean(e, op, args, out, g):
-    spread, axes = _spread(e, args[0], g, op.attrs["params"])
-    count = int(np.prod([_shape(args[0])[a] for a in axes]))
+    spread, axes = spread_back(e, args[0], g, op.attrs["params"])
+    count = int(np.prod([shape_of(args[0])[a] for a in axes]))
     return [e.div(spread, float(count))]
 
 
@@ -57,17 +57,17 @@ def extremum(e, op, args, out, g):
     """``max``/``min`` along axes: the gradient split equally among the tied elements."""
     x = args[0]
     params = op.attrs["params"]
-    top, _ = _spread(e, x, out, params)
+    top, _ = spread_back(e, x, out, params)
     hit = e.arr("astype", [e.cmp("eq", x, top)], {"dtype": x.type.dtype.name})
-    count, _ = _spread(e, x, e.arr("sum", [hit], {"axis": params.get("axis"),
+    count, _ = spread_back(e, x, e.arr("sum", [hit], {"axis": params.get("axis"),
                                                   "keepdims": False}), params)
-    share, _ = _spread(e, x, g, params)
+    share, _ = spread_back(e, x, g, params)
     return [e.div(e.mul(hit, share), count)]
 
 
 def matmul(e, op, args, out, g):
     a, b = args
-    na, nb = len(_shape(a)), len(_shape(b))
+    na, nb = len(shape_of(a)), len(shape_of(b))
     t = (lambda v: e.arr("transpose", [v]))
     if na == 1 and nb == 1:
         return [e.mul(g, b), e.mul(g, a)]
@@ -83,14 +83,14 @@ def matmul(e, op, args, out, g):
 
 def outer(e, op, args, out, g):
     a, b = args
-    if len(_shape(a)) != 1 or len(_shape(b)) != 1:
+    if len(shape_of(a)) != 1 or len(shape_of(b)) != 1:
         raise CompileError("hydra.grad: the adjoint of np.outer is written for 1-d "
                            "operands yet", op.loc)
     return [e.arr("matmul", [g, b]), e.arr("matmul", [e.arr("transpose", [g]), a])]
 
 
 def reshape(e, op, args, out, g):
-    return [e.arr("reshape", [g], {"shape": _shape(args[0])})]
+    return [e.arr("reshape", [g], {"shape": shape_of(args[0])})]
 
 
 def transpose(e, op, args, out, g):
@@ -128,7 +128,7 @@ EMITTED = frozenset({"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad
 FUNCTIONAL = frozenset({"setitem"})
 
 
-def _index_int(e, i, n: int):
+def index_int(e, i, n: int):
     """An index operand as int64, a negative one counted from the end (as NumPy)."""
     from ..types import BOOL, INT64
     i = e.cast(i, INT64)
@@ -141,11 +141,11 @@ def getitem(e, op, args, out, g):
     here undone axis by axis: an int place puts ``g`` at its position by a one-hot
     ``where``, a slice pads ``g`` with zeros."""
     a, ints = args[0], iter(args[1:])
-    shape = _shape(a)
+    shape = shape_of(a)
     t = g
     for axis, item in enumerate(op.attrs["params"]["index"]):
         n = shape[axis]
-        here = _shape(t)
+        here = shape_of(t)
         if item[0] == "int":
             if not is_array(t):  # a number: as an array of one element
                 one = e.arr("arange", [], {"start": 0, "stop": 1, "step": 1,
@@ -155,16 +155,45 @@ def getitem(e, op, args, out, g):
             iota = e.arr("arange", [], {"start": 0, "stop": n, "step": 1, "dtype": "int64"})
             iota = e.arr("reshape", [iota], {"shape": tuple(
                 n if j == axis else 1 for j in range(len(here) + 1))})
-            t = e.select(e.arr("eq", [iota, _index_int(e, next(ints), n)]), t, 0.0)
+            t = e.select(e.arr("eq", [iota, index_int(e, next(ints), n)]), t, 0.0)
         elif item[0] == "slice" and item[3] in (None, 1):
             lo, hi, _ = slice(item[1], item[2]).indices(n)
             widths = [(0, 0)] * len(here)
             widths[axis] = (lo, n - max(hi, lo))
             t = e.arr("pad", [t], {"pad_width": tuple(widths)})
+        elif item[0] == "slice":
+            t = _strided(e, t, axis, n, range(*slice(*item[1:]).indices(n)))
         else:
             raise CompileError(f"hydra.grad: the adjoint of indexing with "
                                f"{_shown(item)} is not written yet", op.loc)
     return [t] + [None] * (len(args) - 1)
+
+
+def _strided(e, t, axis: int, n: int, places: range):
+    """``t`` (along ``axis``, the elements at ``places`` of n, a strided slice) put back
+    at its places, zeros between: reversed where the step is negative, each element
+    followed by step - 1 zeros (a pad of a new axis), then padded to n."""
+    here = shape_of(t)
+    if places.step < 0:
+        t = e.arr("getitem", [t], {"index": (("slice", None, None, None),) * axis
+                                   + (("slice", None, None, -1),)})
+        places = places[::-1]
+    m, k = len(places), places.step
+    if m == 0:
+        widths = [(0, 0)] * len(here)
+        widths[axis] = (0, n)
+        return e.arr("pad", [t], {"pad_width": tuple(widths)})
+    t = e.arr("reshape", [t], {"shape": here[:axis] + (m, 1) + here[axis + 1:]})
+    widths = [(0, 0)] * (len(here) + 1)
+    widths[axis + 1] = (0, k - 1)
+    t = e.arr("pad", [t], {"pad_width": tuple(widths)})
+    t = e.arr("reshape", [t], {"shape": here[:axis] + (m * k,) + here[axis + 1:]})
+    end = places[0] + (m - 1) * k + 1
+    t = e.arr("getitem", [t], {"index": (("slice", None, None, None),) * axis
+                               + (("slice", 0, end - places[0], None),)})
+    widths = [(0, 0)] * len(here)
+    widths[axis] = (places[0], n - end)
+    return e.arr("pad", [t], {"pad_width": tuple(widths)})
 
 
 def _shown(item) -> str:
@@ -195,10 +224,10 @@ def clip(e, op, args, out, g):
 
 def concatenate(e, op, args, out, g):
     """Each operand's part of ``g`` along the axis (a slice)."""
-    axis = op.attrs["params"].get("axis", 0) % len(_shape(out))
+    axis = op.attrs["params"].get("axis", 0) % len(shape_of(out))
     parts, start = [], 0
     for v in args:
-        n = _shape(v)[axis]
+        n = shape_of(v)[axis]
         index = tuple(("slice", None, None, None) for _ in range(axis)) + (
             ("slice", start, start + n, None),)
         parts.append(e.arr("getitem", [g], {"index": index}))
@@ -208,13 +237,13 @@ def concatenate(e, op, args, out, g):
 
 def stack(e, op, args, out, g):
     """Operand k's part of ``g`` is ``g[..., k, ...]`` along the new axis."""
-    axis = op.attrs["params"].get("axis", 0) % len(_shape(out))
+    axis = op.attrs["params"].get("axis", 0) % len(shape_of(out))
     parts = []
     for k, v in enumerate(args):
         index = tuple(("slice", None, None, None) for _ in range(axis)) + (
             ("slice", k, k + 1, None),)
         part = e.arr("getitem", [g], {"index": index})
-        parts.append(e.arr("reshape", [part], {"shape": _shape(v)}))
+        parts.append(e.arr("reshape", [part], {"shape": shape_of(v)}))
     return parts
 
 
@@ -224,8 +253,8 @@ def conv2d(e, op, args, out, g):
     x, w = args[0], args[1]
     p = op.attrs["params"]
     stride, padding = p.get("stride") or 1, p.get("padding") or 0
-    height, width = _shape(x)[-2:]
-    kh, kw = _shape(w)[-2:]
+    height, width = shape_of(x)[-2:]
+    kh, kw = shape_of(w)[-2:]
     grads = [e.arr("conv2d_grad_input", [g, w], {"height": height, "width": width,
                                                  "stride": stride, "padding": padding}),
              e.arr("conv2d_grad_weight", [x, g], {"kh": kh, "kw": kw, "stride": stride,

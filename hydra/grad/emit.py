@@ -16,9 +16,10 @@ from ..errors import Loc
 from ..ir.core import Op, Region, Value
 from ..types import BOOL, ArrayType, Type
 
-#: a math function's name as an ``array`` op's fn (NumPy's), where it differs
+#: a math function's name as an ``array`` op's fn (NumPy's), where it differs (``pow``
+#: is the fn of np.power too: the one record, differentiable again)
 _ARRAY_MATH = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
-               "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "pow": "power"}
+               "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh"}
 
 
 def is_array(v) -> bool:

@@ -42,14 +42,14 @@ def neg(e, op, args, out, g):
     return [e.neg(g)]
 
 
-def _sign_times(e, x, g):
+def sign_times(e, x, g):
     """g * sign(x) with sign(0) = 0, by selects."""
     return e.select(e.cmp("gt", x, 0.0), g,
                     e.select(e.cmp("lt", x, 0.0), e.neg(g), 0.0))
 
 
 def abs_(e, op, args, out, g):
-    return [_sign_times(e, args[0], g)]
+    return [sign_times(e, args[0], g)]
 
 
 def _extremum(e, args, g, wins: str):
@@ -152,7 +152,7 @@ MATH_RULES = {
     "acosh": _unary(lambda e, x, y, g: e.div(g, _rsqrt_of(e, e.sub(e.mul(x, x), 1.0)))),
     "atanh": _unary(lambda e, x, y, g: e.div(g, e.sub(1.0, e.mul(x, x)))),
     "cbrt": _unary(lambda e, x, y, g: e.div(g, e.mul(e.mul(y, y), 3.0))),
-    "fabs": _unary(lambda e, x, y, g: _sign_times(e, x, g)),
+    "fabs": _unary(lambda e, x, y, g: sign_times(e, x, g)),
     "erf": _unary(lambda e, x, y, g: e.mul(g, e.mul(
         e.math("exp", e.neg(e.mul(x, x))), TWO_OVER_SQRT_PI))),
     "erfc": _unary(lambda e, x, y, g: e.neg(e.mul(g, e.mul(
