@@ -20,8 +20,12 @@ otherwise (its strides are not part of the kernel's type).
 
 ``check_stores`` refuses, as ``CompileError``s, the stores that land in a base per
 example but would miss it in hydra's batched form: through a gather at a varying index
-(a view per example), and into an array a varying ``if`` chose (hydra joins the arms
-into per-lane rows, a copy) where the base is observed elsewhere.
+(a view per example), and into an array a varying ``if`` chose, or a loop carried where
+a varying ``if`` in it chose or a varying loop kept each lane's last one (hydra joins
+the arms into per-lane rows, a copy), where the base is observed elsewhere.  Two views
+of one array (``x[0] if c > 0 else x[1]``) are two arrays here: the join copies them
+too, so the store misses ``x``; only an arm that yields the very value the other does
+makes no copy.
 """
 
 from __future__ import annotations
@@ -205,37 +209,98 @@ class _Merges:
     def check(self, op: Op) -> None:
         *_, v = _views_back(op.operands[0], self.made, self.copied)
         merge = self.made.get(v.id)
-        if merge is None or merge.opcode != "if" or not merge.operands[0].varying:
+        if merge is not None and (merge.opcode == "while" or merge.opcode == "if"
+                                  and not merge.operands[0].varying):
+            return self._carried(op, v)
+        if merge is None or merge.opcode != "if":
             return
         i = merge.results.index(v)
-        arms = [list(_views_back(reg.terminator.operands[i], self.made, self.copied))[-1]
-                for reg in merge.regions]
-        if arms[0] is arms[1]:
-            return
+        yields = [reg.terminator.operands[i] for reg in merge.regions]
+        if yields[0] is yields[1]:  # one value on every lane: no select, no copy
+            return self._carried(op, v)
+        arms = [list(_views_back(y, self.made, self.copied))[-1] for y in yields]
+        for arm in arms:  # an arm that is itself a join: the arrays it joined
+            if arm.id in self.made and _sources(self.made[arm.id], arm) is not None:
+                self._carried(op, arm, {v.id})
         for arm in arms:
             if arm.id in self.callers:
                 seen = f"{arm.name or 'an argument'}, the caller's array"
-            elif self._read_later(arm, v, op, {k for k, a in enumerate(arms) if a is arm}):
+            elif self._read_later(arm, op, {v.id}, merge,
+                                  {k for k, a in enumerate(arms) if a is arm}):
                 seen = f"{arm.name or 'an array'}, which is read after the store"
             else:
                 continue
-            raise CompileError(
-                f"a store into an array that a varying if chose: per example it lands in "
-                f"{seen}, on the lanes whose arm chose it, where hydra joins the arms into "
-                f"per-lane rows (a copy)", op.loc,
-                hint="store into each array under the if's condition, or copy the array "
-                     "the other arm chose (z = y.copy())")
+            _refuse(op, "a varying if chose", seen, arm if arms[0] is arms[1] else None)
 
-    def _read_later(self, base: Value, chosen: Value, store: Op, chose: set) -> bool:
+    def _carried(self, op: Op, v: Value, chosen: set | None = None) -> None:
+        """A store into (a view of) a value a loop carries: where the loop joined
+        different arrays (a varying ``if`` in it chose, or a varying loop kept a lane's
+        last one) it is per-lane rows (a copy).  Refused as for an ``if`` where the
+        array is the caller's; for the kernel's own, where it can be seen (coarser than
+        for an ``if``: ``_read_later`` with every join on the way the store's).
+        ``chosen``: where ``v`` is an arm of a varying ``if`` the store goes through
+        (a copy already), that if's result (its id)."""
+        missed, joins = self._origins(v, set(), chosen is not None)
+        joins |= chosen or set()
+        for base in missed.values():
+            if base.id in self.callers:
+                seen = f"{base.name or 'an argument'}, the caller's array"
+            elif self._read_later(base, op, joins,
+                                  renewed=self._renewed(base, op, v, chosen is not None)):
+                seen = f"{base.name or 'an array'}, which is read after the store"
+            else:
+                continue
+            what = "a loop carried" if self.made[v.id].opcode == "while" else \
+                "a varying if chose"
+            _refuse(op, what, seen, base if len(missed) == 1 else None)
+
+    def _origins(self, v: Value, blocked: set, copied: bool = False
+                 ) -> tuple[dict[int, Value], set[int]]:
+        """The arrays ``v`` is (a view of) through joins on a path with a copy (by id;
+        ``copied``: ``v`` is one already), and the ids of the joins on the way; not
+        through the region arguments of the whiles in ``blocked`` (ids)."""
+        missed, joins, seen, todo = {}, set(), set(), [(v, copied)]
+        while todo:
+            w, copied = todo.pop()
+            *_, w = _views_back(w, self.made, self.copied)
+            if (w.id, copied) in seen:
+                continue
+            seen.add((w.id, copied))
+            at = self.made.get(w.id)
+            sources = _sources(at, w) if at is not None else None
+            if sources is None:
+                if copied:
+                    missed[w.id] = w
+                continue
+            if at.opcode == "while" and w not in at.results and id(at) in blocked:
+                continue
+            joins.add(w.id)
+            todo += [(u, copied or copies) for u, copies in sources]
+        return missed, joins
+
+    def _renewed(self, base: Value, store: Op, v: Value, copied: bool) -> bool:
+        """Is ``base`` made in a loop around ``store``, and reaches the store's ``v`` with a
+        copy only from an earlier trip of such a loop (through its arguments)?"""
+        defined = self.made.get(base.id)
+        at = self.pos[id(defined)] if defined is not None else -1
+        around = {id(w) for w in self.loops[id(store)]
+                  if self.pos[id(w)] < at <= self.end[id(w)]}
+        return bool(around) and base.id not in self._origins(v, around, copied)[0]
+
+    def _read_later(self, base: Value, store: Op, own: set, merge: Op | None = None,
+                    chose: set = frozenset(), renewed: bool = False) -> bool:
         """Is ``base`` or a view of it read after ``store`` on a lane that ran the store
         (not in the other arm of an ``if`` around both), or anywhere in a loop around
         ``store`` that ``base`` comes from outside of?  Reads before the store cannot
         see it, but a value joined from ``base`` before the store is ``base`` too (except
-        ``chosen``, the join the store goes through: its reads see the store).  ``chose``:
-        the arms of ``chosen``'s ``if`` that chose ``base`` (on the others the store
-        lands elsewhere, so what they do with ``base`` cannot see it)."""
-        merge = self.made[chosen.id]
-        start, end, after = self.pos[id(merge)], self.end[id(merge)], self.pos[id(store)]
+        ``own``, the ids of the joins the store goes through: their reads see the
+        store).  ``merge``, ``chose``: the varying ``if`` whose result the store goes
+        through and the arms of it that chose ``base`` (on the others the store lands
+        elsewhere, so what they do with ``base`` cannot see it).  ``renewed``: the store
+        sees an earlier trip's ``base`` (``_carried``), so only what that one was joined
+        into can be read later."""
+        start, end = (self.pos[id(merge)], self.end[id(merge)]) if merge else (1, 0)
+        after = self.pos[id(store)]
         defined = self.made.get(base.id)
         at = self.pos[id(defined)] if defined is not None else -1
         loops = [w for w in self.loops[id(store)] if self.pos[id(w)] > at]
@@ -255,6 +320,14 @@ class _Merges:
                         and use.result.id not in self.copied:
                     todo.append(use.result)  # a view: its reads are base's
                     continue
+                joined = use.opcode == "while" or owner is not None
+                if joined and all(r.id in own for r in _carried_to(owner, use, v)):
+                    continue  # into the store's own join
+                if renewed and v is base:  # this trip's base is another array than the
+                    if joined:  # store's; an earlier trip's was joined before the store
+                        todo.extend(r for r in _carried_to(owner, use, v)
+                                    if r.id not in own and r.id not in self.returned)
+                    continue
                 in_loop = any(self.pos[id(w)] <= k <= self.end[id(w)] for w in loops)
                 if in_loop and owner is not merge:
                     return True  # a later trip reads it
@@ -266,10 +339,57 @@ class _Merges:
                     # joined into another value (not a read): follow it, but not into
                     # the kernel's return value (lanes that return run no later store)
                     todo.extend(r for r in _carried_to(owner, use, v)
-                                if r is not chosen and r.id not in self.returned)
+                                if r.id not in own and r.id not in self.returned)
                 elif k > after:
                     return True
         return False
+
+
+def _sources(at: Op, w: Value) -> list[tuple[Value, bool]] | None:
+    """The values a join ``w`` (a result of the varying ``if`` or the ``while`` ``at``,
+    or an argument of one of the while's regions) is made from, each with whether
+    hydra's batched join copies it on the way (a select); None where ``w`` is no such
+    join."""
+    if at.opcode == "if" and w in at.results:  # a uniform if's arm is one lane's
+        i = at.results.index(w)
+        yields = [reg.terminator.operands[i] for reg in at.regions]
+        return [(y, bool(at.operands[0].varying) and yields[0] is not yields[1])
+                for y in yields]
+    if at.opcode != "while":
+        return None
+    before, body = at.regions
+    test, passed = before.terminator.operands[0], before.terminator.operands[1:]
+    yielded = body.terminator.operands
+    if w in before.args:  # a varying loop keeps each lane's last value: a select at the
+        j = before.args.index(w)  # end of a trip, unless the body passes it on unchanged
+        return [(at.operands[j], False),
+                (yielded[j], bool(test.varying) and yielded[j] is not body.args[j])]
+    if w in body.args:
+        return [(passed[body.args.index(w)], False)]
+    j = at.results.index(w)  # a value uniform inside a varying loop: a per-lane copy
+    return [(passed[j], bool(test.varying) and not body.args[j].varying)]
+
+
+def _refuse(op: Op, chose: str, seen: str, one: Value | None) -> None:
+    """The ``CompileError`` for a store into one of the arrays that ``chose`` joined
+    (into per-lane rows, a copy), landing per example in ``seen``; ``one``: the array
+    where every choice is (a view of) that one array."""
+    if one is None:
+        raise CompileError(
+            f"a store into an array that {chose}: per example it lands in {seen}, on the "
+            f"lanes whose arm chose it, where hydra joins the arms into per-lane rows (a "
+            f"copy)", op.loc,
+            hint="store into each array under the if's condition, or copy the array the "
+                 "other arm chose (z = y.copy())")
+    name = one.name or "x"
+    raise CompileError(
+        f"a store into an array that {chose}: per example it lands in {seen}, through "
+        f"the view of it each lane chose, where hydra joins the views into per-lane rows "
+        f"(a copy)", op.loc,
+        hint=f"store into {name} itself, at an index each lane computes as it chose the "
+             f"view ({name}[i, j] = ... with i = 0 if c > 0 else 1, for {name}[0] or "
+             f"{name}[1]), or "
+             f"under the condition that chose it")
 
 
 def _carried_to(owner: Op | None, end: Op, v: Value) -> list[Value]:

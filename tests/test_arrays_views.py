@@ -724,6 +724,188 @@ def test_stores_into_a_join_nothing_else_reads(be, n):
           (_x(n, 4), _x(n, seed=2) * 3, np.arange(n) % 4), n, be)
 
 
+
+# --- views of one array that a varying if or a loop chose -------------------------------
+# Per example ``t`` is a view of the row the lane chose, and the store lands in ``x``;
+# hydra joins the views into per-lane rows (a copy), so it is refused.
+
+def row_chosen_by_an_expression(x, c):
+    t = x[0] if c > 0 else x[1]
+    t[2] = 7.0
+    return x
+
+
+def row_chosen_by_a_statement(x, c):
+    if c > 0:
+        t = x[0]
+    else:
+        t = x[1]
+    t[2] = 7.0
+    return c
+
+
+def slice_chosen(x, c):
+    t = x[0:2] if c > 0 else x[1:3]
+    t[0, 2] = 7.0
+    return x
+
+
+def row_of_own_array_chosen(x, c):
+    y = x * 1
+    t = y[0] if c > 0 else y[1]
+    t[2] = 7.0  # y is returned: the store must land in it
+    return y
+
+
+def row_chosen_in_a_loop(x, c):
+    t = x[0]
+    for k in range(3):
+        if c > k:
+            t = x[k + 1]
+    t[2] = 7.0
+    return x
+
+
+def row_chosen_by_a_varying_loop(x, m):
+    t = x[0]
+    k = 0
+    while k < m:
+        k += 1
+        t = x[k]
+    t[2] = 7.0
+    return x
+
+
+def row_chosen_in_a_loop_stored_in_it(x, c):
+    t = x[0]
+    for k in range(3):
+        t[1] += 1.0  # the second trip's t is the join
+        if c > k:
+            t = x[k + 1]
+    return x
+
+
+def own_array_chosen_in_a_loop(x, c):
+    y = x * 1
+    z = x * 2
+    t = y
+    for k in range(2):
+        if c > k:
+            t = z
+    t[0] = 5.0
+    return y, z
+
+
+def row_chosen_in_a_loop_then_by_a_uniform_if(x, c, u):
+    t = x[0]
+    for k in range(3):
+        if c > k:
+            t = x[k + 1]
+    s = t if u > 0 else x[3]  # u uniform: s is t, a join of rows already
+    s[2] = 7.0
+    return x
+
+
+def row_chosen_in_a_loop_then_by_a_varying_if(x, c, d):
+    t = x[0]
+    for k in range(3):
+        if c > k:
+            t = x[k + 1]
+    s = t if d[0] > 0 else x[3] * 1  # the store's own join is of x and a new array
+    s[2] = 7.0
+    return x
+
+
+VIEWS_CHOSEN = [row_chosen_by_an_expression, row_chosen_by_a_statement, slice_chosen,
+                row_of_own_array_chosen, row_chosen_in_a_loop, row_chosen_by_a_varying_loop,
+                row_chosen_in_a_loop_stored_in_it, own_array_chosen_in_a_loop,
+                row_chosen_in_a_loop_then_by_a_uniform_if,
+                row_chosen_in_a_loop_then_by_a_varying_if]
+
+
+@pytest.mark.parametrize("fn", VIEWS_CHOSEN, ids=lambda f: f.__name__)
+def test_store_into_views_a_varying_if_or_loop_chose_is_refused(fn, be):
+    args = (_x(3, 4, 4), np.arange(3) % 4 if fn is row_chosen_by_a_varying_loop
+            else _x(3, seed=2) * 3, F(1) if "_uniform_" in fn.__name__ else _x(3, 2, seed=3))
+    with pytest.raises(CompileError, match=r"store into an array that a (varying if "
+                                           r"chose|loop carried): per example it lands in "
+                                           r"[xyz], ") as e:
+        count = fn.__code__.co_argcount
+        varying = fn.__code__.co_varnames[:2 if "_uniform_" in fn.__name__ else count]
+        hydra.compile(fn, varying=varying, backend=be)(*args[:count])
+    assert "= " in e.value.loc.source_line() or "+=" in e.value.loc.source_line()
+
+
+def test_store_into_a_chosen_row_message(be):
+    x, c = _x(3, 3, 4), _x(3, seed=2)
+    before = x.copy()
+    with pytest.raises(CompileError) as e:
+        hydra.compile(row_chosen_by_an_expression, varying=("x", "c"), backend=be)(x, c)
+    assert np.array_equal(x, before)
+    assert str(e.value).splitlines()[0].endswith(
+        "a store into an array that a varying if chose: per example it lands in x, the "
+        "caller's array, through the view of it each lane chose, where hydra joins the "
+        "views into per-lane rows (a copy)")
+    assert e.value.loc.source_line().strip() == "t[2] = 7.0"
+    assert e.value.hint == ("store into x itself, at an index each lane computes as it "
+                            "chose the view (x[i, j] = ... with i = 0 if c > 0 else 1, for "
+                            "x[0] or x[1]), or under the condition that chose it")
+
+
+def row_at_a_chosen_index(x, c):
+    i = 0 if c > 0 else 1  # what the hint says to write
+    x[i, 2] = 7.0
+    return x
+
+
+def row_chosen_uniformly(x, c):
+    t = x[0] if c > 0 else x[1]
+    t[2] = 7.0
+    return x
+
+
+def row_chosen_then_returned(x, c):
+    y = x * 1
+    t = y[0] if c > 0 else y[1]
+    t[2] = 7.0  # nothing else sees y
+    return t
+
+
+def rows_chosen_in_a_loop_not_read_after(x, c):
+    y = x * 1
+    t = y[0]
+    for k in range(1, 4):
+        t = y[k] if c > k else t  # a copy of y's rows that only t sees
+    t[2] = 7.0
+    return t
+
+
+def row_stored_in_a_uniform_loop(x, m):
+    t = x[0]
+    for k in range(m):
+        t[1] += 1.0  # no join: t stays x's row on every lane
+        if k > 0:
+            t = x[k]
+    return x
+
+
+def row_stored_in_a_varying_loop(x, m):
+    t = x[0]
+    for _ in range(m):
+        t[1] += 1.0  # t passed on unchanged: no select, x's row on every lane
+    return x
+
+
+def test_stores_into_views_that_stay_views_or_nothing_else_sees(be, n):
+    check(row_at_a_chosen_index, ("x", "c"), (_x(n, 3, 4), _x(n, seed=2)), n, be)
+    for c in (F(1), F(-1)):
+        check(row_chosen_uniformly, ("x",), (_x(n, 3, 4), c), n, be)
+    check(row_chosen_then_returned, ("x", "c"), (_x(n, 3, 4), _x(n, seed=2)), n, be)
+    check(rows_chosen_in_a_loop_not_read_after, ("x", "c"),
+          (_x(n, 4, 4), _x(n, seed=2) * 3), n, be)
+    check(row_stored_in_a_uniform_loop, ("x",), (_x(n, 4, 4), 3), n, be)
+    check(row_stored_in_a_varying_loop, ("x", "m"), (_x(n, 4, 4), np.arange(n) % 4), n, be)
+
 def rows_at_private_places(W, x, i):
     W[i] = x  # i: a permutation of the lanes, so every place is one lane's
     return W
