@@ -225,17 +225,12 @@ def _math_definition(fn: str) -> Callable:
 
 
 def _math_type(result: str) -> Callable:
-    """The frontend's rule: the operands promote; an integer or bool result of that is
-    float64 (a weak float where every operand is a weak Python number)."""
-    from .types import FLOAT64, WEAK_FLOAT, promote
+    """The frontend's rule (``calls.math_operand_type``); a predicate gives a NumPy bool
+    (``np.isnan``; ``math.isnan``'s Python bool is the frontend's weak bool)."""
+    from .frontend.calls import math_operand_type
 
     def rule(types):
-        t = types[0]
-        for u in types[1:]:
-            t = promote(t, u)
-        if t.kind != "f":
-            t = WEAK_FLOAT if t.weak else FLOAT64
-        return BOOL if result == "bool" else t
+        return BOOL if result == "bool" else math_operand_type(types)
     return rule
 
 

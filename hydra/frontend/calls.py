@@ -64,6 +64,16 @@ def array_reduction_error(fname: str, loc: Loc) -> CompileError:
 _NOT_SPECIAL = object()
 
 
+def math_operand_type(types: list) -> ScalarType:
+    """The type a math function computes in: its operands' promoted type, where that is
+    an integer or a bool float64 (a weak float where every operand is a weak Python
+    number); a float result has it, a predicate's is a bool."""
+    t = types[0]
+    for u in types[1:]:
+        t = promote(t, u)
+    return t if t.kind == "f" else WEAK_FLOAT if t.weak else FLOAT64
+
+
 class CallMixin:
     """Call translation; mixed into ``Builder``."""
 
@@ -261,11 +271,7 @@ class CallMixin:
         if len(args) != arity or not all(isinstance(a, Value) and isinstance(a.type, ScalarType)
                                          for a in args):
             raise CompileError(f"{fname}() takes {arity} number(s)", loc)
-        t = args[0].type
-        for a in args[1:]:
-            t = promote(t, a.type)
-        if t.kind != "f":
-            t = WEAK_FLOAT if t.weak else FLOAT64
+        t = math_operand_type([a.type for a in args])
         operands = [self.coerce(a, t, loc) for a in args]
         # math.isnan gives a Python bool, np.isnan a NumPy bool
         result_type = (BOOL if from_numpy else WEAK_BOOL) if kind == "bool" else t
