@@ -137,6 +137,9 @@ def run(names: list[str], repeat: int, scale: float) -> None:
     import numba
 
     from .run import _agree, _module, _time
+    if not numba.config.ENABLE_CUDASIM and not cuda.is_available():
+        print("# bench --gpu: no GPU here (and numba's CUDA simulator is off): nothing timed")
+        return
     gpu = "the CUDA simulator" if numba.config.ENABLE_CUDASIM else \
         cuda.get_current_device().name.decode() if isinstance(
             cuda.get_current_device().name, bytes) else cuda.get_current_device().name
@@ -147,7 +150,12 @@ def run(names: list[str], repeat: int, scale: float) -> None:
     for name in names:
         mod = _module(name)
         ref_best = ref = None
-        for label, call in implementations(mod, scale, numba.config.NUMBA_NUM_THREADS):
+        try:
+            impls = implementations(mod, scale, numba.config.NUMBA_NUM_THREADS)
+        except NotImplementedError as e:
+            print(f"{mod.NAME:14} skipped: {e}", flush=True)
+            continue
+        for label, call in impls:
             t0 = time.perf_counter()
             call()
             first = time.perf_counter() - t0

@@ -190,52 +190,65 @@ def jax_impls(name):
 
 # ---- PyTorch -------------------------------------------------------------------------
 
-def torch_impls(name):
+def torch_impls(name, device="cpu"):
+    """The PyTorch peers of workload ``name`` on ``device``.  Each takes NumPy arrays or
+    tensors already on ``device`` (the GPU table moves its inputs there once, outside the
+    timed calls) and returns NumPy arrays (on a GPU, the copy back is timed: it waits for
+    the kernels, as hydra's result does)."""
     try:
         import torch
     except ImportError:
         return
-    torch.set_num_threads(os.cpu_count() or 1)
-    t = torch.from_numpy
+    if device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
+
+    def t(a):
+        return a if torch.is_tensor(a) else torch.from_numpy(np.asarray(a)).to(device)
+
+    def back(a):
+        return a.cpu().numpy()
     if name == "mlp":
         def f(x, W1, b1, W2, b2, W3, b3):
             with torch.no_grad():
                 h = torch.tanh(t(x) @ t(W1).T + t(b1))
                 h = torch.relu(h @ t(W2).T + t(b2))
-                return torch.softmax(h @ t(W3).T + t(b3), dim=1).numpy()
+                return back(torch.softmax(h @ t(W3).T + t(b3), dim=1))
         yield "torch", f
     elif name == "rnn":
         def masked(xs, n, Wx, Wh, b):
             with torch.no_grad():
                 xs, n, Wx, Wh, b = t(xs), t(n), t(Wx), t(Wh), t(b)
-                h = torch.zeros(len(xs), Wh.shape[0])
+                h = torch.zeros(len(xs), Wh.shape[0], dtype=xs.dtype, device=device)
                 for step in range(int(n.max())):
                     new = torch.tanh(xs[:, step] @ Wx.T + h @ Wh.T + b)
                     h = torch.where((step < n)[:, None], new, h)
-                return h.numpy()
+                return back(h)
 
         def compacted(xs, n, Wx, Wh, b):
             with torch.no_grad():
-                order = np.argsort(-n, kind="stable")
-                xs_s, n_s = t(np.ascontiguousarray(xs[order])), n[order]
+                n = t(n)
+                order = torch.argsort(-n, stable=True)
+                xs_s, n_s = t(xs)[order], n[order].tolist()
                 Wx, Wh, b = t(Wx), t(Wh), t(b)
-                h, active = torch.zeros(len(xs), Wh.shape[0]), len(xs)
-                for step in range(int(n.max())):
+                h = torch.zeros(len(n_s), Wh.shape[0], dtype=xs_s.dtype, device=device)
+                active = len(n_s)
+                for step in range(max(n_s)):
                     while active and n_s[active - 1] <= step:
                         active -= 1
                     h[:active] = torch.tanh(xs_s[:active, step] @ Wx.T + h[:active] @ Wh.T + b)
-                out = np.empty_like(h.numpy())
-                out[order] = h.numpy()
-                return out
+                out = torch.empty_like(h)
+                out[order] = h
+                return back(out)
         yield "torch masked", masked
         yield "torch sorted shrinking batch", compacted
     else:
         def run(x, Ws, bs, Wc, bc, thr, compact):
             with torch.no_grad():
                 x, Ws, bs, Wc, bc, thr = map(t, (x, Ws, bs, Wc, bc, thr))
-                z_out, depth = torch.zeros(len(x), len(bc)), torch.zeros(len(x), dtype=torch.int64)
-                rows, h = torch.arange(len(x)), x.clone()
-                done = torch.zeros(len(x), dtype=torch.bool)
+                z_out = torch.zeros(len(x), len(bc), dtype=x.dtype, device=device)
+                depth = torch.zeros(len(x), dtype=torch.int64, device=device)
+                rows, h = torch.arange(len(x), device=device), x.clone()
+                done = torch.zeros(len(x), dtype=torch.bool, device=device)
                 for layer in range(len(Ws)):
                     new = h + torch.relu(h @ Ws[layer].T + bs[layer])
                     h = new if compact else torch.where(done[:, None], h, new)
@@ -251,7 +264,7 @@ def torch_impls(name):
                     else:
                         z_out[~done], depth[~done] = z[~done], layer + 1
                         done |= conf > thr
-                return z_out.numpy(), depth.numpy()
+                return back(z_out), back(depth)
         yield "torch masked", lambda *a: run(*a, compact=False)
         yield "torch compacted", lambda *a: run(*a, compact=True)
 

@@ -164,6 +164,10 @@ def main(argv=None) -> None:
         from .cpeers import main as run_cpeers
         run_cpeers(2 * a.repeat)
         return
+    if a.names == ["ml"] and a.gpu:
+        from .mlgpu import main as run_mlgpu
+        run_mlgpu(a.scale, a.repeat, *([a.only] if a.only else []))
+        return
     if a.names == ["ml"]:
         from .ml import main as run_ml
         run_ml(a.scale, a.repeat, *([a.only] if a.only else []))

@@ -31,7 +31,8 @@ from hydra.backends import available  # noqa: E402
 BACKENDS = [name for name in ("numpy", "cpu", "cuda") if available(name)]
 LANE_COUNTS = (1, 3, 8, 17, 1000)
 #: the CUDA simulator costs ~10 us per loop iteration per lane: keep it small
-CUDA_MAX_LANES = 64
+#: (``HYDRA_TEST_CUDA_LANES`` lifts the cap on a real GPU: ``bench/gpu_check.sh``)
+CUDA_MAX_LANES = int(os.environ.get("HYDRA_TEST_CUDA_LANES", "64"))
 #: ulps allowed between backends for programs using transcendental math: the largest
 #: documented error of the cpu backend's vector math (hydra/backends/cpu/vecmath.ULP,
 #: checked in tests/test_vecmath.py)
