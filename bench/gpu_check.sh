@@ -116,8 +116,8 @@ PY
     [ "$WORKERS" -gt 0 ] && XDIST="-n $WORKERS"
     # SIGINT at the limit: pytest still prints its summary of what ran
     HYDRA_TEST_CUDA_LANES=1000 timeout -s INT -k 30 "$TEST_LIMIT" \
-        "$PY" -m pytest $TESTS -k cuda $XDIST -p no:cacheprovider -rfE -v 2>&1 \
-        | grep -v " PASSED " | tail -400
+        "$PY" -m pytest $TESTS -k cuda $XDIST -p no:cacheprovider -rfE -v \
+        --disable-warnings 2>&1 | grep -v " PASSED "
     echo "exit: ${PIPESTATUS[0]}"
 } > "$OUT/tests.txt" 2>&1
 stage done

@@ -9,7 +9,6 @@ hazard analysis off.  They also check the dependency the graph records.
 """
 
 import concurrent.futures as cf
-import os
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 import hydra
+from conftest import child_env
 from hydra import dataflow, lane, lanesum
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -525,7 +525,7 @@ def run_slow_script(path: Path, rest: str, timeout: float) -> subprocess.Complet
     path.write_text(SLOW_SCRIPT + rest)
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                          timeout=timeout, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env=child_env(ROOT))
     assert out.returncode == 0, out.stderr
     return out
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import BACKENDS
+from conftest import BACKENDS, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -91,7 +91,7 @@ def run(source: str, *args) -> tuple[list[str], str, int, float]:
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ctrl_c_{os.getpid()}.py")
     with open(path, "w") as f:
         f.write(textwrap.dedent(source))
-    env = dict(os.environ, PYTHONPATH=ROOT, HYDRA_QUIET="1")
+    env = child_env(ROOT, HYDRA_QUIET="1")
     with tempfile.TemporaryFile("w+") as errors:  # not a pipe: stdout is read by lines
         proc = subprocess.Popen([sys.executable, path, *map(str, args)], env=env, cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=errors, text=True)

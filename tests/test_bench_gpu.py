@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hydra.backends import available
+from conftest import child_env
 
 pytestmark = pytest.mark.skipif(not available("cuda"), reason="numba.cuda unusable here")
 
@@ -73,7 +74,7 @@ CHILD = textwrap.dedent('''
 
 
 def test_hand_written_kernels_type_and_lower_for_the_cuda_target():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": ROOT}
+    env = child_env(ROOT, NUMBA_ENABLE_CUDASIM="0")
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0 and "compile_cuda" in done.stderr:

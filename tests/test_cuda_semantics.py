@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import hydra
+from conftest import assert_same_value, device_math_ulps
 from hydra.backends import available
 
 pytestmark = pytest.mark.skipif(not available("cuda"), reason="numba.cuda unusable here")
@@ -28,8 +29,12 @@ def same(fn, *args, varying=("x",), **options):
     got = hydra.compile(fn, varying=varying, backend="cuda", **options)(*args)
     want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
+    ulps = device_math_ulps(fn, "cuda")
     for g, w in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(w), strict=True)
+        if ulps:
+            assert_same_value(g, w, f"{fn.__name__} on cuda", ulps)
+        else:
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w), strict=True)
     return got
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import BACKENDS
+from conftest import BACKENDS, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run_script(tmp_path, source: str, timeout: float = 120.0, args=()) -> str:
     path = tmp_path / "script.py"
     path.write_text(textwrap.dedent(source))
-    env = dict(os.environ, PYTHONPATH=ROOT, HYDRA_QUIET="1")
+    env = child_env(ROOT, HYDRA_QUIET="1")
     done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,11 +1,12 @@
 """Every example runs (small sizes) and prints what it promises."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,6 +196,6 @@ def test_readme_per_lane_array_snippet(tmp_path):
     script = tmp_path / "readme_snippet.py"  # hydra reads the kernel's source from a file
     script.write_text(setup + snippet + check)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         cwd=ROOT, timeout=600, env=child_env(ROOT))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["ok", "function"]

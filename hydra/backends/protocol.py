@@ -104,7 +104,8 @@ PROTOCOLS = {
         **_TAPE,
     }),
     "cuda": Protocol("cuda", _options(
-        fastmath="numba's fast-math flags, FMA contraction included",
+        fastmath="numba's fast-math flags and FMA contraction (without it every float +, - "
+                 "and * is rounded on its own, as NumPy's)",
         boundscheck="False skips the bounds checks of array indexing",
         cache="numba-cuda's disk cache for the kernels: a second process skips compilation",
     ), ("numba", "ptx"), True, {

@@ -53,7 +53,8 @@ class OneKernel:
         self.errors = launch.ErrorBuffer()
         #: runs the call again in lockstep (phases) after a failure, to raise its error
         self.exact = None
-        self.code = generate(fn, options.get("boundscheck", True))
+        self.code = generate(fn, options.get("boundscheck", True),
+                             bool(options.get("fastmath")))
         self.kernel = None
         found = effects(fn)  # what is copied back: every array a store may reach
         self.written = ["w" in mode for mode in found.params]
@@ -109,16 +110,17 @@ def choose(fn: Function, structured, options: dict) -> Choice:
     """One kernel if the function is lane-local, else structured segments if its
     sync points are all at the top level, else phases of the predicated IR."""
     boundscheck = options.get("boundscheck", True)
+    contract = bool(options.get("fastmath"))
     if structured is not None:
         lane_local = structured()
         if fits(lane_local) is None:
             return Choice("one kernel", lane_local, one=OneKernel(lane_local, options))
         try:
-            plans, cut = plan_segments(lane_local, boundscheck)
+            plans, cut = plan_segments(lane_local, boundscheck, contract)
             return Choice("segments", lane_local, plans=plans, phases=cut)
         except Unsuitable:
             pass
-    plans, cut = phases.plan(fn, boundscheck)
+    plans, cut = phases.plan(fn, boundscheck, contract)
     return Choice("phases", fn, plans=plans, phases=cut)
 
 
@@ -139,7 +141,8 @@ class CudaBackend:
 
         def exact(args: list, lanes: int) -> None:
             if not predicated:
-                plans, _ = phases.plan(fn, options.get("boundscheck", True))
+                plans, _ = phases.plan(fn, options.get("boundscheck", True),
+                                       bool(options.get("fastmath")))
                 predicated.append(_phase_runner(Choice("phases", fn, plans=plans), options))
             predicated[0](args, lanes)
         choice.one.exact = exact

@@ -17,6 +17,7 @@ Python functions.
 """
 
 import math
+import types
 
 import numpy as np
 from numba import config, cuda
@@ -144,12 +145,62 @@ def cbrt(x):
     return math.copysign(y * scale, x)
 
 
+def _python(f):
+    """Device function ``f`` as a plain Python function, the device functions it calls
+    plain too (on a GPU a compiled device function cannot be called from the host)."""
+    fn = getattr(f, "py_func", None) or getattr(f, "fn", f)
+    plain = {k: getattr(v, "py_func", None) or getattr(v, "fn", v)
+             for k, v in fn.__globals__.items() if hasattr(v, "py_func")}
+    return types.FunctionType(fn.__code__, {**fn.__globals__, **plain}, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
 #: the helpers above as plain Python functions (what the simulator would run)
-PYTHON = {name: getattr(f, "py_func", None) or getattr(f, "fn", f) for name, f in [
+PYTHON = {name: _python(f) for name, f in [
     ("sqrt", sqrt), ("exp", exp), ("expm1", expm1), ("exp2", exp2), ("log1p", log1p),
     ("fmod", fmod), ("floor", floor), ("ceil", ceil), ("trunc", trunc), ("rint", rint),
     ("cbrt", cbrt)]}
 
+# Float +, - and * each rounded on its own, for kernels compiled without fastmath
+# (``emit.Frame.contract``): NVVM fuses a product and a sum into one FMA by default
+# (-fma=1, fastmath or not), which a GPU run showed changes results (a Mandelbrot count,
+# 0.0625 computed as 0.06249999999999999); add.rn / mul.rn are never fused.
 if config.ENABLE_CUDASIM:
     sqrt, exp, expm1, exp2, log1p = np.sqrt, np.exp, np.expm1, np.exp2, np.log1p
     fmod, floor, ceil, trunc, rint, cbrt = np.fmod, np.floor, np.ceil, np.trunc, np.rint, np.cbrt
+
+    def add_rn64(a, b):
+        return a + b
+
+    def sub_rn64(a, b):
+        return a - b
+
+    def mul_rn64(a, b):
+        return a * b
+    add_rn32, sub_rn32, mul_rn32 = add_rn64, sub_rn64, mul_rn64
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True)
+    def add_rn64(a, b):
+        return libdevice.dadd_rn(a, b)
+
+    @cuda.jit(device=True)
+    def sub_rn64(a, b):
+        return libdevice.dadd_rn(a, -b)  # IEEE defines a - b as a + (-b): exact
+
+    @cuda.jit(device=True)
+    def mul_rn64(a, b):
+        return libdevice.dmul_rn(a, b)
+
+    @cuda.jit(device=True)
+    def add_rn32(a, b):
+        return libdevice.fadd_rn(a, b)
+
+    @cuda.jit(device=True)
+    def sub_rn32(a, b):
+        return libdevice.fsub_rn(a, b)
+
+    @cuda.jit(device=True)
+    def mul_rn32(a, b):
+        return libdevice.fmul_rn(a, b)

@@ -106,10 +106,14 @@ class Frame:
     ``prefixed``: ids of arrays whose leading axis is the lane axis (varying
     arguments, per-lane arrays in device buffers); they are indexed ``a[lane, ...]``.
     ``readonly``: ids of arrays that must not be stored into.
+    ``contract``: float products may fuse with a sum into one FMA (``fastmath``);
+    otherwise they are spelled as separately rounded operations, which NVVM never
+    contracts (it would by default, and the result would differ from NumPy's).
     """
 
     sites: ErrorSites
     boundscheck: bool = True
+    contract: bool = False
     prefixed: set[int] = field(default_factory=set)
     readonly: set[int] = field(default_factory=set)
 
@@ -179,6 +183,8 @@ class OpEmitter:
         n = op.opcode
         if n in _COMPARE:
             return f"bool({o[0]} {_COMPARE[n]} {o[1]})"
+        if n in ("add", "sub", "mul") and t.kind == "f" and not self.frame.contract:
+            return f"{np_type(t)}(dev.{n}_rn{t.bits}({o[0]}, {o[1]}))"
         if n in _INFIX and n not in ("floordiv", "mod"):
             return f"{np_type(t)}({o[0]} {_INFIX[n]} {o[1]})"
         if n == "pow" or (n == "math" and op.attrs["fn"] == "pow"):

@@ -56,7 +56,8 @@ def to_host(d) -> np.ndarray:
 
 def build(source: str, entry: str, label: str, options: dict):
     """Compile generated source; the ``cuda.jit`` kernel named ``entry``.  Options:
-    ``fastmath`` (numba's fast-math flags, FMA contraction included) and ``cache``
+    ``fastmath`` (numba's fast-math flags; the source itself decides FMA contraction:
+    ``emit.Frame.contract``) and ``cache``
     (numba-cuda's disk cache, which needs the source in a file: it is written under
     the cache directory, named by its hash, and imported from there)."""
     fastmath, cache = bool(options.get("fastmath")), bool(options.get("cache"))

@@ -89,11 +89,11 @@ class Phase:
 
 
 def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
-               constants=None) -> Phase:
+               constants=None, contract: bool = False) -> Phase:
     """One kernel for a run of the cutter (its ops with the regions they own, if the
     emitter takes them): the run's live-ins are its inputs, its live-outs its outputs."""
     ops, inputs, outputs = run.ops, run.inputs, run.outputs
-    frame = Frame(ErrorSites(), boundscheck=boundscheck)
+    frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
     em = emitter(frame)
     em.constants.update(constants or {})
     head = []
@@ -121,7 +121,8 @@ def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
                  frame.sites, written, label)
 
 
-def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[Phase]]:
+def plan(fn: Function, boundscheck: bool = True,
+         contract: bool = False) -> tuple[dict[int, list], list[Phase]]:
     """For every region (by id): its items in order, each an ``Op`` run on the host
     or a ``Phase``; and every phase in the order they were cut."""
     users = users_of(fn)
@@ -138,7 +139,7 @@ def plan(fn: Function, boundscheck: bool = True) -> tuple[dict[int, list], list[
                 visit(inner)
             if k and isinstance(items[k - 1], Run):
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
-                phases.append(make_phase(items[k - 1], label, boundscheck))
+                phases.append(make_phase(items[k - 1], label, boundscheck, contract=contract))
                 items[k - 1] = phases[-1]
         plans[id(region)] = items
     visit(fn.body)

@@ -77,7 +77,8 @@ def _prepare(fn: Function, host: list[Op]) -> None:
     body.ops = [Op("entry_mask", [], [entry], fn.loc)] + captured + top
 
 
-def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Phase]]:
+def plan_segments(fn: Function, boundscheck: bool = True,
+                  contract: bool = False) -> tuple[dict, list[Phase]]:
     """The plan of ``fn`` (its body and the regions the host drives) or
     ``Unsuitable``."""
     if fits(fn) is None:
@@ -110,7 +111,7 @@ def plan_segments(fn: Function, boundscheck: bool = True) -> tuple[dict, list[Ph
         for k, item in enumerate(items):
             if isinstance(item, Run):
                 label = f"segment{len(phases) + 1}_{ident(fn.name)}"
-                phase = make_phase(item, label, boundscheck, StructuredEmitter, constants)
+                phase = make_phase(item, label, boundscheck, StructuredEmitter, constants, contract)
                 if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
                     raise Unsuitable("a segment hands on a value that is not a scalar")
                 phases.append(phase)

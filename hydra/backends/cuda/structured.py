@@ -98,9 +98,9 @@ class StructuredEmitter(OpEmitter):
         self.depth -= 1
 
 
-def generate(fn: Function, boundscheck: bool = True) -> KernelSource:
+def generate(fn: Function, boundscheck: bool = True, contract: bool = False) -> KernelSource:
     """The kernel source of a function that ``fits``."""
-    frame = Frame(ErrorSites(), boundscheck=boundscheck)
+    frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
     em = StructuredEmitter(frame)
     params = []
     head = []
