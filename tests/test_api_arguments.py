@@ -59,6 +59,6 @@ def test_a_dropped_result_is_freed_at_once(backend):
         a, b = k(np.arange(64.0))
         refs = weakref.ref(a), weakref.ref(b)
         del a, b
-        assert [r() for r in refs] == [None, None]
+        assert [r() is None for r in refs] == [True, True]
     finally:
         gc.enable()
