@@ -32,7 +32,7 @@ from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
 from ..hostarrays import refuse_array_ops
-from . import launch, phases
+from . import devarrays, launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
@@ -60,9 +60,17 @@ class OneKernel:
         self.globals_written = ["w" in mode for _, mode in found.captured]
 
     def __call__(self, args: list, lanes: int) -> list:
+        with devarrays.recording(devarrays.Stats()) as stats:
+            try:
+                return self.run(args, lanes)
+            finally:
+                self.last_run_stats = stats.as_dict()
+
+    def run(self, args: list, lanes: int) -> list:
         if self.kernel is None:
             self.kernel = launch.build(self.code.source, self.code.entry, self.fn.name,
                                        self.options)
+        kind = devarrays.result_kind(args)
         moves = launch.Transfers()
         dev = []
         for p, a, written in zip(self.fn.params, args, self.written):
@@ -82,13 +90,16 @@ class OneKernel:
             # not by lockstep time.  The failed launch left the caller's host arrays
             # as they were, so the phases of the predicated IR can run the call
             # again from the same state and fail exactly as the reference does.
-            if self.exact is None or any(launch.is_device_array(a) for a in args):
+            if self.exact is None or kind is not None:
                 raise
             self.exact(args, lanes)
             raise
         moves.finish()
         results = []
         for v, out in zip(leaves, outs):
+            if v.varying and kind is not None:  # stays on the device
+                results.append(kind(out))
+                continue
             host = launch.to_host(out)
             results.append(host if v.varying else host[0])
         return results
@@ -216,30 +227,59 @@ def _ptx(source: str, entry: str, params: list, outs: list) -> str:
 def _phase_runner(choice: Choice, options: dict):
     """The runner of a segments or phases choice."""
     errors = launch.ErrorBuffer()
+    host_read: list = []
 
     def run(args: list, lanes: int) -> list:
-        host_args, back = _host_arrays(args)
+        with devarrays.recording(devarrays.Stats()) as stats:
+            try:
+                return call(args, lanes)
+            finally:
+                run.last_run_stats = stats.as_dict()
+
+    def call(args: list, lanes: int) -> list:
+        kind = devarrays.result_kind(args)
+        if kind is not None and not host_read:
+            host_read.append(_read_by_host(choice))
+        host_args, back = _host_arrays(choice.fn, args, host_read[0] if host_read else set())
         try:
             with np.errstate(all="ignore"):
-                return phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
-                                          options)(host_args)
+                leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
+                                            options)(host_args, on_device=kind is not None)
         finally:
             for device, host in back:
+                devarrays.count("uploads")
                 device.copy_to_device(host)
+        return [kind(x) if launch.is_device_array(x) else x for x in leaves] \
+            if kind is not None else leaves
     run.strategy = choice.strategy
+    run.last_run_stats = {}
     return run
 
 
-def _host_arrays(args: list):
-    """Device arrays among ``args`` copied to the host (the phases' host ops need
-    them there) and the copies to write back afterwards."""
+def _read_by_host(choice: Choice) -> set:
+    """Ids of the values an op the host runs reads (a phase kernel reads the others,
+    so a device array argument among them stays on the device)."""
+    found = set()
+    for items in choice.plans.values():
+        for item in items:
+            if isinstance(item, phases.Phase) or item.opcode in ("yield", "condition"):
+                continue
+            found.update(v.id for v in item.operands)
+            if item.mask is not None:
+                found.add(item.mask.id)
+    return found
+
+
+def _host_arrays(fn: Function, args: list, read_by_host: set):
+    """Device arrays among ``args`` that a host op reads, copied to the host, and the
+    copies to write back afterwards; the others stay where they are."""
     out, back = [], []
-    for a in args:
-        if launch.is_device_array(a):
+    for p, a in zip(fn.params, args):
+        if launch.is_device_array(a) and p.id in read_by_host:
             d = launch.as_device(a)
-            host = d.copy_to_host()
+            host = launch.to_host(d)
             back.append((d, host))
             out.append(host)
         else:
-            out.append(a)
+            out.append(launch.as_device(a) if launch.is_device_array(a) else a)
     return out, back

@@ -32,7 +32,7 @@ from ...types import ArrayType, ScalarType
 from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from ..host import Host, run_op
-from . import launch
+from . import crosslane, launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .structured import PRELUDE
 
@@ -157,7 +157,7 @@ class OnDevice:
 
     def on_host(self) -> np.ndarray:
         if self.host is None:
-            self.host = self.array.copy_to_host()
+            self.host = launch.to_host(self.array)
         return self.host
 
 
@@ -184,10 +184,22 @@ class PhaseKernel(Host):
         self.errors = errors
         self.options = options
 
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: list, on_device: bool = False) -> list:
+        """The result leaves: NumPy, or with ``on_device`` every varying one a device
+        array (a value the host computed is uploaded)."""
         env = Env((p.id, a) for p, a in zip(self.fn.params, args))
         leaves = self.region(self.fn.body, env)
-        return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
+        if not on_device:
+            return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
+        out = []
+        for v, x in zip(self.fn.body.terminator.operands, leaves):
+            if isinstance(x, OnDevice):
+                x = x.array
+            elif v.varying and not launch.is_device_array(x):
+                x = launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype),
+                                                  (self.lanes,)))
+            out.append(x)
+        return out
 
     def region(self, region: Region, env: Env) -> list:
         for item in self.plans[id(region)]:
@@ -198,8 +210,36 @@ class PhaseKernel(Host):
                 # carried values stay where they are (a loop's phases keep theirs on
                 # the device); the host reads only what it needs
                 return [env.raw(v.id) for v in item.operands]
+            if item.opcode == "intrinsic" and self.on_device(item, env):
+                continue
             run_op(self, item, env)
         raise AssertionError("region without terminator")
+
+    def on_device(self, op: Op, env: Env) -> bool:
+        """Run a cross-lane intrinsic by ``crosslane``'s kernels where they apply (real
+        hardware, its operand already on the device); False: the host runs it."""
+        if crosslane.mode() is None or not crosslane.supports(op) \
+                or not isinstance(env.raw(op.operands[0].id), OnDevice):
+            return False
+        others = []
+        for v in op.operands[1:]:
+            x = env.raw(v.id)
+            if op.attrs["name"] == "broadcast":
+                others.append(env[v.id])
+            else:
+                others.append(x.array if isinstance(x, OnDevice) else launch.upload(
+                    np.broadcast_to(np.asarray(x, dtype=np.int64), (self.lanes,))))
+        mask = None if op.mask is None else env.raw(op.mask.id)
+        if isinstance(mask, OnDevice):
+            mask = mask.array
+        elif mask is not None:
+            host = np.broadcast_to(np.asarray(mask, dtype=bool), (self.lanes,))
+            mask = None if host.all() else launch.upload(host)
+        out = crosslane.run(op, env.raw(op.operands[0].id).array, others, mask, self.lanes,
+                            self.errors)
+        if op.results:
+            env[op.result.id] = OnDevice(out) if op.result.varying else out
+        return True
 
     def run_phase(self, phase: Phase, env: Env) -> None:
         if phase.kernel is None:
@@ -215,7 +255,7 @@ class PhaseKernel(Host):
             elif v.varying:
                 host = np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,))
                 # uploaded once: later phases find it on the device
-                env[v.id] = OnDevice(launch.cuda.to_device(np.ascontiguousarray(host)), x)
+                env[v.id] = OnDevice(launch.upload(host), x)
                 args.append(env.raw(v.id).array)
             else:
                 args.append(launch.scalar_arg(x, v.type.dtype))
@@ -225,4 +265,4 @@ class PhaseKernel(Host):
         self.errors.check(self.lanes, phase.sites)
         moves.finish()
         for v, d in zip(phase.outputs, outs):
-            env[v.id] = OnDevice(d) if v.varying else d.copy_to_host()[0]
+            env[v.id] = OnDevice(d) if v.varying else launch.to_host(d)[0]
