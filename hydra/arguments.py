@@ -117,9 +117,18 @@ def device_dtype_shape(a) -> tuple:
 def is_device_array(a) -> bool:
     """A GPU array (numba device array, CuPy, a PyTorch CUDA tensor, a DLPack CUDA
     array, ...), not a NumPy array."""
-    return not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
+    return not isinstance(a, np.ndarray) and (has_cuda_interface(a)
                                               or hasattr(a, "copy_to_host")
                                               or is_dlpack_cuda(a))
+
+
+def has_cuda_interface(a) -> bool:
+    """Has ``a`` a usable ``__cuda_array_interface__``?  (A PyTorch tensor that
+    requires grad refuses it with a RuntimeError.)"""
+    try:
+        return hasattr(a, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001
+        return False
 
 
 #: DLPack device types of CUDA memory (kDLCUDA, kDLCUDAHost, kDLCUDAManaged)

@@ -109,6 +109,12 @@ PROTOCOLS = {
         cache="numba-cuda's disk cache for the kernels: a second process skips compilation",
     ), ("numba", "ptx"), True, {
         **_HOST_ONLY,
+        # hydra/backends/cuda/crosslane.py
+        **{f"intrinsic {n}": "cross-lane: on a GPU, where its operand is on the device, warp "
+                             "shuffles and ballots and block trees (crosslane.py); else, and "
+                             "on the simulator, over all lanes on the host by its reference"
+           for n in ("lanesum", "laneprod", "lanemin", "lanemax", "laneany", "laneall",
+                     "broadcast", "shuffle", "rotate", "prefixsum")},
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 from numba import config, cuda
 
-from ...arguments import is_device_array, is_dlpack_cuda
+from ...arguments import has_cuda_interface, is_device_array, is_dlpack_cuda
 
 __all__ = ["Stats", "count", "import_array", "is_device_array", "recording", "result_kind"]
 
@@ -117,7 +117,7 @@ def import_array(a):
     """A numba device array over ``a``'s memory (no copy)."""
     if hasattr(a, "copy_to_host"):
         return a
-    if not hasattr(a, "__cuda_array_interface__") and is_dlpack_cuda(a):
+    if not has_cuda_interface(a) and is_dlpack_cuda(a):
         if config.ENABLE_CUDASIM:
             host = np.from_dlpack(_HostDLPack(a))  # (NumPy marks it read-only)
             interface = dict(host.__array_interface__, data=(host.ctypes.data, False))
