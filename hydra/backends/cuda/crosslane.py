@@ -37,10 +37,11 @@ import os
 import numpy as np
 from numba import config, cuda
 
+from ... import arraynamespace as an
 from ...errors import RUNTIME_ERRORS
 from ...intrinsics import INTRINSICS
 from ...ir.core import Op
-from . import launch
+from . import devarrays, launch
 from .emit import ErrorSites
 
 #: threads per block of these kernels (whole warps, a power of two)
@@ -72,6 +73,35 @@ def supports(op: Op) -> bool:
         return False
     return op.operands[0].type.name in _TYPES and (
         not op.results or op.result.type.name in _TYPES)
+
+
+def portable(op: Op) -> bool:
+    """A reduction or ``prefixsum`` of a type the kernels do not take: ``run_portable``
+    runs it through the launch's array namespace (CuPy on a GPU) where there is one."""
+    name = op.attrs.get("name")
+    return (name in _REDUCTIONS or name == "prefixsum") and (
+        config.ENABLE_CUDASIM or an.choose("cuda") is not np)
+
+
+def run_portable(op: Op, x, mask, lanes: int):
+    """``op`` by the namespace-generic rules of ``hydra.arraynamespace``, on the device:
+    a uniform result is one explicit transfer (two where the reduction has no identity
+    and must know that some lane is active)."""
+    xp = an.choose("cuda")
+    name = op.attrs["name"]
+    dtype = op.result.type.dtype
+    xv = devarrays.view(xp, x)
+    mv = None if mask is None else devarrays.view(xp, mask)
+    if name == "prefixsum":
+        return devarrays.from_view(an.exclusive_sum(xp, xv, mv, dtype))
+    monoid = INTRINSICS[name].monoid
+    if monoid.identity is None and an.active_count(xp, mv, lanes) == 0:
+        raise RUNTIME_ERRORS["inactive"](f"{name} over no active lanes", None, op.loc)
+    identity = 0 if monoid.identity is None else monoid.identity
+    reduced = an.lane_reduce(xp, monoid.ufunc.__name__, xp.asarray(xv, dtype=dtype), mv,
+                             identity)
+    devarrays.count("host_round_trips")
+    return an.to_host(xp, reduced).astype(dtype)[()]
 
 
 _kernels: dict = {}

@@ -150,3 +150,20 @@ def result_kind(args: list):
 
 def _as_numba(d):
     return d
+
+
+def view(xp, d):
+    """A numba device array as an array of the namespace ``xp``, over the same memory."""
+    if xp is np:  # the simulator: device memory is host memory
+        return d._ary if hasattr(d, "_ary") else np.asarray(d)
+    if getattr(xp, "__name__", "") == "cupy":
+        return xp.asarray(d)
+    return xp.wrap(d._ary)  # the strict shim (simulator memory)
+
+
+def from_view(a):
+    """An array of a namespace (``view``'s) as a numba device array, no copy."""
+    if config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        return FakeCUDAArray(getattr(a, "data", a) if not isinstance(a, np.ndarray) else a)
+    return cuda.as_cuda_array(a)

@@ -218,8 +218,10 @@ class PhaseKernel(Host):
     def on_device(self, op: Op, env: Env) -> bool:
         """Run a cross-lane intrinsic by ``crosslane``'s kernels where they apply (real
         hardware, its operand already on the device); False: the host runs it."""
-        if crosslane.mode() is None or not crosslane.supports(op) \
-                or not isinstance(env.raw(op.operands[0].id), OnDevice):
+        if crosslane.mode() is None or not isinstance(env.raw(op.operands[0].id), OnDevice):
+            return False
+        kernels = crosslane.supports(op)
+        if not kernels and not crosslane.portable(op):
             return False
         others = []
         for v in op.operands[1:]:
@@ -235,8 +237,9 @@ class PhaseKernel(Host):
         elif mask is not None:
             host = np.broadcast_to(np.asarray(mask, dtype=bool), (self.lanes,))
             mask = None if host.all() else launch.upload(host)
-        out = crosslane.run(op, env.raw(op.operands[0].id).array, others, mask, self.lanes,
-                            self.errors)
+        x = env.raw(op.operands[0].id).array
+        out = crosslane.run(op, x, others, mask, self.lanes, self.errors) if kernels else \
+            crosslane.run_portable(op, x, mask, self.lanes)
         if op.results:
             env[op.result.id] = OnDevice(out) if op.result.varying else out
         return True
