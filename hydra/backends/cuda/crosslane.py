@@ -33,6 +33,7 @@ warp steps done in shared memory instead, which the simulator can run (the tests
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 from numba import config, cuda
@@ -282,6 +283,15 @@ def _subs(dtype: np.dtype, warp: bool) -> dict:
     return {"CARRIER": carrier, "BLOCK_": BLOCK, "WARP_": bool(warp)}
 
 
+def _start(kernel, grid: int, block: int, *args) -> None:
+    """One launch on this thread's stream, counted; integers wrap silently (the
+    simulator's NumPy scalars would warn)."""
+    launch.count("launches")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        kernel[grid, block, launch.stream_now()](*args)
+
+
 def _no_mask():
     return cuda.device_array(1, dtype=np.bool_)
 
@@ -304,9 +314,8 @@ def reduce(kind: str, x, mask, lanes: int, dtype: np.dtype, warp: bool):
         blocks = -(-n // BLOCK)
         out = cuda.device_array(blocks, dtype=carrier)
         counts = cuda.device_array(blocks, dtype=np.int64)
-        launch.count("launches")
-        kernel[blocks, BLOCK, launch.stream_now()](np.int64(n), x, mask, has_mask, counts_in,
-                                                   has_counts, out, counts)
+        _start(kernel, blocks, BLOCK, np.int64(n), x, mask, has_mask, counts_in, has_counts,
+               out, counts)
         if blocks == 1:
             break
         # the grid-level combine: the block partials, the same way
@@ -325,13 +334,11 @@ def prefixsum(x, mask, lanes: int, dtype: np.dtype, warp: bool):
     mask = mask if has_mask else _no_mask()
     out = cuda.device_array(lanes, dtype=carrier)
     totals = cuda.device_array(blocks, dtype=carrier)
-    stream = launch.stream_now()
-    launch.count("launches", 3)
-    _kernel(_SCAN, "scan_blocks", **subs)[blocks, BLOCK, stream](
-        np.int64(lanes), x, mask, has_mask, out, totals)
-    _kernel(_SCAN, "scan_totals", **subs)[1, 1, stream](totals, blocks)
-    _kernel(_SCAN, "add_offsets", **subs)[blocks, BLOCK, stream](
-        np.int64(lanes), x, mask, has_mask, out, totals)
+    _start(_kernel(_SCAN, "scan_blocks", **subs), blocks, BLOCK, np.int64(lanes), x, mask,
+           has_mask, out, totals)
+    _start(_kernel(_SCAN, "scan_totals", **subs), 1, 1, totals, blocks)
+    _start(_kernel(_SCAN, "add_offsets", **subs), blocks, BLOCK, np.int64(lanes), x, mask,
+           has_mask, out, totals)
     return out
 
 

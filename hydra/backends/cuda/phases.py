@@ -218,7 +218,8 @@ class PhaseKernel(Host):
     def on_device(self, op: Op, env: Env) -> bool:
         """Run a cross-lane intrinsic by ``crosslane``'s kernels where they apply (real
         hardware, its operand already on the device); False: the host runs it."""
-        if crosslane.mode() is None or not isinstance(env.raw(op.operands[0].id), OnDevice):
+        if crosslane.mode() is None or not op.operands \
+                or not isinstance(env.raw(op.operands[0].id), OnDevice):
             return False
         kernels = crosslane.supports(op)
         if not kernels and not crosslane.portable(op):
