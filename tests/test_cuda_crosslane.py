@@ -90,7 +90,8 @@ def test_block_reductions_and_scans_agree_with_the_reference(block, dtype):
     first = _check(reductions, (x, 10), 40, "x", float_ulps=8)
     assert sorted(set(block)) == ["laneall", "laneany", "lanemax", "lanemin", "laneprod",
                                   "lanesum", "prefixsum"]
-    again = hydra.compile(reductions, varying="x", backend="cuda", lanes=40)(x, 10)  # one fixed tree: the same bits run to run
+    # one fixed tree: the same bits run to run
+    again = hydra.compile(reductions, varying="x", backend="cuda", lanes=40)(x, 10)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
 

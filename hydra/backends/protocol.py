@@ -119,8 +119,6 @@ PROTOCOLS = {
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,
         "math gamma": _GAMMA, "math lgamma": _GAMMA,
-        **{op: "hydra.grad's tape: not on cuda yet (a CompileError names it)"
-           for op in _TAPE},
     }),
 }
 

@@ -37,6 +37,10 @@ from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
 
+#: the first capacity of a tape store, in records per lane
+TAPE_CAPACITY = 16
+
+
 def _on_simulator() -> bool:
     from numba import config
     return bool(config.ENABLE_CUDASIM)
@@ -58,6 +62,9 @@ class OneKernel:
         found = effects(fn)  # what is copied back: every array a store may reach
         self.written = ["w" in mode for mode in found.params]
         self.globals_written = ["w" in mode for _, mode in found.captured]
+        #: records per lane of each hydra.grad tape store (grown on overflow)
+        self.tape_capacity = TAPE_CAPACITY
+        self.last_run_stats: dict = {}
 
     def __call__(self, args: list, lanes: int) -> list:
         with devarrays.recording(devarrays.Stats()) as stats:
@@ -65,6 +72,26 @@ class OneKernel:
                 return self.run(args, lanes)
             finally:
                 self.last_run_stats = stats.as_dict()
+
+    def launch_growing_tapes(self, dev: list, outs: list, lanes: int, args: list) -> None:
+        """Launch (and check) the kernel; where a lane's hydra.grad tape was full,
+        launch again with four times the capacity (remembered for later calls)."""
+        while True:
+            stores = [cuda.device_array((self.tape_capacity, lanes), dtype=dtype)
+                      for _, dtypes in self.code.tapes for dtype in dtypes]
+            launch.launch(self.kernel, lanes, dev + stores + outs + [self.errors.get(lanes)])
+            try:
+                self.errors.check(lanes, self.code.sites)
+                return
+            except launch.TapeOverflow:
+                if any(w and launch.is_device_array(a)
+                       for a, w in zip(args, self.written)):
+                    raise HydraError(
+                        f"{self.fn.name}: a hydra.grad tape outgrew {self.tape_capacity} "
+                        f"records per lane while the kernel wrote a GPU array argument in "
+                        f"place, so it cannot run again; pass a NumPy array, or call once "
+                        f"with fewer loop trips first") from None
+                self.tape_capacity *= 4
 
     def run(self, args: list, lanes: int) -> list:
         if self.kernel is None:
@@ -82,9 +109,8 @@ class OneKernel:
             dev.append(moves.array(array, written))
         leaves = self.fn.body.terminator.operands
         outs = [cuda.device_array(lanes if v.varying else 1, dtype=v.type.dtype) for v in leaves]
-        launch.launch(self.kernel, lanes, dev + outs + [self.errors.get(lanes)])
         try:
-            self.errors.check(lanes, self.code.sites)
+            self.launch_growing_tapes(dev, outs, lanes, args)
         except HydraError:
             # Lanes that fail at different statements are ordered by source here,
             # not by lockstep time.  The failed launch left the caller's host arrays
@@ -142,7 +168,7 @@ class CudaBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        refuse_array_ops(fn, "cuda")
+        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
@@ -163,7 +189,7 @@ class CudaBackend:
         without it, the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        refuse_array_ops(fn, "cuda")
+        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if stage == "numba":
             if choice.one is not None:
@@ -190,6 +216,7 @@ def kernels(choice: Choice) -> list[tuple[str, str, list, list]]:
         code, f = choice.one.code, choice.fn
         params = [(p.type, p.varying) for p in f.params]
         params += [(ArrayType(scalar(a.dtype), a.ndim), False) for a in code.globals]
+        params += [(ArrayType(scalar(d), 1), True) for _, ds in code.tapes for d in ds]
         return [(code.source, code.entry, params,
                  [v.type for v in f.body.terminator.operands])]
     return [(p.source, p.label, [(v.type, v.varying) for v in p.inputs],

@@ -151,7 +151,14 @@ class ErrorBuffer:
     def check(self, lanes: int, sites) -> None:
         """Raise the first failure of the last launch, if any lane failed."""
         d = self.buffers[lanes]
-        if to_host(d[lanes:])[0, 0] == 0:
+        row = to_host(d[lanes:])[0]
+        if row[0] == 0:
             return
         del self.buffers[lanes]
+        if row[1]:  # a lane's tape was full (``structured``): no lane's error is final
+            raise TapeOverflow()
         sites.raise_first(d.copy_to_host()[:lanes])
+
+
+class TapeOverflow(Exception):
+    """A lane pushed past the end of its tape store: launch again with a larger one."""

@@ -42,7 +42,10 @@ _KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store
 _HOST = {"if": "control flow: the host drives it", "while": "control flow: the host drives it",
          "local_array": "per-lane arrays live on the host and travel to the kernels",
          "entry_mask": "the lanes that run: the host makes the mask",
-         "global_array": "a captured array: passed to the kernels that use it"}
+         "global_array": "a captured array: passed to the kernels that use it",
+         # (one kernel keeps it in device memory: ``structured``)
+         "tape_push": "hydra.grad's tape: the host keeps it between phases",
+         "tape_pop": "hydra.grad's tape: the host keeps it between phases"}
 
 
 def lowerable(op: Op) -> tuple[bool, str]:
