@@ -4,6 +4,12 @@ trees, no warp intrinsics) runs with 32-thread blocks, so that a few dozen lanes
 several blocks and the grid-level combine; the "warp" variant (shuffles, ballots,
 activemask) needs a GPU: ``test_gpu_*`` skip here and run on one."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -169,3 +175,51 @@ def test_gpu_warp_reductions_scans_and_gathers(dtype, lanes):
     first, again = k(x, 1), k(x, 1)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
+
+
+CHILD = textwrap.dedent('''
+    import json, sys, types
+    from numba import types as nt
+    from numba.cuda import compiler, dispatcher
+    from numba.np.numpy_support import from_dtype
+    import numpy as np
+    # device functions are compiled for "the current device": there is none here
+    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(8, 0))
+
+    def numba_type(name, ndim):
+        t = from_dtype(np.dtype(name))
+        return t if ndim is None else nt.Array(t, ndim, "A")
+
+    failures = []
+    for source, entry, args in json.load(open(sys.argv[1])):
+        namespace = {}
+        exec(compile(source, entry, "exec"), namespace)
+        try:
+            compiler.compile_cuda(namespace[entry], nt.void,
+                                  tuple(numba_type(*a) for a in args), cc=(8, 0))
+        except Exception as e:
+            failures.append(f"{entry}: {type(e).__name__}: {str(e)[:600]}")
+    print(json.dumps(failures))
+''')
+
+
+def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path):
+    """The warp variant never runs here: numba-cuda types and lowers it (shuffles,
+    ballots, activemask included) to LLVM IR for the CUDA target, without a GPU."""
+    from hydra.backends.cuda import crosslane
+    path = tmp_path / "kernels.json"
+    # every reduction of float64 and int32 (bool: any/all/sum), the rest of float32 and
+    # int64: each construct once per kind of type, in a third of the time of them all
+    cases = [c for c in crosslane.typing_cases(True)
+             if c[2][1][0] in (("float64", "int32", "bool") if c[1] == "reduce_blocks"
+                               else ("float32", "int64"))
+             or c[1] == "scan_totals" and c[2][0][0] in ("float32", "int64")]
+    path.write_text(json.dumps(cases))
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "compile_cuda" in done.stderr:
+        pytest.skip(f"numba-cuda cannot compile here: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    failures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not failures, "\n".join(failures)

@@ -111,10 +111,7 @@ _kernels: dict = {}
 def _kernel(template: str, label: str, **subs):
     key = (label, tuple(sorted(subs.items())))
     if key not in _kernels:
-        source = template
-        for k, v in subs.items():
-            source = source.replace(k, str(v))
-        _kernels[key] = launch.build(source, label, "crosslane", {})
+        _kernels[key] = launch.build(_fill(template, subs), label, "crosslane", {})
     return _kernels[key]
 
 
@@ -131,7 +128,8 @@ def _identity(kind: str, dtype: np.dtype) -> str:
 _HEAD = ("import math\n\nimport numpy as np\nfrom numba import cuda\n\nFULL = 0xffffffff\n"
          "BLOCK = BLOCK_\nWARP = WARP_\n\n\n")
 
-_REDUCE = _HEAD + '''def combine(a, b):
+_REDUCE = _HEAD + '''@cuda.jit(device=True)
+def combine(a, b):
     return CARRIER(COMBINE_)
 
 
@@ -400,3 +398,49 @@ def run(op: Op, x, others: list, mask, lanes: int, errors):
         return np.asarray(broadcast(x, others[0], mask, lanes, op.loc)).astype(
             op.result.type.dtype)[()]
     return gather(name, x, others[0], mask, lanes, warp, op.loc, errors)
+
+
+def typing_cases(warp: bool = True) -> list:
+    """Every kernel of this module with the argument types it is launched with, for
+    compiling to LLVM IR without a GPU (``tests/test_cuda_crosslane.py``): (source,
+    entry, [(dtype name, ndim or None)])."""
+    def a(dtype, ndim=1):
+        return (np.dtype(dtype).name, ndim)
+
+    def s(dtype):
+        return (np.dtype(dtype).name, None)
+    out = []
+    for dtype in _TYPES:
+        carrier = np.int64 if dtype == "bool" else dtype
+        subs = _subs(np.dtype(dtype), warp)
+        for kind in _COMBINE:
+            if kind in ("any", "all") and dtype != "bool" or \
+                    dtype == "bool" and kind not in ("any", "all", "sum"):
+                continue
+            vote = kind in ("any", "all")
+            ballot = warp and vote
+            fill = {"COMBINE_": _COMBINE[kind], "IDENTITY_": _identity(kind, np.dtype(dtype)),
+                    "LOAD_": "x[i] != 0" if vote else "x[i]", "BALLOT_": ballot,
+                    "VOTE_": ("0 != " if kind == "any" else "FULL == ") if ballot else "",
+                    **subs}
+            out.append((_fill(_REDUCE, fill), "reduce_blocks",
+                        [s("int64"), a(dtype), a("bool"), s("bool"), a("int64"), s("bool"),
+                         a(carrier), a("int64")]))
+        if dtype == "bool":
+            continue
+        scan = _fill(_SCAN, subs)
+        out.append((scan, "scan_blocks", [s("int64"), a(dtype), a("bool"), s("bool"),
+                                          a(carrier), a(carrier)]))
+        out.append((scan, "scan_totals", [a(carrier), s("int64")]))
+        out.append((scan, "add_offsets", [s("int64"), a(dtype), a("bool"), s("bool"),
+                                          a(carrier), a(carrier)]))
+        out.append((_fill(_GATHER, subs), "gather",
+                    [s("int64"), a(dtype), a("int64"), s("bool"), a("bool"), s("bool"),
+                     a(dtype), a("int64", 2)]))
+    return out
+
+
+def _fill(template: str, subs: dict) -> str:
+    for k, v in subs.items():
+        template = template.replace(k, str(v))
+    return template
