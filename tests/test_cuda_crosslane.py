@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum, \
+from hydra import atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum, \
     prefixsum, rotate, shuffle
 from hydra.backends import available
 from hydra.errors import InactiveLaneError, KernelIndexError
@@ -45,6 +45,12 @@ def block(monkeypatch):
         ran.append(op.attrs["name"])
         return run(op, *args)
     monkeypatch.setattr(crosslane, "run", spy)
+    atomic = crosslane.atomic_add
+
+    def spy_atomic(*args):
+        ran.append("atomic_add")
+        return atomic(*args)
+    monkeypatch.setattr(crosslane, "atomic_add", spy_atomic)
     return ran
 
 
@@ -216,7 +222,8 @@ def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path)
     cases = [c for c in crosslane.typing_cases(True)
              if c[2][1][0] in (("float64", "int32", "bool") if c[1] == "reduce_blocks"
                                else ("float32", "int64"))
-             or c[1] == "scan_totals" and c[2][0][0] in ("float32", "int64")]
+             or c[1] == "scan_totals" and c[2][0][0] in ("float32", "int64")
+             or c[1].startswith("atomic") and c[2][1][0] in ("uint32", "int64")]
     path.write_text(json.dumps(cases))
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
     done = subprocess.run([sys.executable, "-c", CHILD, str(path)], env=env,
@@ -226,3 +233,32 @@ def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     failures = json.loads(done.stdout.strip().splitlines()[-1])
     assert not failures, "\n".join(failures)
+
+
+def histogram(x, counts):
+    y = x * 3  # on the device
+    if y % 2 == 0:  # a partial mask
+        atomic_add(counts, y % 7, 1)
+    atomic_add(counts, -1, y)
+
+
+def test_block_integer_atomics_on_a_device_array(block):
+    from numba import cuda
+    x = np.arange(40)
+    want = np.zeros(7, dtype=np.int64)
+    hydra.compile(histogram, varying="x", backend="numpy")(x, want)
+    counts = cuda.to_device(np.zeros(7, dtype=np.int64))
+    k = hydra.compile(histogram, varying="x", backend="cuda")
+    k(x, counts)
+    np.testing.assert_array_equal(counts.copy_to_host(), want)
+    assert block == ["atomic_add", "atomic_add"]
+    # x, the mask, the uniform index -1 and value 1 as lanes: counts itself never moves
+    assert k.last_run_stats["uploads"] == 4
+
+    def past_the_end(x, counts):
+        atomic_add(counts, x, 1)
+    k = hydra.compile(past_the_end, varying="x", backend="cuda")
+    with pytest.raises(KernelIndexError, match="atomic_add index 7 is out of bounds") as e:
+        k(np.array([0, 1, 7, 2, 9]), counts)
+    assert e.value.lane == 2
+    np.testing.assert_array_equal(counts.copy_to_host(), want)  # nothing added

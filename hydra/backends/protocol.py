@@ -115,6 +115,9 @@ PROTOCOLS = {
                              "on the simulator, over all lanes on the host by its reference"
            for n in ("lanesum", "laneprod", "lanemin", "lanemax", "laneany", "laneall",
                      "broadcast", "shuffle", "rotate", "prefixsum")},
+        "intrinsic atomic_add": "cross-lane: on a GPU, into an integer GPU array argument, "
+                                "device atomics (integer sums wrap: any order gives the "
+                                "reference's); else on the host, by its reference",
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,

@@ -32,7 +32,7 @@ from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
 from ..hostarrays import refuse_array_ops
-from . import devarrays, launch, phases
+from . import crosslane, devarrays, launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
@@ -254,7 +254,8 @@ def _ptx(source: str, entry: str, params: list, outs: list) -> str:
 def _phase_runner(choice: Choice, options: dict):
     """The runner of a segments or phases choice."""
     errors = launch.ErrorBuffer()
-    host_read: list = []
+    #: (device atomics?) -> ids of the values a host op reads
+    host_read: dict = {}
 
     def run(args: list, lanes: int) -> list:
         with devarrays.recording(devarrays.Stats()) as stats:
@@ -265,9 +266,10 @@ def _phase_runner(choice: Choice, options: dict):
 
     def call(args: list, lanes: int) -> list:
         kind = devarrays.result_kind(args)
-        if kind is not None and not host_read:
-            host_read.append(_read_by_host(choice))
-        host_args, back = _host_arrays(choice.fn, args, host_read[0] if host_read else set())
+        device_atomics = crosslane.mode() is not None
+        if kind is not None and device_atomics not in host_read:
+            host_read[device_atomics] = _read_by_host(choice, device_atomics)
+        host_args, back = _host_arrays(choice.fn, args, host_read.get(device_atomics, set()))
         try:
             with np.errstate(all="ignore"):
                 leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
@@ -283,13 +285,18 @@ def _phase_runner(choice: Choice, options: dict):
     return run
 
 
-def _read_by_host(choice: Choice) -> set:
+def _read_by_host(choice: Choice, device_atomics: bool) -> set:
     """Ids of the values an op the host runs reads (a phase kernel reads the others,
-    so a device array argument among them stays on the device)."""
+    so a device array argument among them stays on the device; so does the integer
+    array of an ``atomic_add`` where ``crosslane`` runs those)."""
     found = set()
     for items in choice.plans.values():
         for item in items:
             if isinstance(item, phases.Phase) or item.opcode in ("yield", "condition"):
+                continue
+            if device_atomics and item.opcode == "intrinsic" and \
+                    crosslane.atomic_supports(item):
+                found.update(v.id for v in item.operands[1:])
                 continue
             found.update(v.id for v in item.operands)
             if item.mask is not None:

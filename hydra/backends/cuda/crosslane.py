@@ -20,8 +20,11 @@ the N values to the host:
   global memory.
 - ``broadcast``: one element of the value (and of the mask) is read back.
 
-No atomics: a float atomic's order would change the result, and an integer
-``atomic_add`` runs on a shared array the host keeps (``phases``).
+Atomics only where their order cannot change the result: ``atomic_add`` into an
+integer array that is on the device (a GPU array argument) checks every active lane's
+index first (a failure adds nothing, as the reference) and then adds by
+``cuda.atomic.add``; into a float array (whose sum depends on the order) or a host
+array the host runs it.
 
 ``mode()`` selects these paths only on real hardware ("warp"); the CUDA simulator
 has no warp intrinsics and keeps the portable path (the host runs the reference),
@@ -276,6 +279,52 @@ _GATHER = _HEAD + '''def gather(N, x, k, rotate, mask, has_mask, out, err):
 '''
 
 
+_ATOMIC = _HEAD + '''def atomic_check(N, a, i, mask, has_mask, err):
+    """The reference's bounds check, before any lane adds (a failure adds nothing)."""
+    lane = cuda.grid(1)
+    if lane >= N or (has_mask and not mask[lane]):
+        return
+    j = np.int64(i[lane])
+    n = a.shape[0]
+    if j < -n or j >= n:
+        cuda.atomic.add(err, (N, 0), 1)
+        err[lane, 0] = 1
+        err[lane, 1] = j
+        err[lane, 2] = n
+
+
+def atomic_apply(N, a, i, v, mask, has_mask):
+    lane = cuda.grid(1)
+    if lane >= N or (has_mask and not mask[lane]):
+        return
+    j = np.int64(i[lane])
+    if j < 0:
+        j += a.shape[0]
+    cuda.atomic.add(a, j, v[lane])
+'''
+#: integer additions wrap: any order of the lanes' atomics gives NumPy's np.add.at
+_ATOMIC_TYPES = ("int32", "int64", "uint32", "uint64")
+
+
+def atomic_supports(op: Op) -> bool:
+    """An ``atomic_add`` whose order cannot change the result (an integer array)."""
+    return op.attrs.get("name") == "atomic_add" and \
+        op.operands[0].type.dtype.name in _ATOMIC_TYPES
+
+
+def atomic_add(a, i, v, mask, lanes: int, loc, errors) -> None:
+    """``a[i] += v`` for every active lane, by device atomics, after the bounds check."""
+    has_mask = mask is not None
+    mask = mask if has_mask else _no_mask()
+    sites = ErrorSites()
+    sites.add("index", "atomic_add index {0} is out of bounds for axis 0 with size {1}", loc)
+    subs = _subs(np.dtype(a.dtype), False)
+    launch.launch(_kernel(_ATOMIC, "atomic_check", **subs), lanes,
+                  [a, i, mask, has_mask, errors.get(lanes)])
+    errors.check(lanes, sites)
+    launch.launch(_kernel(_ATOMIC, "atomic_apply", **subs), lanes, [a, i, v, mask, has_mask])
+
+
 def _subs(dtype: np.dtype, warp: bool) -> dict:
     carrier = "np.int64" if dtype == np.bool_ else f"np.{dtype.name}"
     return {"CARRIER": carrier, "BLOCK_": BLOCK, "WARP_": bool(warp)}
@@ -437,6 +486,12 @@ def typing_cases(warp: bool = True) -> list:
         out.append((_fill(_GATHER, subs), "gather",
                     [s("int64"), a(dtype), a("int64"), s("bool"), a("bool"), s("bool"),
                      a(dtype), a("int64", 2)]))
+    for dtype in _ATOMIC_TYPES:
+        atomic = _fill(_ATOMIC, _subs(np.dtype(dtype), False))
+        out.append((atomic, "atomic_check", [s("int64"), a(dtype), a("int64"), a("bool"),
+                                             s("bool"), a("int64", 2)]))
+        out.append((atomic, "atomic_apply", [s("int64"), a(dtype), a("int64"), a(dtype),
+                                             a("bool"), s("bool")]))
     return out
 
 

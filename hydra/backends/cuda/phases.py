@@ -221,32 +221,51 @@ class PhaseKernel(Host):
     def on_device(self, op: Op, env: Env) -> bool:
         """Run a cross-lane intrinsic by ``crosslane``'s kernels where they apply (real
         hardware, its operand already on the device); False: the host runs it."""
-        if crosslane.mode() is None or not op.operands \
-                or not isinstance(env.raw(op.operands[0].id), OnDevice):
+        if crosslane.mode() is None or not op.operands:
+            return False
+        if crosslane.atomic_supports(op):
+            return self.atomic_on_device(op, env)
+        if not isinstance(env.raw(op.operands[0].id), OnDevice):
             return False
         kernels = crosslane.supports(op)
         if not kernels and not crosslane.portable(op):
             return False
-        others = []
-        for v in op.operands[1:]:
-            x = env.raw(v.id)
-            if op.attrs["name"] == "broadcast":
-                others.append(env[v.id])
-            else:
-                others.append(x.array if isinstance(x, OnDevice) else launch.upload(
-                    np.broadcast_to(np.asarray(x, dtype=np.int64), (self.lanes,))))
-        mask = None if op.mask is None else env.raw(op.mask.id)
-        if isinstance(mask, OnDevice):
-            mask = mask.array
-        elif mask is not None:
-            host = np.broadcast_to(np.asarray(mask, dtype=bool), (self.lanes,))
-            mask = None if host.all() else launch.upload(host)
+        others = [env[v.id] if op.attrs["name"] == "broadcast" else self.lanes_on_device(v, env)
+                  for v in op.operands[1:]]
+        mask = self.mask_on_device(op, env)
         x = env.raw(op.operands[0].id).array
         out = crosslane.run(op, x, others, mask, self.lanes, self.errors) if kernels else \
             crosslane.run_portable(op, x, mask, self.lanes)
         if op.results:
             env[op.result.id] = OnDevice(out) if op.result.varying else out
         return True
+
+    def atomic_on_device(self, op: Op, env: Env) -> bool:
+        """``atomic_add`` into an integer array on the device, by device atomics."""
+        a = env.raw(op.operands[0].id)
+        if isinstance(a, OnDevice) or not launch.is_device_array(a):
+            return False  # a host array: the host adds
+        _, i, v = op.operands
+        crosslane.atomic_add(a, self.lanes_on_device(i, env), self.lanes_on_device(v, env),
+                             self.mask_on_device(op, env), self.lanes, op.loc, self.errors)
+        return True
+
+    def lanes_on_device(self, v, env: Env):
+        """A per-lane value as a device array of N entries (uploaded if the host has it)."""
+        x = env.raw(v.id)
+        if isinstance(x, OnDevice):
+            return x.array
+        return launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,)))
+
+    def mask_on_device(self, op: Op, env: Env):
+        """The op's active lanes on the device, or None where every lane is active."""
+        mask = None if op.mask is None else env.raw(op.mask.id)
+        if isinstance(mask, OnDevice):
+            return mask.array
+        if mask is None:
+            return None
+        host = np.broadcast_to(np.asarray(mask, dtype=bool), (self.lanes,))
+        return None if host.all() else launch.upload(host)
 
     def run_phase(self, phase: Phase, env: Env) -> None:
         if phase.kernel is None:
