@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum, \
-    prefixsum, rotate, shuffle
+from hydra import atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, \
+    lanesum, prefixsum, rotate, shuffle
 from hydra.backends import available
 from hydra.errors import InactiveLaneError, KernelIndexError
 
@@ -215,11 +215,11 @@ CHILD = textwrap.dedent('''
 def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path):
     """The warp variant never runs here: numba-cuda types and lowers it (shuffles,
     ballots, activemask included) to LLVM IR for the CUDA target, without a GPU."""
-    from hydra.backends.cuda import crosslane
+    from hydra.backends.cuda import warpkernels
     path = tmp_path / "kernels.json"
     # every reduction of float64 and int32 (bool: any/all/sum), the rest of float32 and
     # int64: each construct once per kind of type, in a third of the time of them all
-    cases = [c for c in crosslane.typing_cases(True)
+    cases = [c for c in warpkernels.typing_cases(True)
              if c[2][1][0] in (("float64", "int32", "bool") if c[1] == "reduce_blocks"
                                else ("float32", "int64"))
              or c[1] == "scan_totals" and c[2][0][0] in ("float32", "int64")
