@@ -223,7 +223,8 @@ def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path)
              if c[2][1][0] in (("float64", "int32", "bool") if c[1] == "reduce_blocks"
                                else ("float32", "int64"))
              or c[1] == "scan_totals" and c[2][0][0] in ("float32", "int64")
-             or c[1].startswith("atomic") and c[2][1][0] in ("uint32", "int64")]
+             or c[1].startswith("atomic") and c[2][1][0] in ("uint32", "int64")
+             or c[2][1][0] == "bool"]
     path.write_text(json.dumps(cases))
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
     done = subprocess.run([sys.executable, "-c", CHILD, str(path)], env=env,

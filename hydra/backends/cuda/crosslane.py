@@ -71,6 +71,8 @@ def supports(op: Op) -> bool:
     name = op.attrs.get("name")
     if name not in _REDUCTIONS and name not in ("prefixsum", "shuffle", "rotate", "broadcast"):
         return False
+    if name in ("shuffle", "rotate") and op.operands[0].type.name == "bool":
+        return False  # shfl_sync moves 32- and 64-bit numbers only
     return op.operands[0].type.name in wk.TYPES and (
         not op.results or op.result.type.name in wk.TYPES)
 

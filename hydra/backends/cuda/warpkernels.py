@@ -15,13 +15,12 @@ COMBINE = {"sum": "a + b", "prod": "a * b", "any": "a | b", "all": "a & b",
 
 
 def identity(kind: str, dtype: np.dtype) -> str:
-    if kind in ("sum", "any"):
-        return "0"
-    if kind in ("prod", "all"):
-        return "1"
-    big = "math.inf" if dtype.kind == "f" else str(np.iinfo(dtype).max)
-    return big if kind == "min" else ("-math.inf" if dtype.kind == "f"
-                                      else str(np.iinfo(dtype).min))
+    """The source of the value a lane that is not active contributes."""
+    if dtype == np.bool_ or kind in ("sum", "prod", "any", "all"):
+        return "1" if kind in ("prod", "all", "min") else "0"
+    if dtype.kind == "f":
+        return "math.inf" if kind == "min" else "-math.inf"
+    return str(np.iinfo(dtype).max if kind == "min" else np.iinfo(dtype).min)
 
 
 _HEAD = ("import math\n\nimport numpy as np\nfrom numba import cuda\n\nFULL = 0xffffffff\n"
@@ -223,8 +222,7 @@ def typing_cases(warp: bool = True) -> list:
         carrier = np.int64 if dtype == "bool" else dtype
         common = subs(np.dtype(dtype), warp)
         for kind in COMBINE:
-            if kind in ("any", "all") and dtype != "bool" or \
-                    dtype == "bool" and kind not in ("any", "all", "sum"):
+            if kind in ("any", "all") and dtype != "bool":
                 continue
             vote = kind in ("any", "all")
             ballot = warp and vote
@@ -235,17 +233,16 @@ def typing_cases(warp: bool = True) -> list:
             out.append((fill(REDUCE, values), "reduce_blocks",
                         [s("int64"), a(dtype), a("bool"), s("bool"), a("int64"), s("bool"),
                          a(carrier), a("int64")]))
-        if dtype == "bool":
-            continue
         scan = fill(SCAN, common)
         out.append((scan, "scan_blocks", [s("int64"), a(dtype), a("bool"), s("bool"),
                                           a(carrier), a(carrier)]))
         out.append((scan, "scan_totals", [a(carrier), s("int64")]))
         out.append((scan, "add_offsets", [s("int64"), a(dtype), a("bool"), s("bool"),
                                           a(carrier), a(carrier)]))
-        out.append((fill(GATHER, common), "gather",
-                    [s("int64"), a(dtype), a("int64"), s("bool"), a("bool"), s("bool"),
-                     a(dtype), a("int64", 2)]))
+        if dtype != "bool":  # (shfl_sync moves 32- and 64-bit numbers only)
+            out.append((fill(GATHER, common), "gather",
+                        [s("int64"), a(dtype), a("int64"), s("bool"), a("bool"), s("bool"),
+                         a(dtype), a("int64", 2)]))
     for dtype in ATOMIC_TYPES:
         atomic = fill(ATOMIC, subs(np.dtype(dtype), False))
         out.append((atomic, "atomic_check", [s("int64"), a(dtype), a("int64"), a("bool"),
