@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra import lane, lanesum
+from hydra import atomic_add, lane, lanesum
 from hydra.backends import available
 from hydra.errors import KernelIndexError, KernelValueError
 
@@ -202,3 +202,22 @@ def test_gpu_cupy_and_torch_arrays_in_place_and_results_of_their_kind(kind):
     assert type(y) is type(x) or kind == "torch-dlpack" and hasattr(y, "copy_to_host")
     np.testing.assert_array_equal(back(y), x_host + 1)
     np.testing.assert_array_equal(back(out), x_host * 3)
+
+
+def float_total(x, acc, table):
+    atomic_add(acc, 0, x * table[0])  # a float atomic_add: the host adds, in lane order
+    return x
+
+
+def test_a_device_array_a_host_op_writes_goes_to_the_host_and_back():
+    from numba import cuda
+    acc, table = cuda.to_device(np.zeros(1)), cuda.to_device(np.array([2.0]))
+    k = hydra.compile(float_total, varying="x", backend="cuda")
+    x = cuda.to_device(np.arange(8.0))
+    k(x, acc, table)
+    assert acc.copy_to_host()[0] == np.arange(8.0).sum() * 2
+    # to the host: acc, the values the host adds, the kernel's error counter; back: acc
+    # (x and table, read by the kernel only, never move)
+    assert k.last_run_stats == {"launches": 1, "host_round_trips": 3, "uploads": 1}
+    k(x, acc, table)
+    assert acc.copy_to_host()[0] == np.arange(8.0).sum() * 4

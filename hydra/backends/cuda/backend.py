@@ -306,13 +306,15 @@ def _read_by_host(choice: Choice, device_atomics: bool) -> set:
 
 def _host_arrays(fn: Function, args: list, read_by_host: set):
     """Device arrays among ``args`` that a host op reads, copied to the host, and the
-    copies to write back afterwards; the others stay where they are."""
+    copies to write back afterwards (those the kernel may write); the others stay
+    where they are."""
     out, back = [], []
-    for p, a in zip(fn.params, args):
+    for p, a, mode in zip(fn.params, args, effects(fn).params):
         if launch.is_device_array(a) and p.id in read_by_host:
             d = launch.as_device(a)
             host = launch.to_host(d)
-            back.append((d, host))
+            if "w" in mode:
+                back.append((d, host))
             out.append(host)
         else:
             out.append(launch.as_device(a) if launch.is_device_array(a) else a)

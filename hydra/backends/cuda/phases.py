@@ -190,7 +190,9 @@ class PhaseKernel(Host):
     def __call__(self, args: list, on_device: bool = False) -> list:
         """The result leaves: NumPy, or with ``on_device`` every varying one a device
         array (a value the host computed is uploaded)."""
-        env = Env((p.id, a) for p, a in zip(self.fn.params, args))
+        # a varying number given as a GPU array is a per-lane value already on the device
+        env = Env((p.id, OnDevice(a) if p.varying and isinstance(p.type, ScalarType)
+                   and launch.is_device_array(a) else a) for p, a in zip(self.fn.params, args))
         leaves = self.region(self.fn.body, env)
         if not on_device:
             return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
