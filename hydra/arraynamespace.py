@@ -317,7 +317,16 @@ def lane_reduce(xp, ufunc: str, x, mask, identity):
     index would make CuPy wait to learn the size).  A float sum's order is the
     namespace's own (NumPy's pairwise order over all N entries)."""
     values = x if mask is None else xp.where(mask, x, xp.asarray(identity, dtype=x.dtype))
-    return getattr(xp, ufunc).reduce(values)
+    # the array API's reductions: every namespace has them (not every one ufunc.reduce)
+    reducer = getattr(xp, _REDUCERS[ufunc])
+    if ufunc in ("add", "multiply"):
+        return reducer(values, dtype=x.dtype)  # NumPy would widen small ints
+    return reducer(values)
+
+
+#: a reduction's ufunc -> the array API function that computes it
+_REDUCERS = {"add": "sum", "multiply": "prod", "minimum": "min", "maximum": "max",
+             "logical_or": "any", "logical_and": "all"}
 
 
 def active_count(xp, mask, lanes: int) -> int:
