@@ -263,3 +263,16 @@ def test_block_integer_atomics_on_a_device_array(block):
         k(np.array([0, 1, 7, 2, 9]), counts)
     assert e.value.lane == 2
     np.testing.assert_array_equal(counts.copy_to_host(), want)  # nothing added
+
+
+def test_block_reductions_of_no_active_lanes(block):
+    from numba import cuda
+
+    from hydra.backends.cuda import crosslane
+    x = cuda.to_device(np.arange(40.0))
+    none = cuda.to_device(np.zeros(40, dtype=bool))
+    assert crosslane.reduce("min", x, none, 40, np.dtype(np.float64), False)[1] == 0
+    assert crosslane.reduce("sum", x, none, 40, np.dtype(np.float64), False) == (0.0, None)
+    flags = cuda.to_device(np.zeros(40, dtype=bool))
+    assert crosslane.reduce("all", flags, none, 40, np.dtype(np.bool_), False)[0]
+    assert not crosslane.reduce("any", flags, None, 40, np.dtype(np.bool_), False)[0]

@@ -149,7 +149,8 @@ def _no_mask():
 
 
 def reduce(kind: str, x, mask, lanes: int, dtype: np.dtype, warp: bool):
-    """(the combined value as ``dtype``, the number of active lanes)."""
+    """(the combined value as ``dtype``, the number of active lanes: min and max only,
+    else None; the identity is the value of no lanes)."""
     vote = kind in ("any", "all")
     ballot = warp and vote
     kernel = _kernel(wk.REDUCE, "reduce_blocks", COMBINE_=wk.COMBINE[kind],
@@ -173,7 +174,8 @@ def reduce(kind: str, x, mask, lanes: int, dtype: np.dtype, warp: bool):
         # the grid-level combine: the block partials, the same way
         x, counts_in, n, has_mask, has_counts = out, counts, blocks, False, True
     value = launch.to_host(out)[0]
-    active = int(launch.to_host(counts)[0])
+    # only a reduction without an identity must know that some lane was active
+    active = int(launch.to_host(counts)[0]) if kind in ("min", "max") else None
     return np.asarray(value).astype(dtype)[()], active
 
 
@@ -241,10 +243,7 @@ def run(op: Op, x, others: list, mask, lanes: int, errors):
         dtype = op.result.type.dtype
         value, active = reduce(kind, x, mask, lanes, dtype, warp)
         if active == 0:
-            empty = INTRINSICS[name].monoid.identity
-            if empty is None:
-                raise RUNTIME_ERRORS["inactive"](f"{name} over no active lanes", None, op.loc)
-            return np.asarray(empty, dtype=dtype)[()]
+            raise RUNTIME_ERRORS["inactive"](f"{name} over no active lanes", None, op.loc)
         return np.bool_(value) if name in ("laneany", "laneall") else value
     if name == "prefixsum":
         return prefixsum(x, mask, lanes, op.result.type.dtype, warp)
