@@ -12,7 +12,12 @@
   lane-local stretches as kernels and sync points between them.
 
 All three raise the numpy backend's errors (same class, message, lane) from the
-kernels' error buffers, and write the caller's arrays in place.  Nothing here has
+kernels' error buffers, and write the caller's arrays in place.  GPU arrays given as
+arguments are used where they are (``devarrays``), and a call with one returns its
+varying results on the device, as that argument's kind; the phases keep such an array
+on the device unless an op the host runs reads it, and run the cross-lane intrinsics
+on values already there by ``crosslane``'s kernels (a real GPU).  A runner's
+``last_run_stats`` counts its launches and transfers (``Kernel.last_run_stats``).  Nothing here has
 run on a real GPU yet: the simulator runs the kernels, and
 ``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR).  With
 ``NUMBA_ENABLE_CUDASIM=1`` everything runs on numba's CUDA simulator, which has no
