@@ -109,3 +109,27 @@ def test_the_portable_device_path_runs_under_the_shim(monkeypatch):
     for g, w in zip(got, want):
         assert np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_array_equal(g, w)
+
+
+def _on_gpu() -> bool:
+    if not available("cuda"):
+        return False
+    from numba import config
+    return not config.ENABLE_CUDASIM
+
+
+@pytest.mark.skipif(not _on_gpu(), reason="needs a real GPU and CuPy (the shim stands in "
+                                          "for CuPy here)")
+def test_gpu_the_generic_rules_on_cupy():
+    cupy = pytest.importorskip("cupy")
+    assert an.choose("cuda") is cupy
+    x, m = cupy.asarray(XS), cupy.asarray(MASK)
+    for ufunc, identity in [("add", 0), ("minimum", np.inf), ("logical_or", False)]:
+        got = an.lane_reduce(cupy, ufunc, x if ufunc != "logical_or" else x > 3, m, identity)
+        assert isinstance(got, cupy.ndarray) and got.shape == ()  # still on the device
+        want = getattr(np, ufunc).reduce((XS if ufunc != "logical_or" else XS > 3)[MASK])
+        assert cupy.asnumpy(got) == want
+    v = np.where(MASK, XS, 0.0)
+    np.testing.assert_array_equal(cupy.asnumpy(an.exclusive_sum(cupy, x, m, np.float64)),
+                                  np.cumsum(v) - v)
+    assert an.active_count(cupy, m, 8) == MASK.sum()
