@@ -14,11 +14,13 @@ import functools
 import inspect
 import threading
 import weakref
+from types import MappingProxyType
 
 import numpy as np
 
 from . import dataflow
-from .arguments import (flatten_arguments, int_arguments, is_device_array, lane_leaves,
+from .arguments import (device_dtype_shape, flatten_arguments, int_arguments, is_device_array,
+                        is_readonly_device_array, lane_leaves,
                         leaf_names, leaves_of, typed_argument, unshaped)
 from .arrays import copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
@@ -44,6 +46,10 @@ STAGES = ("ast", "ssa", "grad", "predicated", *dict.fromkeys(
 
 class Kernel:
     """A compiled SPMD function.  Call it with the function's arguments to run its lanes."""
+
+    #: what the last run moved between host and device and launched (the cuda backend:
+    #: launches, host_round_trips, uploads); empty on the other backends
+    last_run_stats: dict = MappingProxyType({})
 
     def __init__(self, pyfunc, lanes: int | None = None, varying=(), backend: str | None = None,
                  **options) -> None:
@@ -85,7 +91,8 @@ class Kernel:
         for name, a in zip(self.param_names, args):
             if name in self.varying:
                 for path, x in lane_leaves(name, a):
-                    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+                    shape = device_dtype_shape(x)[1] if is_device_array(x) else \
+                        tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
                     if not shape:
                         raise ValueError(f"varying argument '{path}' must be an array with "
                                          f"one entry per lane, got a scalar")
@@ -275,6 +282,8 @@ class Kernel:
             leaves = runner(values, lanes)
         finally:
             copy_back(swapped)
+            # the cuda backend's count of transfers and launches (devarrays.Stats)
+            self.last_run_stats = getattr(runner, "last_run_stats", None) or {}
         return result(fn, leaves, lanes)
 
     # --- tools ------------------------------------------------------------------------
@@ -331,7 +340,8 @@ def _check_writeable(fn: Function, values: list) -> None:
         else:
             op = next(op for op in fn.walk() if op.opcode == "global_array" and op.result is v)
             what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
-        if isinstance(a, np.ndarray) and not a.flags.writeable:
+        if isinstance(a, np.ndarray) and not a.flags.writeable \
+                or is_readonly_device_array(a):
             at = effects(fn).write_at(v)
             raise KernelValueError(f"{what} is read-only and the kernel writes it (a "
                                    f"read-only memmap, np.broadcast_to view or array over "

@@ -87,20 +87,73 @@ def device_array_type(kernel, name: str, a, varying: bool) -> Type:
     if kernel.backend_name != "cuda":
         raise TypeError(f"argument '{name}' is a GPU array; only backend='cuda' takes "
                         f"those (copy it to the host for the {kernel.backend_name} backend)")
+    dtype, shape = device_dtype_shape(a)
     try:
-        dt = scalar(np.dtype(a.dtype))
+        dt = scalar(np.dtype(dtype))
     except TypeError:
-        raise TypeError(f"argument '{name}' has unsupported dtype {a.dtype}") from None
-    ndim = len(a.shape)
+        raise TypeError(f"argument '{name}' has unsupported dtype {dtype}") from None
+    ndim = len(shape)
     if varying:
         return dt if ndim == 1 else ArrayType(dt, ndim - 1)
     return ArrayType(dt, ndim)
 
 
+def device_dtype_shape(a) -> tuple:
+    """(dtype, shape) of a GPU array: its ``__cuda_array_interface__``'s, else its own
+    attributes (a DLPack array; a PyTorch dtype by its name)."""
+    try:
+        interface = getattr(a, "__cuda_array_interface__", None)
+    except Exception:  # noqa: BLE001 - a tensor that requires grad refuses it
+        interface = None
+    if isinstance(interface, dict):
+        return interface["typestr"], tuple(interface["shape"])
+    try:
+        dtype = np.dtype(a.dtype)
+    except TypeError:
+        dtype = str(a.dtype).rpartition(".")[2]
+    return dtype, tuple(a.shape)
+
+
 def is_device_array(a) -> bool:
-    """A GPU array (numba device array, CuPy, ...), not a NumPy array."""
-    return not isinstance(a, np.ndarray) and (hasattr(a, "__cuda_array_interface__")
-                                              or hasattr(a, "copy_to_host"))
+    """A GPU array (numba device array, CuPy, a PyTorch CUDA tensor, a DLPack CUDA
+    array, ...), not a NumPy array."""
+    return not isinstance(a, np.ndarray) and (has_cuda_interface(a)
+                                              or hasattr(a, "copy_to_host")
+                                              or is_dlpack_cuda(a))
+
+
+def has_cuda_interface(a) -> bool:
+    """Has ``a`` a usable ``__cuda_array_interface__``?  (A PyTorch tensor that
+    requires grad refuses it with a RuntimeError.)"""
+    try:
+        return hasattr(a, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001
+        return False
+
+
+#: DLPack device types of CUDA memory (kDLCUDA, kDLCUDAHost, kDLCUDAManaged)
+_DLPACK_CUDA = (2, 3, 13)
+
+
+def is_dlpack_cuda(a) -> bool:
+    """A DLPack array in CUDA memory (a NumPy array or a CPU tensor is not one)."""
+    device = getattr(a, "__dlpack_device__", None)
+    if device is None or not hasattr(a, "__dlpack__") or isinstance(a, np.ndarray):
+        return False
+    try:
+        return int(device()[0]) in _DLPACK_CUDA
+    except Exception:  # noqa: BLE001 - a producer that cannot say is not a device array
+        return False
+
+
+def is_readonly_device_array(a) -> bool:
+    """A device array whose ``__cuda_array_interface__`` marks its data read-only."""
+    try:
+        interface = getattr(a, "__cuda_array_interface__", None)
+    except Exception:  # noqa: BLE001 - e.g. a tensor that requires grad: DLPack then
+        return False
+    data = interface.get("data") if isinstance(interface, dict) else None
+    return bool(data and data[1])
 
 
 def scalar_argument(name: str, a, t: ScalarType):

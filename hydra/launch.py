@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import trees
+from .arguments import is_device_array
 from .backends.host import python_scalar
 from .ir.core import Function
 from .types import ArrayType, Type
@@ -41,7 +42,9 @@ def result(fn: Function, leaves: list, lanes: int):
     """The value a call returns, from its runner's ``leaves``."""
     values = []
     for v, x in zip(fn.body.terminator.operands, leaves):
-        if v.varying:
+        if v.varying and is_device_array(x):
+            values.append(x)  # a device result (the cuda backend): left where it is
+        elif v.varying:
             arr = np.asarray(x)
             values.append(np.broadcast_to(arr, (lanes,)).copy() if arr.ndim == 0 else arr)
         elif isinstance(v.type, ArrayType):

@@ -209,11 +209,11 @@ def select_rule(h, op: Op, env) -> list:
     return [np.where(np.asarray(c).reshape((h.lanes,) + (1,) * t.ndim), a, b)]
 
 
-def refuse_array_ops(fn, backend: str) -> None:
-    """A ``CompileError`` naming the first per-lane array operation of ``fn``, or the
-    first op of ``hydra.grad``'s tape, for a backend that does not run them."""
+def refuse_array_ops(fn, backend: str, tape: bool = True) -> None:
+    """A ``CompileError`` naming the first per-lane array operation of ``fn``, or (with
+    ``tape``) the first op of ``hydra.grad``'s tape, for a backend that does not run them."""
     for op in fn.walk():
-        if op.opcode in ("tape_push", "tape_pop"):
+        if tape and op.opcode in ("tape_push", "tape_pop"):
             raise CompileError(f"{op.opcode}, the tape of a loop's gradient (hydra.grad), is "
                                f"not lowered on the {backend} backend yet (gradients "
                                f"without loops are; loops run on the numpy and cpu "

@@ -12,7 +12,12 @@
   lane-local stretches as kernels and sync points between them.
 
 All three raise the numpy backend's errors (same class, message, lane) from the
-kernels' error buffers, and write the caller's arrays in place.  Nothing here has
+kernels' error buffers, and write the caller's arrays in place.  GPU arrays given as
+arguments are used where they are (``devarrays``), and a call with one returns its
+varying results on the device, as that argument's kind; the phases keep such an array
+on the device unless an op the host runs reads it, and run the cross-lane intrinsics
+on values already there by ``crosslane``'s kernels (a real GPU).  A runner's
+``last_run_stats`` counts its launches and transfers (``Kernel.last_run_stats``).  Nothing here has
 run on a real GPU yet: the simulator runs the kernels, and
 ``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR).  With
 ``NUMBA_ENABLE_CUDASIM=1`` everything runs on numba's CUDA simulator, which has no
@@ -32,9 +37,13 @@ from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
 from ..hostarrays import refuse_array_ops
-from . import launch, phases
+from . import crosslane, devarrays, launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
+
+
+#: the first capacity of a tape store, in records per lane
+TAPE_CAPACITY = 16
 
 
 def _on_simulator() -> bool:
@@ -59,11 +68,42 @@ class OneKernel:
         found = effects(fn)  # what is copied back: every array a store may reach
         self.written = ["w" in mode for mode in found.params]
         self.globals_written = ["w" in mode for _, mode in found.captured]
+        #: records per lane of each hydra.grad tape store (grown on overflow)
+        self.tape_capacity = TAPE_CAPACITY
+        self.last_run_stats: dict = {}
 
     def __call__(self, args: list, lanes: int) -> list:
+        with devarrays.recording(devarrays.Stats()) as stats:
+            try:
+                return self.run(args, lanes)
+            finally:
+                self.last_run_stats = stats.as_dict()
+
+    def launch_growing_tapes(self, dev: list, outs: list, lanes: int, args: list) -> None:
+        """Launch (and check) the kernel; where a lane's hydra.grad tape was full,
+        launch again with four times the capacity (remembered for later calls)."""
+        while True:
+            stores = [cuda.device_array((self.tape_capacity, lanes), dtype=dtype)
+                      for _, dtypes in self.code.tapes for dtype in dtypes]
+            launch.launch(self.kernel, lanes, dev + stores + outs + [self.errors.get(lanes)])
+            try:
+                self.errors.check(lanes, self.code.sites)
+                return
+            except launch.TapeOverflow:
+                if any(w and launch.is_device_array(a)
+                       for a, w in zip(args, self.written)):
+                    raise HydraError(
+                        f"{self.fn.name}: a hydra.grad tape outgrew {self.tape_capacity} "
+                        f"records per lane while the kernel wrote a GPU array argument in "
+                        f"place, so it cannot run again; pass a NumPy array, or call once "
+                        f"with fewer loop trips first") from None
+                self.tape_capacity *= 4
+
+    def run(self, args: list, lanes: int) -> list:
         if self.kernel is None:
             self.kernel = launch.build(self.code.source, self.code.entry, self.fn.name,
                                        self.options)
+        kind = devarrays.result_kind(args)
         moves = launch.Transfers()
         dev = []
         for p, a, written in zip(self.fn.params, args, self.written):
@@ -75,21 +115,23 @@ class OneKernel:
             dev.append(moves.array(array, written))
         leaves = self.fn.body.terminator.operands
         outs = [cuda.device_array(lanes if v.varying else 1, dtype=v.type.dtype) for v in leaves]
-        launch.launch(self.kernel, lanes, dev + outs + [self.errors.get(lanes)])
         try:
-            self.errors.check(lanes, self.code.sites)
+            self.launch_growing_tapes(dev, outs, lanes, args)
         except HydraError:
             # Lanes that fail at different statements are ordered by source here,
             # not by lockstep time.  The failed launch left the caller's host arrays
             # as they were, so the phases of the predicated IR can run the call
             # again from the same state and fail exactly as the reference does.
-            if self.exact is None or any(launch.is_device_array(a) for a in args):
+            if self.exact is None or kind is not None:
                 raise
             self.exact(args, lanes)
             raise
         moves.finish()
         results = []
         for v, out in zip(leaves, outs):
+            if v.varying and kind is not None:  # stays on the device
+                results.append(kind(out))
+                continue
             host = launch.to_host(out)
             results.append(host if v.varying else host[0])
         return results
@@ -133,7 +175,7 @@ class CudaBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        refuse_array_ops(fn, "cuda")
+        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
@@ -155,7 +197,7 @@ class CudaBackend:
         without it, the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        refuse_array_ops(fn, "cuda")
+        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if stage == "numba":
             if choice.one is not None:
@@ -182,6 +224,7 @@ def kernels(choice: Choice) -> list[tuple[str, str, list, list]]:
         code, f = choice.one.code, choice.fn
         params = [(p.type, p.varying) for p in f.params]
         params += [(ArrayType(scalar(a.dtype), a.ndim), False) for a in code.globals]
+        params += [(ArrayType(scalar(d), 1), True) for _, ds in code.tapes for d in ds]
         return [(code.source, code.entry, params,
                  [v.type for v in f.body.terminator.operands])]
     return [(p.source, p.label, [(v.type, v.varying) for v in p.inputs],
@@ -219,30 +262,68 @@ def _ptx(source: str, entry: str, params: list, outs: list) -> str:
 def _phase_runner(choice: Choice, options: dict):
     """The runner of a segments or phases choice."""
     errors = launch.ErrorBuffer()
+    #: (device atomics?) -> ids of the values a host op reads
+    host_read: dict = {}
 
     def run(args: list, lanes: int) -> list:
-        host_args, back = _host_arrays(args)
+        with devarrays.recording(devarrays.Stats()) as stats:
+            try:
+                return call(args, lanes)
+            finally:
+                run.last_run_stats = stats.as_dict()
+
+    def call(args: list, lanes: int) -> list:
+        kind = devarrays.result_kind(args)
+        device_atomics = crosslane.mode() is not None
+        if kind is not None and device_atomics not in host_read:
+            host_read[device_atomics] = _read_by_host(choice, device_atomics)
+        host_args, back = _host_arrays(choice.fn, args, host_read.get(device_atomics, set()))
         try:
             with np.errstate(all="ignore"):
-                return phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
-                                          options)(host_args)
+                leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
+                                            options)(host_args, on_device=kind is not None)
         finally:
             for device, host in back:
+                devarrays.count("uploads")
                 device.copy_to_device(host)
+        return [kind(x) if launch.is_device_array(x) else x for x in leaves] \
+            if kind is not None else leaves
     run.strategy = choice.strategy
+    run.last_run_stats = {}
     return run
 
 
-def _host_arrays(args: list):
-    """Device arrays among ``args`` copied to the host (the phases' host ops need
-    them there) and the copies to write back afterwards."""
+def _read_by_host(choice: Choice, device_atomics: bool) -> set:
+    """Ids of the values an op the host runs reads (a phase kernel reads the others,
+    so a device array argument among them stays on the device; so does the integer
+    array of an ``atomic_add`` where ``crosslane`` runs those)."""
+    found = set()
+    for items in choice.plans.values():
+        for item in items:
+            if isinstance(item, phases.Phase) or item.opcode in ("yield", "condition"):
+                continue
+            if device_atomics and item.opcode == "intrinsic" and \
+                    crosslane.atomic_supports(item):
+                found.update(v.id for v in item.operands[1:])
+                continue
+            found.update(v.id for v in item.operands)
+            if item.mask is not None:
+                found.add(item.mask.id)
+    return found
+
+
+def _host_arrays(fn: Function, args: list, read_by_host: set):
+    """Device arrays among ``args`` that a host op reads, copied to the host, and the
+    copies to write back afterwards (those the kernel may write); the others stay
+    where they are."""
     out, back = [], []
-    for a in args:
-        if launch.is_device_array(a):
+    for p, a, mode in zip(fn.params, args, effects(fn).params):
+        if launch.is_device_array(a) and p.id in read_by_host:
             d = launch.as_device(a)
-            host = d.copy_to_host()
-            back.append((d, host))
+            host = launch.to_host(d)
+            if "w" in mode:
+                back.append((d, host))
             out.append(host)
         else:
-            out.append(a)
+            out.append(launch.as_device(a) if launch.is_device_array(a) else a)
     return out, back

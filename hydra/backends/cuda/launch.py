@@ -23,6 +23,8 @@ from numba import cuda
 
 from ... import stop
 from .. import diskcache
+from .devarrays import count, import_array
+from .devarrays import is_device_array as is_device_array
 
 BLOCK = 128
 _local = threading.local()
@@ -48,6 +50,7 @@ def to_host(d) -> np.ndarray:
     """``d`` copied to the host on this thread's stream, and finished (a copy on a stream
     other than the default one returns before the data is there)."""
     stream = stream_now()
+    count("host_round_trips")
     host = d.copy_to_host(stream=stream)
     if not isinstance(stream, int):
         stream.synchronize()
@@ -75,16 +78,15 @@ def build(source: str, entry: str, label: str, options: dict):
     return cuda.jit(namespace[entry], fastmath=fastmath)
 
 
-def is_device_array(a) -> bool:
-    """A numba device array (real or simulated) or a foreign CUDA array."""
-    if isinstance(a, np.ndarray):
-        return False
-    return hasattr(a, "copy_to_host") or hasattr(a, "__cuda_array_interface__")
-
-
 def as_device(a):
-    """A device array numba can pass to a kernel, without a copy."""
-    return a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a)
+    """A device array numba can pass to a kernel, without a copy (``devarrays``)."""
+    return import_array(a)
+
+
+def upload(host: np.ndarray):
+    """A host array copied to the device on this thread's stream (counted)."""
+    count("uploads")
+    return cuda.to_device(np.ascontiguousarray(host), stream=stream_now())
 
 
 class Transfers:
@@ -98,7 +100,7 @@ class Transfers:
         if is_device_array(a):
             return as_device(a)
         host = np.asarray(a)
-        d = cuda.to_device(np.ascontiguousarray(host), stream=stream_now())
+        d = upload(host)
         if written:
             self.back.append((d, host))
         return d
@@ -119,6 +121,7 @@ def launch(kernel, lanes: int, args: list) -> None:
     """Run ``kernel(lanes, *args)`` on enough whole blocks for ``lanes`` threads."""
     block = min(BLOCK, -(-lanes // 32) * 32)
     grid = -(-lanes // block)
+    count("launches")
     # NumPy scalars warn where they wrap (the simulator runs the kernel as Python);
     # hydra wraps silently, as NumPy arrays do
     with warnings.catch_warnings():
@@ -149,7 +152,14 @@ class ErrorBuffer:
     def check(self, lanes: int, sites) -> None:
         """Raise the first failure of the last launch, if any lane failed."""
         d = self.buffers[lanes]
-        if to_host(d[lanes:])[0, 0] == 0:
+        row = to_host(d[lanes:])[0]
+        if row[0] == 0:
             return
         del self.buffers[lanes]
+        if row[1]:  # a lane's tape was full (``structured``): no lane's error is final
+            raise TapeOverflow()
         sites.raise_first(d.copy_to_host()[:lanes])
+
+
+class TapeOverflow(Exception):
+    """A lane pushed past the end of its tape store: launch again with a larger one."""

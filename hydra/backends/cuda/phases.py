@@ -32,7 +32,7 @@ from ...types import ArrayType, ScalarType
 from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from ..host import Host, run_op
-from . import launch
+from . import crosslane, launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .structured import PRELUDE
 
@@ -42,7 +42,10 @@ _KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store
 _HOST = {"if": "control flow: the host drives it", "while": "control flow: the host drives it",
          "local_array": "per-lane arrays live on the host and travel to the kernels",
          "entry_mask": "the lanes that run: the host makes the mask",
-         "global_array": "a captured array: passed to the kernels that use it"}
+         "global_array": "a captured array: passed to the kernels that use it",
+         # (one kernel keeps it in device memory: ``structured``)
+         "tape_push": "hydra.grad's tape: the host keeps it between phases",
+         "tape_pop": "hydra.grad's tape: the host keeps it between phases"}
 
 
 def lowerable(op: Op) -> tuple[bool, str]:
@@ -158,7 +161,7 @@ class OnDevice:
 
     def on_host(self) -> np.ndarray:
         if self.host is None:
-            self.host = self.array.copy_to_host()
+            self.host = launch.to_host(self.array)
         return self.host
 
 
@@ -185,10 +188,24 @@ class PhaseKernel(Host):
         self.errors = errors
         self.options = options
 
-    def __call__(self, args: list) -> list:
-        env = Env((p.id, a) for p, a in zip(self.fn.params, args))
+    def __call__(self, args: list, on_device: bool = False) -> list:
+        """The result leaves: NumPy, or with ``on_device`` every varying one a device
+        array (a value the host computed is uploaded)."""
+        # a varying number given as a GPU array is a per-lane value already on the device
+        env = Env((p.id, OnDevice(a) if p.varying and isinstance(p.type, ScalarType)
+                   and launch.is_device_array(a) else a) for p, a in zip(self.fn.params, args))
         leaves = self.region(self.fn.body, env)
-        return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
+        if not on_device:
+            return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
+        out = []
+        for v, x in zip(self.fn.body.terminator.operands, leaves):
+            if isinstance(x, OnDevice):
+                x = x.array
+            elif v.varying and not launch.is_device_array(x):
+                x = launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype),
+                                                  (self.lanes,)))
+            out.append(x)
+        return out
 
     def region(self, region: Region, env: Env) -> list:
         for item in self.plans[id(region)]:
@@ -199,8 +216,59 @@ class PhaseKernel(Host):
                 # carried values stay where they are (a loop's phases keep theirs on
                 # the device); the host reads only what it needs
                 return [env.raw(v.id) for v in item.operands]
+            if item.opcode == "intrinsic" and self.on_device(item, env):
+                continue
             run_op(self, item, env)
         raise AssertionError("region without terminator")
+
+    def on_device(self, op: Op, env: Env) -> bool:
+        """Run a cross-lane intrinsic by ``crosslane``'s kernels where they apply (real
+        hardware, its operand already on the device); False: the host runs it."""
+        if crosslane.mode() is None or not op.operands:
+            return False
+        if crosslane.atomic_supports(op):
+            return self.atomic_on_device(op, env)
+        if not isinstance(env.raw(op.operands[0].id), OnDevice):
+            return False
+        kernels = crosslane.supports(op)
+        if not kernels and not crosslane.portable(op):
+            return False
+        others = [env[v.id] if op.attrs["name"] == "broadcast" else self.lanes_on_device(v, env)
+                  for v in op.operands[1:]]
+        mask = self.mask_on_device(op, env)
+        x = env.raw(op.operands[0].id).array
+        out = crosslane.run(op, x, others, mask, self.lanes, self.errors) if kernels else \
+            crosslane.run_portable(op, x, mask, self.lanes)
+        if op.results:
+            env[op.result.id] = OnDevice(out) if op.result.varying else out
+        return True
+
+    def atomic_on_device(self, op: Op, env: Env) -> bool:
+        """``atomic_add`` into an integer array on the device, by device atomics."""
+        a = env.raw(op.operands[0].id)
+        if isinstance(a, OnDevice) or not launch.is_device_array(a):
+            return False  # a host array: the host adds
+        _, i, v = op.operands
+        crosslane.atomic_add(a, self.lanes_on_device(i, env), self.lanes_on_device(v, env),
+                             self.mask_on_device(op, env), self.lanes, op.loc, self.errors)
+        return True
+
+    def lanes_on_device(self, v, env: Env):
+        """A per-lane value as a device array of N entries (uploaded if the host has it)."""
+        x = env.raw(v.id)
+        if isinstance(x, OnDevice):
+            return x.array
+        return launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,)))
+
+    def mask_on_device(self, op: Op, env: Env):
+        """The op's active lanes on the device, or None where every lane is active."""
+        mask = None if op.mask is None else env.raw(op.mask.id)
+        if isinstance(mask, OnDevice):
+            return mask.array
+        if mask is None:
+            return None
+        host = np.broadcast_to(np.asarray(mask, dtype=bool), (self.lanes,))
+        return None if host.all() else launch.upload(host)
 
     def run_phase(self, phase: Phase, env: Env) -> None:
         if phase.kernel is None:
@@ -216,7 +284,7 @@ class PhaseKernel(Host):
             elif v.varying:
                 host = np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,))
                 # uploaded once: later phases find it on the device
-                env[v.id] = OnDevice(launch.cuda.to_device(np.ascontiguousarray(host)), x)
+                env[v.id] = OnDevice(launch.upload(host), x)
                 args.append(env.raw(v.id).array)
             else:
                 args.append(launch.scalar_arg(x, v.type.dtype))
@@ -226,4 +294,4 @@ class PhaseKernel(Host):
         self.errors.check(self.lanes, phase.sites)
         moves.finish()
         for v, d in zip(phase.outputs, outs):
-            env[v.id] = OnDevice(d) if v.varying else d.copy_to_host()[0]
+            env[v.id] = OnDevice(d) if v.varying else launch.to_host(d)[0]

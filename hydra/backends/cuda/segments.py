@@ -87,6 +87,8 @@ def plan_segments(fn: Function, boundscheck: bool = True,
     for op in fn.walk():
         if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
             raise Unsuitable("a per-lane array whose size is not a constant")
+        if op.opcode in ("tape_push", "tape_pop"):
+            raise Unsuitable("hydra.grad's tape: the host keeps it between phases")
         if op.opcode == "math" and f"math {op.attrs['fn']}" in PROTOCOLS["cuda"].host_only:
             raise Unsuitable("a math function the host computes (the phases run it)")
     host = _host_driven(fn)

@@ -35,6 +35,9 @@ class KernelSource:
     sites: ErrorSites
     #: ids of captured arrays passed as extra arguments, in order, with the arrays
     globals: list = field(default_factory=list)
+    #: hydra.grad's tapes: (tape id, the dtypes of a record), in parameter order after
+    #: the globals; each record field is a ``[capacity, N]`` device array
+    tapes: list = field(default_factory=list)
 
 
 def fits(fn: Function) -> str | None:
@@ -47,6 +50,9 @@ def fits(fn: Function) -> str | None:
             return PROTOCOLS["cuda"].host_only[f"math {op.attrs['fn']}"]
         if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
             return "a per-lane array whose size is not a constant"
+        if op.opcode == "tape_push" and not all(isinstance(v.type, ScalarType)
+                                                for v in op.operands):
+            return "a hydra.grad tape record that holds a per-lane array"
     for v in fn.body.terminator.operands:
         if not isinstance(v.type, ScalarType):
             return f"a result of type {v.type}"
@@ -78,6 +84,30 @@ class StructuredEmitter(OpEmitter):
         self.assign(op.results, self.region(other))
         self.line("pass")
         self.depth -= 1
+
+    # hydra.grad's tape: each lane's stack of records in columns ``tapeT_J[depth, lane]``
+    # of device memory, its depth ``spT`` a local variable (one kernel runs the whole
+    # function, so the depth lives in a register).  A push past the capacity flags the
+    # error buffer's overflow word and leaves; the host launches again with more.
+
+    def op_tape_push(self, op: Op) -> None:
+        t = op.attrs["tape"]
+        opened = self.masked(op)
+        self.line(f"if sp{t} >= tape{t}_0.shape[0]:")
+        self.line("    cuda.atomic.add(err, (N, 0), 1)")
+        self.line("    err[N, 1] = 1")
+        self.line("    return")
+        for j, v in enumerate(op.operands):
+            self.line(f"tape{t}_{j}[sp{t}, lane] = {name(v)}")
+        self.line(f"sp{t} += 1")
+        if opened:
+            self.depth -= 1
+
+    def op_tape_pop(self, op: Op) -> None:
+        t = op.attrs["tape"]
+        self.line(f"sp{t} -= 1")
+        for j, r in enumerate(op.results):
+            self.line(f"{name(r)} = {np_type(r.type)}(tape{t}_{j}[sp{t}, lane])")
 
     def op_while(self, op: Op) -> None:
         before, body = op.regions
@@ -121,6 +151,13 @@ def generate(fn: Function, boundscheck: bool = True, contract: bool = False) -> 
         if not op.attrs["array"].flags.writeable:
             frame.readonly.add(op.result.id)
     em.op_global_array = lambda op: None  # captured arrays arrive as parameters
+    tapes = {}
+    for op in fn.walk():
+        if op.opcode == "tape_push" and op.attrs["tape"] not in tapes:
+            tapes[op.attrs["tape"]] = [v.type.dtype for v in op.operands]
+    for t, dtypes in tapes.items():
+        params += [f"tape{t}_{j}" for j in range(len(dtypes))]
+        head.append(f"sp{t} = np.int64(0)")
     leaves = em.region(fn.body)
     outs = [f"out{k}" for k in range(len(leaves))]
     tail = []
@@ -134,4 +171,4 @@ def generate(fn: Function, boundscheck: bool = True, contract: bool = False) -> 
     lines += ["    " + h for h in head] + em.lines + ["    " + t for t in tail]
     source = PRELUDE + "\n\n" + renumber("\n".join(lines)) + "\n"
     return KernelSource(source, entry, params, frame.sites,
-                        [op.attrs["array"] for op in captured])
+                        [op.attrs["array"] for op in captured], list(tapes.items()))
