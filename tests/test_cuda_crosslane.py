@@ -157,22 +157,23 @@ def test_block_errors_are_the_references(block):
     np.testing.assert_array_equal(hydra.compile(min_of_none, varying="x", backend="cuda")(x), x)
 
 
-def test_the_simulator_keeps_the_portable_path():
+def test_the_host_path_is_the_default(monkeypatch):
     from hydra.backends.cuda import crosslane
-    import os
-    if os.environ.get("HYDRA_CUDA_CROSSLANE"):
-        pytest.skip("HYDRA_CUDA_CROSSLANE chooses the path")
+    monkeypatch.delenv("HYDRA_CUDA_CROSSLANE", raising=False)
+    assert crosslane.mode() is None
+    monkeypatch.setenv("HYDRA_CUDA_CROSSLANE", "host")
     assert crosslane.mode() is None
 
 
 @needs_gpu
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float32, np.float64, np.bool_])
 @pytest.mark.parametrize("lanes", [1, 31, 33, 1000, 70001])
-def test_gpu_warp_reductions_scans_and_gathers(dtype, lanes):
+def test_gpu_warp_reductions_scans_and_gathers(dtype, lanes, monkeypatch):
     """Shuffles, ballots and activemask on a partial mask; N not a multiple of 32 (a
     partial last warp); float sums within a few ulps of NumPy's order, the same bits
     run to run."""
     from hydra.backends.cuda import crosslane
+    monkeypatch.setenv("HYDRA_CUDA_CROSSLANE", "warp")
     assert crosslane.mode() == "warp"
     rng = np.random.default_rng(lanes)
     x = (rng.standard_normal(lanes) * 10).astype(dtype) if dtype != np.bool_ else \

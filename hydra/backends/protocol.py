@@ -111,14 +111,15 @@ PROTOCOLS = {
     ), ("numba", "ptx"), True, {
         **_HOST_ONLY,
         # hydra/backends/cuda/crosslane.py
-        **{f"intrinsic {n}": "cross-lane: on a GPU, where its operand is on the device, warp "
-                             "shuffles and ballots and block trees (crosslane.py); else, and "
-                             "on the simulator, over all lanes on the host by its reference"
+        **{f"intrinsic {n}": "cross-lane: over all lanes on the host by its reference; with "
+                             "HYDRA_CUDA_CROSSLANE=warp on a GPU (opt-in, not yet right on "
+                             "hardware) warp shuffles, ballots and block trees (crosslane.py)"
            for n in ("lanesum", "laneprod", "lanemin", "lanemax", "laneany", "laneall",
                      "broadcast", "shuffle", "rotate", "prefixsum")},
-        "intrinsic atomic_add": "cross-lane: on a GPU, into an integer GPU array argument, "
-                                "device atomics (integer sums wrap: any order gives the "
-                                "reference's); else on the host, by its reference",
+        "intrinsic atomic_add": "cross-lane: on the host, by its reference; with "
+                                "HYDRA_CUDA_CROSSLANE=warp on a GPU, into an integer GPU "
+                                "array argument, device atomics (integer sums wrap: any "
+                                "order gives the reference's)",
         "any": "the any of a mask reads all lanes: the host computes it",
         "global_array": "a captured array: passed to the kernels as a parameter",
         "array": _ARRAY_CUDA, "array_store": _ARRAY_CUDA,

@@ -57,13 +57,14 @@ _REDUCTIONS = {"lanesum": "sum", "laneprod": "prod", "lanemin": "min", "lanemax"
 
 def mode() -> str | None:
     """"warp" (real hardware), "block" (shared memory only: the simulator can run it),
-    or None (the host runs the reference)."""
+    or None (the host runs the reference): None unless ``HYDRA_CUDA_CROSSLANE`` asks
+    for a device path.  Opt-in until proven on hardware: their first GPU run (an H200,
+    2026-11-27) gave wrong ``laneany`` and ``shuffle`` results and an illegal address
+    that broke the context for every later launch."""
     chosen = os.environ.get("HYDRA_CUDA_CROSSLANE", "")
-    if chosen in ("block", "warp"):
+    if chosen == "block" or chosen == "warp" and not config.ENABLE_CUDASIM:
         return chosen
-    if chosen == "host" or config.ENABLE_CUDASIM:
-        return None
-    return "warp"
+    return None
 
 
 def supports(op: Op) -> bool:
