@@ -85,7 +85,15 @@ def narrow(x):
     return s, lo, prefixsum(y)
 
 
-@pytest.mark.skipif(not available("cuda"), reason="numba.cuda unusable here")
+def _on_gpu() -> bool:
+    if not available("cuda"):
+        return False
+    from numba import config
+    return not config.ENABLE_CUDASIM
+
+
+@pytest.mark.skipif(not available("cuda") or _on_gpu(),
+                    reason="numba.cuda unusable here, or a GPU (the shim wraps simulator memory)")
 def test_the_portable_device_path_runs_under_the_shim(monkeypatch):
     from hydra.backends.cuda import crosslane
     monkeypatch.setenv("HYDRA_CUDA_CROSSLANE", "block")
@@ -109,13 +117,6 @@ def test_the_portable_device_path_runs_under_the_shim(monkeypatch):
     for g, w in zip(got, want):
         assert np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_array_equal(g, w)
-
-
-def _on_gpu() -> bool:
-    if not available("cuda"):
-        return False
-    from numba import config
-    return not config.ENABLE_CUDASIM
 
 
 @pytest.mark.skipif(not _on_gpu(), reason="needs a real GPU and CuPy (the shim stands in "
