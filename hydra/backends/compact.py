@@ -123,7 +123,7 @@ def _order_free(o: Op) -> bool:
     """Gives every lane the same result whatever order the lanes run in: no effect,
     nothing across lanes, no error that names a lane (a gather at uniform indices
     names none)."""
-    if o.effect or o.cross_lane:
+    if (o.effect and o.opcode != "count") or o.cross_lane:  # (count: hydra.profile's)
         return False
     if o.opcode == "array" and o.attrs["fn"] == "getitem":
         return not any(v.varying for v in o.operands[1:])

@@ -31,6 +31,7 @@ from ..stop import check as check_stop
 from ..trees import unflatten
 from ..types import ArrayType, ScalarType
 from . import tape
+from .counting import count_rule  # hydra.profile (issue 30)
 from .hostarrays import array_rule, array_store_rule, select_rule
 from .policy import Policy
 from .policy import current as current_policy
@@ -424,6 +425,7 @@ HOST_RULES: dict[str, Callable] = {
     "intrinsic": _intrinsic, "array": array_rule, "array_store": array_store_rule,
     "print": _print, "check": _check, "if": _if, "while": _while,
     "tape_push": tape.tape_push, "tape_pop": tape.tape_pop,
+    "count": count_rule,  # hydra.profile (issue 30)
 }
 
 

@@ -1,0 +1,124 @@
+"""Instrumentation for ``hydra.profile``: one lane counter per region.
+
+Takes: a function marked by ``analyze_uniformity`` (structured: before ``linearize``).
+Guarantees: the function computes what it computed; at the top of every region that
+holds an op of some source line it has one ``count`` op, which adds, each time the
+region runs, the number of lanes that run it (``lane_steps``), one (``issues``) and the
+lanes an issue could have run (``slots``: the gang width on cpu, N on numpy) to its
+row of a counters array captured by the function (a ``global_array``).  Linearize gives
+each ``count`` the mask of its region, so a varying loop's body counts its active lanes
+per trip, an arm of a varying ``if`` the lanes that take it.
+
+Every op of a region runs under the region's one mask, so one counter per region
+counts every line in it: per line, the counter of the region it belongs to
+(``Sites.line_sites``).  A line belongs to the shallowest region holding one of its
+ops, except a loop's own line, which belongs to its test (``before``: it runs once per
+trip).  The plain kernel is built without this pass: it pays nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.core import Function, Op, Region, Value
+from ..types import INT64, ArrayType
+
+#: the counters' columns
+LANE_STEPS, ISSUES, SLOTS = 0, 1, 2
+
+
+@dataclass
+class Site:
+    """One counted region: its kind ("body", "loop test", "loop body", "then",
+    "else"), the source line of the op that owns it, its depth, and the (file, line)
+    of the lines it counts, with how many ops of each it holds."""
+
+    index: int
+    kind: str
+    owner: tuple[str, int] | None
+    depth: int
+    lines: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class Sites:
+    """The sites of one instrumented specialization and the counters they add into
+    (shared by the predicated and the structured build of one specialization, which
+    number their regions alike)."""
+
+    sites: list[Site] = field(default_factory=list)
+    counters: np.ndarray | None = None
+    #: (file, line) -> the site whose counter is the line's
+    line_sites: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: (file, line) -> how many ops of the line (all regions): a weight for estimates
+    line_ops: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: the loops: (file, line) of each ``while``, varying or not
+    loops: dict[tuple[str, int], bool] = field(default_factory=dict)
+
+    def snapshot(self) -> np.ndarray:
+        return self.counters.copy()
+
+
+_STRUCTURAL = ("yield", "condition", "if", "while")
+
+
+def _key(op: Op) -> tuple[str, int] | None:
+    loc = op.loc
+    return (loc.file, loc.line) if loc is not None and loc.line > 0 else None
+
+
+def instrument(fn: Function, sites: Sites | None = None) -> Function:
+    sites = sites if sites is not None else Sites()
+    regions: list[tuple[Region, str, tuple | None, int]] = []
+    loop_test: dict[tuple, int] = {}  # a loop's line -> index of its test region
+    line_ops: dict[tuple, int] = {}
+
+    def visit(region: Region, kind: str, owner, depth: int) -> None:
+        regions.append((region, kind, owner, depth))
+        for op in region.ops:
+            key = _key(op)
+            if key is not None and op.opcode not in _STRUCTURAL:
+                line_ops[key] = line_ops.get(key, 0) + 1
+            if op.opcode == "while":
+                if key is not None:
+                    loop_test.setdefault(key, len(regions))
+                    sites.loops[key] = bool(op.regions[0].terminator.operands[0].varying)
+                visit(op.regions[0], "loop test", key, depth + 1)
+                visit(op.regions[1], "loop body", key, depth + 1)
+            elif op.opcode == "if":
+                visit(op.regions[0], "then", key, depth + 1)
+                visit(op.regions[1], "else", key, depth + 1)
+    visit(fn.body, "body", None, 0)
+    # each line's region: its loop test, else the shallowest region holding its ops
+    home: dict[tuple, int] = dict(loop_test)
+    for k, (region, _, _, depth) in enumerate(regions):
+        for op in region.ops:
+            key = _key(op)
+            if key is None or op.opcode in _STRUCTURAL:
+                continue
+            if key not in home or regions[home[key]][3] > depth and key not in loop_test:
+                home[key] = k
+    counted = sorted(set(home.values()))
+    fresh = sites.counters is None
+    if fresh:
+        sites.counters = np.zeros((len(counted), 3), np.int64)
+        for index, k in enumerate(counted):
+            _, kind, owner, depth = regions[k]
+            lines = {key: line_ops.get(key, 0) for key, h in home.items() if h == k}
+            sites.sites.append(Site(index, kind, owner, depth, lines))
+            sites.line_sites.update((key, index) for key in lines)
+        sites.line_ops = line_ops
+    elif len(sites.sites) != len(counted):
+        raise AssertionError("the two builds of one specialization count different regions")
+    store = Value(ArrayType(INT64, 2), fn.loc, "profile", varying=False)
+    fn.body.ops.insert(0, Op("global_array", [], [store], fn.loc,
+                             {"array": sites.counters, "name": "hydra_profile"}))
+    for index, k in enumerate(counted):
+        region = regions[k][0]
+        at = 1 if region is fn.body else 0
+        region.ops.insert(at, Op("count", [store], [], region.ops[0].loc if region.ops
+                                 else fn.loc, {"site": index}))
+    fn.notes["profile"] = sites
+    return fn
