@@ -47,6 +47,8 @@ class Recorder:
         self.events: list[Event] = []
         #: id(sites) -> (kernel, fn, sites, the counters when first seen)
         self.kernels: dict[int, tuple] = {}
+        #: (file, line) -> host seconds measured op by op (``add_time``)
+        self.line_seconds: dict[tuple[str, int], float] = {}
 
     def note(self, kernel, fn) -> None:
         sites = fn.notes.get("profile")
@@ -88,6 +90,14 @@ def record(kind: str, name: str, start: float, end: float | None = None, **args)
     with _LOCK:
         for rec in _OPEN:
             rec.events.append(e)
+
+
+def add_time(file: str, line: int, seconds: float) -> None:
+    """Host time measured for one source line (an op the host ran)."""
+    with _LOCK:
+        for rec in _OPEN:
+            key = (file, line)
+            rec.line_seconds[key] = rec.line_seconds.get(key, 0.0) + seconds
 
 
 def mark(kind: str, name: str, **args) -> None:

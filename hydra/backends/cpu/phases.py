@@ -203,12 +203,17 @@ class Plan:
 
     def _timed_steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
         for k, step in enumerate(self.steps):
+            if isinstance(step, Phase) and step.driver.call is None:
+                start = time.perf_counter()
+                step.driver.build()
+                events.record("build", f"machine code of native phase {k}", start)
             start = time.perf_counter()
             if isinstance(step, Phase):
                 self._run_phase(step, env, lanes, threads)
                 events.record("phase", f"native phase {k}", start, step=k,
                               lines=_lines(step.ops), threads=threads_for(
-                                  lanes, threads, step.cost), mode=_mode(step))
+                                  lanes, threads, step.cost), mode=_mode(step),
+                              why=getattr(step.gen, "why_lockstep", ""))
             elif isinstance(step, Step):
                 step.run(env, lanes)
                 events.record("step", step.describe(), start, step=k, lines=_lines([step]))
