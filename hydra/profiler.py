@@ -86,7 +86,7 @@ class Profile:
 
     def _kernel(self, rec: events.Recorder, entry) -> KernelRuns:
         kernel, fn, sites, base = entry
-        counts = sites.counters - base
+        counts = sites.totals(sites.counters - base)
         name, backend = kernel.pyfunc.__name__, kernel.backend_name
         runs = [e for e in self.events if e.kind == "kernel" and e.name == name
                 and e.args.get("backend") == backend]

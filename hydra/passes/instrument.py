@@ -13,7 +13,12 @@ Every op of a region runs under the region's one mask, so one counter per region
 counts every line in it: per line, the counter of the region it belongs to
 (``Sites.line_sites``).  A line belongs to the shallowest region holding one of its
 ops, except a loop's own line, which belongs to its test (``before``: it runs once per
-trip).  The plain kernel is built without this pass: it pays nothing.
+trip).  The test itself has no counter: every lane that runs the loop's region enters
+it (the loop mask starts as that region's) and tests once more than it runs the body,
+so the test's counts are the body's plus the enclosing region's (``Sites.totals``).
+That is exact on every backend, also where persistent lanes re-test waiting slots at a
+refill, and a loop trip pays for one counter, not two.  The plain kernel is built
+without this pass: it pays nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Site:
     owner: tuple[str, int] | None
     depth: int
     lines: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: a loop test's (body site, enclosing region's site): its counts are their sum
+    derived: tuple[int, int] | None = None
 
 
 @dataclass
@@ -60,6 +67,17 @@ class Sites:
     def snapshot(self) -> np.ndarray:
         return self.counters.copy()
 
+    def totals(self, counts: np.ndarray) -> np.ndarray:
+        """The counts with each loop test's filled in: its body's plus its region's
+        (the deepest first: a loop's region may be an outer loop's body, never its
+        test)."""
+        out = counts.copy()
+        for site in sorted(self.sites, key=lambda s: -s.depth):
+            if site.derived is not None:
+                body, parent = site.derived
+                out[site.index] = out[body] + out[parent]
+        return out
+
 
 _STRUCTURAL = ("yield", "condition", "if", "while")
 
@@ -75,7 +93,10 @@ def instrument(fn: Function, sites: Sites | None = None) -> Function:
     loop_test: dict[tuple, int] = {}  # a loop's line -> index of its test region
     line_ops: dict[tuple, int] = {}
 
+    tests: dict[int, tuple[int, int]] = {}  # test region -> (body region, its region)
+
     def visit(region: Region, kind: str, owner, depth: int) -> None:
+        here = len(regions)
         regions.append((region, kind, owner, depth))
         for op in region.ops:
             key = _key(op)
@@ -85,7 +106,9 @@ def instrument(fn: Function, sites: Sites | None = None) -> Function:
                 if key is not None:
                     loop_test.setdefault(key, len(regions))
                     sites.loops[key] = bool(op.regions[0].terminator.operands[0].varying)
+                test = len(regions)
                 visit(op.regions[0], "loop test", key, depth + 1)
+                tests[test] = (len(regions), here)
                 visit(op.regions[1], "loop body", key, depth + 1)
             elif op.opcode == "if":
                 visit(op.regions[0], "then", key, depth + 1)
@@ -100,14 +123,19 @@ def instrument(fn: Function, sites: Sites | None = None) -> Function:
                 continue
             if key not in home or regions[home[key]][3] > depth and key not in loop_test:
                 home[key] = k
-    counted = sorted(set(home.values()))
+    counted = set(home.values())
+    for test in counted & set(tests):
+        counted |= set(tests[test])  # what a test's counts are made of
+    counted = sorted(counted)
+    derived = {test: (counted.index(tests[test][0]), counted.index(tests[test][1]))
+               for test in counted if test in tests}
     fresh = sites.counters is None
     if fresh:
         sites.counters = np.zeros((len(counted), 3), np.int64)
         for index, k in enumerate(counted):
             _, kind, owner, depth = regions[k]
             lines = {key: line_ops.get(key, 0) for key, h in home.items() if h == k}
-            sites.sites.append(Site(index, kind, owner, depth, lines))
+            sites.sites.append(Site(index, kind, owner, depth, lines, derived.get(k)))
             sites.line_sites.update((key, index) for key in lines)
         sites.line_ops = line_ops
     elif len(sites.sites) != len(counted):
@@ -116,6 +144,8 @@ def instrument(fn: Function, sites: Sites | None = None) -> Function:
     fn.body.ops.insert(0, Op("global_array", [], [store], fn.loc,
                              {"array": sites.counters, "name": "hydra_profile"}))
     for index, k in enumerate(counted):
+        if k in derived:
+            continue
         region = regions[k][0]
         at = 1 if region is fn.body else 0
         region.ops.insert(at, Op("count", [store], [], region.ops[0].loc if region.ops
