@@ -82,14 +82,29 @@ def note_sites(kernel, fn) -> None:
             rec.note(kernel, fn)
 
 
-def record(kind: str, name: str, start: float, end: float | None = None, **args) -> None:
-    """A span that ran from ``start`` to ``end`` (now if None) on this thread."""
+def record(kind: str, name: str, start: float, end: float | None = None, tid=None,
+           thread: str | None = None, **args) -> None:
+    """A span that ran from ``start`` to ``end`` (now if None) on this thread (or on
+    thread ``tid`` named ``thread``: a Dask chunk's worker)."""
     end = time.perf_counter() if end is None else end
-    t = threading.current_thread()
-    e = Event(kind, name, start, end, threading.get_ident(), t.name, args)
+    e = Event(kind, name, start, end, tid if tid is not None else threading.get_ident(),
+              thread or threading.current_thread().name, args)
     with _LOCK:
         for rec in _OPEN:
             rec.events.append(e)
+
+
+def add_counts(key, kernel, fn, sites, counts) -> None:
+    """Counts made elsewhere (a Dask call's chunks, ``profiler.merge_chunks``) for the
+    kernel whose line table is ``sites``: added to the open profiles' entry ``key``."""
+    import numpy as np
+    with _LOCK:
+        for rec in _OPEN:
+            if key not in rec.kernels:
+                mine = type(sites)(sites.sites, np.zeros_like(counts), sites.line_sites,
+                                   sites.line_ops, sites.loops)
+                rec.kernels[key] = (kernel, fn, mine, np.zeros_like(counts))
+            rec.kernels[key][2].counters += counts
 
 
 def add_time(file: str, line: int, seconds: float) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import linecache
+import time
 from dataclasses import asdict, dataclass
 
 from . import events
@@ -91,7 +92,8 @@ class Profile:
         runs = [e for e in self.events if e.kind == "kernel" and e.name == name
                 and e.args.get("backend") == backend]
         inside = [e for e in self.events if e.kind in ("phase", "step", "host", "build")
-                  and any(k.tid == e.tid and k.start <= e.start <= k.end for k in runs)]
+                  and any((k.tid == e.tid or "chunks" in k.args) and k.start <= e.start <= k.end
+                          for k in runs)]  # (a Dask call's chunks ran on its workers)
         # making machine code is no part of the run's time
         seconds = sum(e.seconds for e in runs) - sum(e.seconds for e in inside
                                                      if e.kind == "build")
@@ -289,3 +291,31 @@ def _launch(x, origin: float) -> dict:
             "started": None if x.started is None else x.started - origin,
             "finished": None if x.finished is None else x.finished - origin,
             "deps": [list(d) for d in x.dep_ids], "inline": bool(x.inline)}
+
+
+def merge_chunks(kernel, fn, chunks: list[dict]) -> None:
+    """A Dask call's per-chunk profiles (``hydra.dask``), merged on the caller: their
+    counts summed into one kernel entry of each open profile, each chunk's run a
+    ``chunk`` event (on its worker thread where it ran in this process), the call a
+    ``kernel`` event.  Chunks computed after the profile closed are not counted."""
+    import os
+
+    import numpy as np
+    if not events.RECORDING:
+        return
+    first = chunks[0]["sites"]
+    total = np.sum([c["sites"].counters for c in chunks], axis=0)
+    here = os.getpid()
+    spans = []
+    for k, c in enumerate(chunks):
+        start, end = c["start"], c["end"]
+        if c["pid"] != here:  # another process's clock: placed to end now
+            end, start = time.perf_counter(), time.perf_counter() - (end - start)
+        spans.append((start, end))
+        events.record("chunk", f"chunk {k} ({c['lanes']} lanes)", start, end,
+                      lanes=c["lanes"], tid=c["tid"] if c["pid"] == here else None,
+                      thread=c["thread"])
+    events.record("kernel", kernel.pyfunc.__name__, min(s for s, _ in spans),
+                  max(e for _, e in spans), backend=kernel.backend_name,
+                  lanes=sum(c["lanes"] for c in chunks), chunks=len(chunks))
+    events.add_counts(("dask", id(kernel)), kernel, fn, first, total)

@@ -165,7 +165,7 @@ def html_report(p, fragment: bool = False) -> str:
         body.append(_source_table(k))
         fn = getattr(k, "fn", None)
         if fn is not None:
-            body.append("<h4>predicated control flow</h4>")
+            body.append("<h4>predicated control flow (with the profile's count ops)</h4>")
             body.append(cfg_svg(fn))
     body.append("<h3>timeline</h3>")
     body.append(_timeline(p))
