@@ -202,6 +202,9 @@ class Plan:
                     run_op(ref, step, env)
 
     def _timed_steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
+        if "step_lines" not in self.__dict__:  # each step's source lines, once
+            self.step_lines = [_lines([s]) for s in self.steps]
+        lines = self.step_lines
         for k, step in enumerate(self.steps):
             if isinstance(step, Phase) and step.driver.call is None:
                 start = time.perf_counter()
@@ -211,17 +214,17 @@ class Plan:
             if isinstance(step, Phase):
                 self._run_phase(step, env, lanes, threads)
                 events.record("phase", f"native phase {k}", start, step=k,
-                              lines=_lines(step.ops), threads=threads_for(
+                              lines=lines[k], threads=threads_for(
                                   lanes, threads, step.cost), mode=_mode(step),
                               why=getattr(step.gen, "why_lockstep", ""))
             elif isinstance(step, Step):
                 step.run(env, lanes)
-                events.record("step", step.describe(), start, step=k, lines=_lines([step]))
+                events.record("step", step.describe(), start, step=k, lines=lines[k])
             else:
                 run_op(ref, step, env)
                 if step.opcode not in ("const", "global_array"):
                     events.record("host", f"host step: {step.opcode}", start, step=k,
-                                  lines=_lines([step]), why=self.host.get(id(step), ""))
+                                  lines=lines[k], why=self.host.get(id(step), ""))
 
     def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
         vals = []
@@ -271,7 +274,8 @@ def _lines(ops: list) -> list[int]:
     """The source lines of these ops and the ops nested in them (a step's lines)."""
     out = set()
     for top in ops:
-        for o in (o for t in ([top] if isinstance(top, Op) else top.ops) for o in nested(t)):
+        inner = top.ops if isinstance(top, (Phase, Step)) else [top]
+        for o in (o for t in inner for o in nested(t)):
             if o.loc is not None and o.loc.line > 0:
                 out.add(o.loc.line)
     return sorted(out)
