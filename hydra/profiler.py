@@ -221,6 +221,9 @@ def _advice(p: Profile) -> list[str]:
                    and site.owner[1] in e.args.get("lines", ()) and e.args.get("why")}
             if why:
                 text += f", or see why persistent lanes were not chosen: {sorted(why)[0]}"
+            elif k.backend == "numpy":
+                text += (", or use the cpu backend (it compacts such loops and runs "
+                         "scalar ones with persistent lanes)")
             out.append(text)
         trips = {site.owner[1]: int(k.counts[site.index, ISSUES]) for site in sites.sites
                  if site.kind == "loop test" and site.owner is not None}
@@ -232,9 +235,17 @@ def _advice(p: Profile) -> list[str]:
                            f"trips ({gathers} of {n}): lanes leave it out of order; a "
                            f"loop bound known at its start (for t in range(n)) lets "
                            f"lanes be sorted by trip count once")
+        compacted = {e.args.get("line") for e in p.events if e.kind == "compaction"}
+        gemm = sum(e.seconds for e in p.events if e.kind == "gemm")
+        if gemm >= 0.5 * k.seconds:
+            n = sum(1 for e in p.events if e.kind == "gemm")
+            out.append(f"{gemm / k.seconds:.0%} of the kernel's time is in its {n} matrix "
+                       f"products (BLAS): the lanes are not what is slow; fewer or smaller "
+                       f"products are (sorting lanes by trip count shrinks the rows)")
         host = {}
         for e in p.events:
-            if e.kind == "host" and e.args.get("lines"):
+            if e.kind == "host" and e.args.get("lines") and not compacted & set(
+                    e.args["lines"]):
                 key = (e.args["lines"][0], e.args.get("why", ""))
                 host[key] = host.get(key, 0.0) + e.seconds
         for (line, why), s in sorted(host.items(), key=lambda kv: -kv[1])[:1]:

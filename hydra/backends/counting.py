@@ -47,15 +47,26 @@ def timed_op(host, op, env, rules: dict) -> None:
     else:
         start = time.perf_counter()
         results = rules[op.opcode](host, op, env)
-        end = time.perf_counter()
-        if op.loc is not None and op.loc.line > 0:
-            events.add_time(op.loc.file, op.loc.line, end - start)
-        if op.opcode == "array" and op.attrs["fn"] in _PRODUCTS:
-            shapes = [list(np.shape(env[v.id])) for v in op.operands]
-            events.record("gemm", f"{op.attrs['fn']} (line {op.loc.line})", start, end,
-                          line=op.loc.line, shapes=shapes, rows=host.lanes)
+        _account(op, env, start, time.perf_counter(), host.lanes)
     for r, value in zip(op.results, results):
         env[r.id] = value
+
+
+def timed_step(op, run, env: dict, lanes: int) -> None:
+    """A precomputed host step (the cpu's ``Quick``) inside an open profile: timed into
+    its op's line, a product recorded with its shapes (``timed_op``)."""
+    start = time.perf_counter()
+    run(env, lanes)
+    _account(op, env, start, time.perf_counter(), lanes)
+
+
+def _account(op, env: dict, start: float, end: float, rows: int) -> None:
+    if op.loc is not None and op.loc.line > 0:
+        events.add_time(op.loc.file, op.loc.line, end - start)
+    if op.opcode == "array" and op.attrs["fn"] in _PRODUCTS:
+        shapes = [list(np.shape(env[v.id])) for v in op.operands if v.id in env]
+        events.record("gemm", f"{op.attrs['fn']} (line {op.loc.line})", start, end,
+                      line=op.loc.line, shapes=shapes, rows=rows)
 
 
 def note_compaction(op, keep, compacted: bool, rows: int) -> None:
