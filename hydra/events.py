@@ -47,6 +47,8 @@ class Recorder:
         self.events: list[Event] = []
         #: id(sites) -> (kernel, fn, sites, the counters when first seen)
         self.kernels: dict[int, tuple] = {}
+        #: id(sites) -> each loop's per-lane trips when first seen (numpy's)
+        self.trips: dict[int, dict] = {}
         #: (file, line) -> host seconds measured op by op (``add_time``)
         self.line_seconds: dict[tuple[str, int], float] = {}
 
@@ -54,6 +56,7 @@ class Recorder:
         sites = fn.notes.get("profile")
         if sites is not None and id(sites) not in self.kernels:
             self.kernels[id(sites)] = (kernel, fn, sites, sites.snapshot())
+            self.trips[id(sites)] = {k: v.copy() for k, v in sites.lane_trips.items()}
 
 
 def begin() -> Recorder:

@@ -31,6 +31,8 @@ import linecache
 import time
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from . import events
 from .passes.instrument import ISSUES, LANE_STEPS, SLOTS
 
@@ -69,6 +71,9 @@ class KernelRuns:
     sites: object  # passes.instrument.Sites
     counts: object  # the counters' growth inside the profile: (sites, 3) int64
     fn: object = None  # the instrumented predicated IR (the HTML report draws it)
+    #: loop line -> histogram of the lanes' trip counts (where the host ran the loop
+    #: over all lanes: numpy), ``trips[k]`` lanes ran it k times
+    trips: dict = None
 
 
 class Profile:
@@ -80,12 +85,13 @@ class Profile:
         self.events = list(rec.events)
         self.launches = launches
         self.result = None
-        self.kernels = [self._kernel(rec, entry) for entry in rec.kernels.values()]
+        self.kernels = [self._kernel(rec, entry, rec.trips.get(key, {}))
+                        for key, entry in rec.kernels.items()]
         self.advice = _advice(self)
 
     # --- building -------------------------------------------------------------------
 
-    def _kernel(self, rec: events.Recorder, entry) -> KernelRuns:
+    def _kernel(self, rec: events.Recorder, entry, trips_before: dict) -> KernelRuns:
         kernel, fn, sites, base = entry
         counts = sites.totals(sites.counters - base)
         name, backend = kernel.pyfunc.__name__, kernel.backend_name
@@ -111,7 +117,15 @@ class Profile:
                               int(width) if width == int(width) else round(width, 2),
                               lane_steps / slots if slots else None, seconds_, estimated))
         lanes = max((e.args.get("lanes", 0) for e in runs), default=0)
-        return KernelRuns(name, backend, len(runs), lanes, seconds, lines, sites, counts, fn)
+        trips = {}  # loop line -> how many lanes ran it 0, 1, 2, ... times (numpy)
+        for (site, n), now in list(sites.lane_trips.items()):
+            owner = sites.sites[site].owner
+            before = trips_before.get((site, n))
+            delta = now - before if before is not None else now
+            if owner is not None and n == lanes and delta.any():
+                trips[owner[1]] = np.bincount(delta).tolist()
+        return KernelRuns(name, backend, len(runs), lanes, seconds, lines, sites, counts, fn,
+                          trips)
 
     # --- data -----------------------------------------------------------------------
 
@@ -130,7 +144,9 @@ class Profile:
         return {
             "seconds": self.seconds,
             "kernels": [{"name": k.name, "backend": k.backend, "runs": k.runs,
-                         "lanes": k.lanes, "seconds": k.seconds} for k in self.kernels],
+                         "lanes": k.lanes, "seconds": k.seconds,
+                         "trip_histograms": {str(line): h for line, h in k.trips.items()}}
+                        for k in self.kernels],
             "lines": [ln.to_dict() for ln in self.lines()],
             "events": [{"kind": e.kind, "name": e.name, "start": e.start - self.start,
                         "seconds": e.seconds, "thread": e.thread, "args": e.args}
@@ -310,8 +326,6 @@ def merge_chunks(kernel, fn, chunks: list[dict]) -> None:
     ``chunk`` event (on its worker thread where it ran in this process), the call a
     ``kernel`` event.  Chunks computed after the profile closed are not counted."""
     import os
-
-    import numpy as np
     if not events.RECORDING:
         return
     first = chunks[0]["sites"]

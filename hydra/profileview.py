@@ -152,6 +152,26 @@ def _timeline(p) -> str:
     return "\n".join(parts)
 
 
+def _histogram(hist: list, lanes: int) -> str:
+    """Bars of how many lanes ran a loop 0, 1, 2, ... times (at most 60 bars: trip
+    counts binned)."""
+    bins = max(1, -(-len(hist) // 60))
+    bars = [sum(hist[i:i + bins]) for i in range(0, len(hist), bins)]
+    width, height, top = 900, 90, max(bars) or 1
+    step = (width - 20) / len(bars)
+    parts = [svg_open(width, height + 30)]
+    for i, b in enumerate(bars):
+        h = height * b / top
+        parts.append(svg_rect(10 + i * step, 10 + height - h, max(step - 1, 1), h,
+                              "#4a7bd0", "none", rx=0))
+    mean = sum(k * c for k, c in enumerate(hist)) / max(sum(hist), 1)
+    parts.append(svg_text(10, height + 25, f"0 .. {len(hist) - 1} trips "
+                          f"({bins} per bar); {lanes} lanes, mean {mean:.1f}, "
+                          f"max {len(hist) - 1}", "#333"))
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
 def html_report(p, fragment: bool = False) -> str:
     body = [f"<h2>hydra profile: {_ms(p.seconds)} ms</h2>"]
     for a in p.advice:
@@ -163,6 +183,9 @@ def html_report(p, fragment: bool = False) -> str:
                     "lane steps / (issues &times; width); ~ marks a time estimated inside "
                     "a native phase.</p>")
         body.append(_source_table(k))
+        for line, hist in sorted((k.trips or {}).items()):
+            body.append(f"<h4>loop at line {line}: trips per lane</h4>")
+            body.append(_histogram(hist, k.lanes))
         fn = getattr(k, "fn", None)
         if fn is not None:
             body.append("<h4>predicated control flow (with the profile's count ops)</h4>")

@@ -61,6 +61,7 @@ def test_lane_steps_exact_and_issues_by_width(backend):
     if backend == "numpy":
         assert (body.issues, body.width, body.utilization) == (63, 64, 0.5)
         assert (test.issues, test.width) == (64, 64)
+        assert p.kernels[0].trips[TEST] == [1] * LANES  # one lane each ran 0..63 trips
     elif backend == "cpu":
         w = body.width
         assert w in (4, 8, 16, 32, 64) and test.width == w
@@ -260,6 +261,7 @@ def test_html_report_in_headless_chromium(tmp_path):
     for ln in p.lines():
         assert f'data-line="{ln.line}" data-util="{ln.utilization:.0%}"' in dom
         assert ln.source.strip().replace("<", "&lt;") in dom
+    assert f"loop at line {TEST}: trips per lane" in dom
     # the page has no script: any console message is an error (a resource that failed)
     assert not [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln], r.stderr[-2000:]
 

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from .. import events
+from ..passes.instrument import BY_COUNTERS
 
 _LOCK = threading.Lock()
 
@@ -25,11 +26,15 @@ def count_rule(host, op, env) -> list:
     mask = env[op.mask.id] if op.mask is not None else True
     m = np.asarray(mask)
     active = int(np.count_nonzero(m)) if m.ndim else (host.lanes if bool(m) else 0)
-    row = env[op.operands[0].id][op.attrs["site"]]
+    counters = env[op.operands[0].id]
+    row = counters[op.attrs["site"]]
+    sites = BY_COUNTERS.get(id(counters))
     with _LOCK:
         row[0] += active
         row[1] += 1
         row[2] += host.lanes
+        if sites is not None and m.ndim == 1:  # each lane's trips (the HTML's histograms)
+            sites.note_trips(op.attrs["site"], m)
     return []
 
 

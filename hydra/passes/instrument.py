@@ -23,6 +23,7 @@ without this pass: it pays nothing.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,9 +64,19 @@ class Sites:
     line_ops: dict[tuple[str, int], int] = field(default_factory=dict)
     #: the loops: (file, line) of each ``while``, varying or not
     loops: dict[tuple[str, int], bool] = field(default_factory=dict)
+    #: (loop body site, lanes) -> each lane's trips, where the host runs the loop over
+    #: all lanes (numpy; the host rule of ``count`` adds them: ``note_trips``)
+    lane_trips: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
 
     def snapshot(self) -> np.ndarray:
         return self.counters.copy()
+
+    def note_trips(self, site: int, mask: np.ndarray) -> None:
+        if self.sites[site].kind == "loop body":
+            trips = self.lane_trips.get((site, mask.size))
+            if trips is None:
+                trips = self.lane_trips[(site, mask.size)] = np.zeros(mask.size, np.int64)
+            trips += mask
 
     def totals(self, counts: np.ndarray) -> np.ndarray:
         """The counts with each loop test's filled in: its body's plus its region's
@@ -151,4 +162,9 @@ def instrument(fn: Function, sites: Sites | None = None) -> Function:
         region.ops.insert(at, Op("count", [store], [], region.ops[0].loc if region.ops
                                  else fn.loc, {"site": index}))
     fn.notes["profile"] = sites
+    BY_COUNTERS[id(sites.counters)] = sites
     return fn
+
+
+#: id of a counters array -> its sites (the host rule of ``count`` finds them here)
+BY_COUNTERS: "weakref.WeakValueDictionary[int, Sites]" = weakref.WeakValueDictionary()
