@@ -5,9 +5,10 @@ the cpu backend with one thread: the plain kernel, its instrumented twin
 (``Kernel.instrumented()``: the lane counters, no profile open) and a whole
 ``k.profile(...)`` (counters, timers and events), timed in interleaved rounds (each
 once in turn, so a change of load hits every row alike) after warm-up calls: the
-median and best wall time of each, and the best thread CPU time (``time.thread_time``:
-one thread runs the whole kernel, and on a shared machine the CPU time is far less
-disturbed by other processes than the wall time) with its ratio to the plain kernel's.
+median and best wall time of each, and the best CPU time of the process
+(``time.process_time``: the kernel's one thread plus any BLAS threads of the products;
+on a shared machine it is far less disturbed by other processes than the wall time)
+with its ratio to the plain kernel's.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ def _rows(k, args, repeat: int) -> dict[str, list[float]]:
     cpu = {label: [] for label in impls}
     for _ in range(repeat):
         for label, f in impls.items():
-            t, c = time.perf_counter(), time.thread_time()
+            t, c = time.perf_counter(), time.process_time()
             f()
-            cpu[label].append(time.thread_time() - c)
+            cpu[label].append(time.process_time() - c)
             times[label].append(time.perf_counter() - t)
     return times, cpu
 
