@@ -124,6 +124,8 @@ def test_the_table_the_data_and_the_advice():
     text = str(p)
     assert "trips (numpy, 512 lanes, width 512)" in text
     assert f"{BODY:>6}" in text and "50%" in text
+    frag = p._repr_html_()  # Jupyter's view: a fragment, every counted line in it
+    assert frag.startswith('<div class="hydra-profile">') and f'data-line="{BODY}"' in frag
     d = json.loads(json.dumps(p.to_dict()))
     assert {ln["line"] for ln in d["lines"]} >= {BODY, TEST}
     assert d["kernels"][0]["runs"] == 1
