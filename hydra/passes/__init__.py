@@ -25,6 +25,9 @@ PIPELINE: list[tuple[str, Callable, bool]] = [
     ("syncpoints", find_sync_points, True),
 ]
 PASS_NAMES = [name for name, _, _ in PIPELINE]
+#: passes that run only when asked for (``run_pipeline``'s arguments), after the named
+#: pass: ``instrument`` for a kernel's profiled twin (``profile=``, hydra.profile)
+OPTIONAL: dict[str, tuple[str, Callable]] = {"instrument": ("uniformity", instrument)}
 
 
 def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None = None,
@@ -44,8 +47,10 @@ def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None 
             continue
         predicated = predicated and linearized
         fn = run(fn, varying_params) if name == "uniformity" else run(fn)
-        if name == "uniformity" and profile is not None:
+        if name == OPTIONAL["instrument"][0] and profile is not None:
             fn = instrument(fn, profile)
+            if check:
+                verify(fn)
         if check:
             verify(fn, predicated=predicated)
         if name == stop_after:
@@ -53,5 +58,5 @@ def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None 
     return fn
 
 
-__all__ = ["PIPELINE", "PASS_NAMES", "run_pipeline", "analyze_uniformity", "linearize",
+__all__ = ["PIPELINE", "PASS_NAMES", "OPTIONAL", "run_pipeline", "analyze_uniformity", "linearize",
            "simplify", "find_sync_points", "instrument", "Sites"]
