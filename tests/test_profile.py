@@ -281,3 +281,25 @@ def test_dask_chunks_profiles_merge_on_the_caller(backend):
     if backend == "numpy":  # each chunk runs its own slowest lane's trips
         assert body.issues == sum(int(n[c:c + 16].max()) for c in range(0, LANES, 16))
     assert sum(1 for e in p.events if e.kind == "chunk") == 4
+
+
+def reduces(x, out):
+    t = 0
+    s = 0.0
+    while t < x:
+        s += hydra.lanesum(t)  # a sync point inside the loop: host steps on cpu and cuda
+        t += 1
+    out[hydra.lane()] = s
+    return hydra.lanesum(x)
+
+
+def test_sync_points_in_loops_count_alike_on_every_backend():
+    x = np.arange(16)
+    seen = {}
+    for backend in BACKENDS:
+        out = np.zeros(16)
+        p = hydra.compile(reduces, varying="x", backend=backend, threads=1).profile(x, out)
+        assert p.result == 120
+        seen[backend] = {(ln.line, ln.lane_steps) for ln in p.lines()}
+    assert seen["numpy"] == seen["cpu"] == seen["cuda"]
+    assert (_line(reduces, "t += 1"), 120) in seen["numpy"]
