@@ -117,8 +117,8 @@ class Profile:
                               int(width) if width == int(width) else round(width, 2),
                               lane_steps / slots if slots else None, seconds_, estimated))
         lanes = max((e.args.get("lanes", 0) for e in runs), default=0)
-        trips = {}  # loop line -> how many lanes ran it 0, 1, 2, ... times (numpy)
-        for (site, n), now in list(sites.lane_trips.items()):
+        trips = {}  # loop line -> how many lanes ran it 0, 1, 2, ... times (numpy, one run)
+        for (site, n), now in list(sites.lane_trips.items()) if len(runs) == 1 else ():
             owner = sites.sites[site].owner
             before = trips_before.get((site, n))
             delta = now - before if before is not None else now
