@@ -7,6 +7,7 @@ array (ML) workloads of ``bench/ml.py``; ``python -m bench startup [--against DI
 process's time to its first result from a filled disk cache (``bench/startup.py``);
 ``python -m bench firstcall [names...] [--against DIR]`` first calls, compile included,
 each in a fresh process, against Numba's (``bench/firstcall.py``); ``python -m bench
+profile`` what ``hydra.profile`` costs (``bench/profilecost.py``); ``python -m bench
 random`` Monte Carlo pi with ``hydra.random`` against hand-written hashes
 (``bench/mcrandom.py``).
 
@@ -171,6 +172,10 @@ def main(argv=None) -> None:
     if a.names == ["ml"]:
         from .ml import main as run_ml
         run_ml(a.scale, a.repeat, *([a.only] if a.only else []))
+        return
+    if a.names == ["profile"]:
+        from .profilecost import main as run_profilecost
+        run_profilecost(a.scale, a.repeat)
         return
     if a.names == ["async"]:
         from .asyncbench import main as run_async

@@ -28,6 +28,11 @@ def collatz_steps(n):
 kernel = hydra.compile(collatz_steps, varying=("n",))
 
 
+def setup(count: int = 100_000):
+    """The arguments of a call, for ``python -m hydra profile ... --setup setup``."""
+    return (np.arange(1, count + 1, dtype=np.int64),), {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1_000_000)

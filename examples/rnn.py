@@ -38,6 +38,12 @@ def sequences(n, steps=200, width=64, seed=1):
     return xs, lengths
 
 
+def setup(examples: int = 1024, steps: int = 100):
+    """The arguments of a call, for ``python -m hydra profile ... --setup setup``."""
+    xs, lengths = sequences(examples, steps)
+    return (xs, lengths, *weights()), {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_options(parser, 4096)

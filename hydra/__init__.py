@@ -10,6 +10,7 @@ from .api import Kernel, compile, spmd
 from .dataflow import DependencyError, Future, wait
 from .errors import CompileError, HydraError, HydraWarning
 from .grad import grad, stop_gradient, value_and_grad
+from .profiler import Profile, profile
 from .intrinsics import (atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemin,
                          laneprod, lanesum, nlanes, prefixsum, rotate, shuffle)
 
@@ -19,7 +20,7 @@ __all__ = [
     "compile", "spmd", "Kernel", "Future", "wait", "launch_graph", "DependencyError",
     "CompileError", "HydraError", "HydraWarning", "lane", "nlanes", "lanesum", "laneprod",
     "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle", "rotate", "prefixsum",
-    "atomic_add", "nn", "grad", "value_and_grad", "stop_gradient",
+    "atomic_add", "nn", "grad", "value_and_grad", "stop_gradient", "profile", "Profile",
 ]  # not "random": `from hydra import *` must not hide the standard library's
 
 

@@ -1,6 +1,10 @@
-"""``python -m hydra dump-ir FILE::FUNC --lanes N --stage S [--sig TYPES] [--after PASS]``.
+"""``python -m hydra dump-ir FILE::FUNC --lanes N --stage S [--sig TYPES] [--after PASS]``
+and ``python -m hydra profile FILE::FUNC --setup NAME [--html out.html] [--trace t.json]``.
 
-Prints the IR of a kernel at one stage, with the same printer every tool uses.
+``dump-ir`` prints the IR of a kernel at one stage, with the same printer every tool
+uses.  ``profile`` runs the kernel once on the arguments ``NAME()`` (a function in FILE
+returning ``(args, kwargs)``) under ``hydra.profile`` and prints the table, writing the
+HTML report and the Chrome trace where asked.
 Argument types come from ``--sig`` (``"float32, float32[:], int64"``; ``[:]`` is a
 1-d array, ``[:, :]`` 2-d) or the function's annotations.  ``--varying`` names the
 varying parameters, unless FUNC is already a ``hydra.compile``d kernel.  Mistakes
@@ -87,7 +91,25 @@ def annotation_types(fn) -> list[Type]:
     return types
 
 
-def load_kernel(target: str, lanes: int, varying: list[str], backend: str | None) -> Kernel:
+def load_kernel(target: str, lanes: int | None, varying: list[str], backend: str | None,
+                rebuild: bool = False, **options) -> Kernel:
+    """The kernel FILE::FUNC names (a compiled one as it is, unless ``rebuild``: then
+    with this backend and these options)."""
+    obj, path, name, _ = _load(target)
+    if isinstance(obj, Kernel):
+        if varying:
+            obj.varying = tuple(varying)
+        if not rebuild or (backend is None and not options):
+            return obj
+        return Kernel(obj.pyfunc, lanes=obj.lanes, varying=obj.varying,
+                      backend=backend or obj.backend_name, **{**obj.options, **options})
+    if not callable(obj):
+        raise UsageError(f"{name!r} in {path} is not a function")
+    return Kernel(obj, lanes=lanes, varying=tuple(varying), backend=backend, **options)
+
+
+def _load(target: str):
+    """(the object FILE::FUNC names, the path, the name, the module)."""
     if "::" not in target:
         raise UsageError(f"expected FILE::FUNC, got {target!r}")
     path, name = target.rsplit("::", 1)
@@ -105,13 +127,7 @@ def load_kernel(target: str, lanes: int, varying: list[str], backend: str | None
     obj = getattr(module, name, None)
     if obj is None:
         raise UsageError(f"{path} has no function {name!r}")
-    if isinstance(obj, Kernel):
-        if varying:
-            obj.varying = tuple(varying)
-        return obj
-    if not callable(obj):
-        raise UsageError(f"{name!r} in {path} is not a function")
-    return Kernel(obj, lanes=lanes, varying=tuple(varying), backend=backend)
+    return obj, path, name, module
 
 
 def dump_ir(args) -> str:
@@ -122,6 +138,29 @@ def dump_ir(args) -> str:
         raise UsageError(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
                          f"{len(kernel.param_names)} parameter(s)")
     return kernel.dump_ir(args.stage, types=types, after=args.after)
+
+
+def profile(args) -> str:
+    options = {"threads": args.threads} if args.threads else {}
+    kernel = load_kernel(args.target, None, args.varying, args.backend, rebuild=True,
+                         **options)
+    module = _load(args.target)[3]
+    setup = getattr(module, args.setup, None)
+    if not callable(setup):
+        raise UsageError(f"{args.target.rsplit('::', 1)[0]} has no function {args.setup!r} "
+                         f"(--setup names a function returning (args, kwargs))")
+    made = setup()
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict)):
+        raise UsageError(f"{args.setup}() must return (args, kwargs), a tuple and a dict")
+    call_args, kwargs = made
+    if args.warm:
+        kernel.instrumented()(*call_args, **kwargs)
+    p = kernel.profile(*call_args, **kwargs)
+    if args.html:
+        p.save_html(args.html)
+    if args.trace:
+        p.save_trace(args.trace)
+    return str(p) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,12 +175,24 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--sig", default=None, help='argument types, e.g. "float32, float32[:], int64"')
     d.add_argument("--varying", default="", help="comma-separated varying parameters")
     d.add_argument("--backend", default=None, help="backend for llvm/asm/ptx/numba stages")
+    q = sub.add_parser("profile", help="run a kernel under hydra.profile: lane utilization "
+                                       "and time per source line")
+    q.add_argument("target", help="FILE::FUNC")
+    q.add_argument("--setup", required=True,
+                   help="a function in FILE returning the call's (args, kwargs)")
+    q.add_argument("--varying", default="", help="comma-separated varying parameters")
+    q.add_argument("--backend", default=None, help="numpy, cpu or cuda")
+    q.add_argument("--threads", type=int, default=None, help="cpu threads")
+    q.add_argument("--warm", action="store_true",
+                   help="run once before the profiled call (steady-state times)")
+    q.add_argument("--html", default=None, help="write the HTML report here")
+    q.add_argument("--trace", default=None, help="write the Chrome trace (JSON) here")
     args = parser.parse_args(argv)
     args.varying = [v.strip() for v in args.varying.split(",") if v.strip()]
     try:
-        sys.stdout.write(dump_ir(args))
+        sys.stdout.write(dump_ir(args) if args.command == "dump-ir" else profile(args))
     except (UsageError, ValueError, TypeError) as exc:
-        print(f"hydra dump-ir: error: {exc}", file=sys.stderr)
+        print(f"hydra {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:  # a stage whose backend cannot load here (ptx without CUDA)
         print(f"hydra dump-ir: error: stage {args.stage!r} is not available here: {exc}",

@@ -13,12 +13,13 @@ import contextlib
 import functools
 import inspect
 import threading
+import time
 import weakref
 from types import MappingProxyType
 
 import numpy as np
 
-from . import dataflow
+from . import dataflow, events
 from .arguments import (device_dtype_shape, flatten_arguments, int_arguments, is_device_array,
                         is_readonly_device_array, lane_leaves,
                         leaf_names, leaves_of, typed_argument, unshaped)
@@ -33,7 +34,7 @@ from .frontend.early import check_early
 from .launch import CHECK_IR, PreparedCall, result
 from .ir.core import Function
 from .ir.printer import print_function
-from .passes import run_pipeline
+from .passes import Sites, run_pipeline
 from .races import warn_races
 from .views import check_layouts
 from .progress import progress as _progress
@@ -50,6 +51,8 @@ class Kernel:
     #: what the last run moved between host and device and launched (the cuda backend:
     #: launches, host_round_trips, uploads); empty on the other backends
     last_run_stats: dict = MappingProxyType({})
+    #: counts lanes per region (``hydra.profile``): the twin ``instrumented()`` makes
+    counting = False
 
     def __init__(self, pyfunc, lanes: int | None = None, varying=(), backend: str | None = None,
                  **options) -> None:
@@ -208,7 +211,7 @@ class Kernel:
                 return self._compile(full, values)
         return self._cache[key]
 
-    def _structured(self, types: list[Type], backend=None):
+    def _structured(self, types: list[Type], backend=None, profile: Sites | None = None):
         """A builder of the unlinearized IR, for backends whose hardware diverges (their
         protocol says they take it); None for the others."""
         if not (backend or self.backend).protocol.structured:
@@ -216,7 +219,8 @@ class Kernel:
 
         def structured() -> Function:
             ir = build_function(self.pyfunc, list(types))
-            return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False)
+            return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False,
+                                profile=profile)
         return structured
 
     def _specialize(self, types: list[Type]) -> tuple[Function, object]:
@@ -227,11 +231,12 @@ class Kernel:
         finally:
             SHAPED.reset(token)
         stage("running the passes")
-        fn = run_pipeline(fn, set(self.varying), check=CHECK_IR)
-        if self.lanes != 1:  # one lane races with no one
+        sites = Sites() if self.counting else None  # the profiler's twin (instrumented)
+        fn = run_pipeline(fn, set(self.varying), check=CHECK_IR, profile=sites)
+        if self.lanes != 1 and not self.counting:  # one lane races with no one
             warn_races(fn)
         stage(f"generating {self.backend_name} code")
-        runner = self.backend.compile(fn, self.options, self._structured(types))
+        runner = self.backend.compile(fn, self.options, self._structured(types, profile=sites))
         return fn, runner
 
     def _build_for_dump(self, types: list[Type], values) -> Function:
@@ -255,6 +260,10 @@ class Kernel:
     def prepare(self, args) -> PreparedCall:
         """Everything a launch needs before it runs: checked arguments, the compiled code
         (``args``: bound, one per parameter)."""
+        if events.RECORDING and not self.counting:  # inside ``hydra.profile()``
+            prepared = self.instrumented().prepare(args)
+            events.note_sites(self, prepared.fn)
+            return prepared
         values, types = self.signature(args)
         lanes = self.lanes_for(args)
         # uniform ints a per-lane array's shape may depend on (see specialize); this
@@ -278,15 +287,39 @@ class Kernel:
         fn, runner, values, _, lanes = prepared
         # byte-swapped arrays: copy in, and out where written
         values, swapped = native_arguments(values, effects(fn).params)
+        start = time.perf_counter() if events.RECORDING else None
         try:
             leaves = runner(values, lanes)
         finally:
             copy_back(swapped)
             # the cuda backend's count of transfers and launches (devarrays.Stats)
             self.last_run_stats = getattr(runner, "last_run_stats", None) or {}
+            if start is not None:
+                events.record("kernel", self.pyfunc.__name__, start, backend=self.backend_name,
+                              lanes=lanes)
         return result(fn, leaves, lanes)
 
     # --- tools ------------------------------------------------------------------------
+
+    def instrumented(self) -> "Kernel":
+        """This kernel's twin that counts lanes per line (``hydra.profile``): its own
+        specializations, so the kernel itself pays nothing."""
+        with self._lock:
+            twin = self.__dict__.get("_counting_twin")
+            if twin is None:
+                twin = object.__new__(type(self))
+                twin.__dict__.update(self.__dict__)
+                twin.__dict__.update(counting=True, _cache={}, _lock=threading.RLock())
+                self._counting_twin = twin
+            return twin
+
+    def profile(self, *args, **kwargs):
+        """Run the kernel once with lane counters and timers: a ``hydra.Profile`` (its
+        ``result`` is the call's value).  See docs/guide.md "Why is my kernel slow?"."""
+        from .profiler import profile
+        with profile() as p:
+            p.result = self(*args, **kwargs)
+        return p
 
     def dump_ir(self, stage: str = "predicated", *example_args, types=None,
                 after: str | None = None) -> str:

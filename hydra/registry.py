@@ -172,6 +172,7 @@ _OPCODE_ADJOINTS = {
     **{name: Adjoint.none(_BY_RECORD) for name in ("math", "array", "intrinsic")},
     "floordiv": Adjoint.none(_NO_GRAD_STEP),
     **{name: Adjoint.none(_NO_GRAD_TAPE) for name in ("tape_push", "tape_pop")},
+    "count": Adjoint.none("the profiler's lane counter: it computes no value"),
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in ("store", "array_store")},
     "load": Adjoint.none(_NO_GRAD_LOAD),
     **{name: Adjoint.of(rule) for name, rule in OPCODE_RULES.items()},

@@ -19,7 +19,8 @@ def test_module_has_docstring_and_fits_budget(path):
 
 
 def test_every_pass_module_is_in_the_pipeline():
-    from hydra.passes import PIPELINE
+    from hydra.passes import OPTIONAL, PIPELINE
     run_by_pipeline = {fn.__module__.rsplit(".", 1)[1] for _, fn, _ in PIPELINE}
+    run_by_pipeline |= {fn.__module__.rsplit(".", 1)[1] for _, fn in OPTIONAL.values()}
     modules = {p.stem for p in (ROOT / "hydra" / "passes").glob("*.py")} - {"__init__"}
     assert modules == run_by_pipeline

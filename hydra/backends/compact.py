@@ -50,7 +50,9 @@ import numpy as np
 from ..ir.core import HEAVY_ARRAY_FNS, Op, Region, Value
 from ..stop import check as check_stop
 from ..types import ArrayType
+from .. import events  # hydra.profile (issue 30)
 from . import hostarrays
+from .counting import note_compaction  # hydra.profile (issue 30)
 from .host import Host, lane_rows, run_op
 
 #: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
@@ -123,7 +125,7 @@ def _order_free(o: Op) -> bool:
     """Gives every lane the same result whatever order the lanes run in: no effect,
     nothing across lanes, no error that names a lane (a gather at uniform indices
     names none)."""
-    if o.effect or o.cross_lane:
+    if (o.effect and o.opcode != "count") or o.cross_lane:  # (count: hydra.profile's)
         return False
     if o.opcode == "array" and o.attrs["fn"] == "getitem":
         return not any(v.varying for v in o.operands[1:])
@@ -403,6 +405,8 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
         if not go:
             break
         keep, full = _shrink(fwd[0], host.lanes, rows is not None, h.policy)
+        if events.RECORDING:  # hydra.profile (issue 30)
+            note_compaction(op, keep, rows is not None, host.lanes)
         if keep is not None:
             if rows is None:
                 COUNTS["loops"] += 1

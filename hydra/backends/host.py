@@ -31,6 +31,8 @@ from ..stop import check as check_stop
 from ..trees import unflatten
 from ..types import ArrayType, ScalarType
 from . import tape
+from .. import events  # hydra.profile (issue 30)
+from .counting import count_rule, timed_op  # hydra.profile (issue 30)
 from .hostarrays import array_rule, array_store_rule, select_rule
 from .policy import Policy
 from .policy import current as current_policy
@@ -424,11 +426,14 @@ HOST_RULES: dict[str, Callable] = {
     "intrinsic": _intrinsic, "array": array_rule, "array_store": array_store_rule,
     "print": _print, "check": _check, "if": _if, "while": _while,
     "tape_push": tape.tape_push, "tape_pop": tape.tape_pop,
+    "count": count_rule,  # hydra.profile (issue 30)
 }
 
 
 def run_op(host: Host, op: Op, env) -> None:
     """Run one op over all lanes by its host rule; its results go into ``env``."""
+    if events.RECORDING:  # hydra.profile (issue 30): timed, products recorded
+        return timed_op(host, op, env, HOST_RULES)
     for r, value in zip(op.results, HOST_RULES[op.opcode](host, op, env)):
         env[r.id] = value
 

@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..effects import effects
-from .. import trees
+from .. import events, trees
 from ..arguments import flatten_arguments, lane_leaves
 from ..errors import HydraError, Loc
 from ..frontend import build_specialized
@@ -35,6 +35,7 @@ from ..passes import run_pipeline
 from . import stages
 from .ship import KernelSpec, ship
 from .worker import ChunkOut, first_error
+from ..profiler import merge_chunks
 
 _ir_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -75,9 +76,10 @@ def call(kernel, args: tuple):
     plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
 
 
+    profiled = events.RECORDING and not plan.cross  # (hydra.profile: lane-local kernels)
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
-                      shape_values)
+                      shape_values, profiled)
     deps, sources, layers = [], [], {}
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
@@ -102,10 +104,12 @@ def call(kernel, args: tuple):
                               starts, lanes, token, fn.name, layers)
     graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
     leaves = fn.body.terminator.operands
-    if written or added or plan.prints or fn.notes["result_tree"] == trees.NONE:
-        return DaskCall(graph, chunk_keys, fn, lanes, starts,
+    if written or added or plan.prints or fn.notes["result_tree"] == trees.NONE or profiled:
+        call = DaskCall(graph, chunk_keys, fn, lanes, starts,
                         {i: flat_values[i] for i in written},
                         {i: flat_values[i] for i in added})
+        call.kernel = kernel  # a profiled call's chunks merge into the open profiles
+        return call
     return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
 
 
@@ -321,6 +325,8 @@ class DaskCall:
         return self._finish(outs)
 
     def _finish(self, outs: list[ChunkOut]):
+        if any(out.profile for out in outs):
+            merge_chunks(self.kernel, self._fn, [out.profile for out in outs if out.profile])
         error = first_error(out.error for out in outs)
         for out in outs:  # chunks in lane order, each in lockstep order
             if out.printed:

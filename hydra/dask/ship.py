@@ -215,11 +215,13 @@ class KernelSpec:
     staged: bool = False  # cut into stages at cross-lane ops (``stages.Program``)
     #: the uniform ints (name, value) that per-lane array shapes depend on: constants
     shape_values: tuple[tuple[str, int], ...] = ()
+    #: inside ``hydra.profile``: the chunks count lanes per line (``passes.instrument``)
+    profiled: bool = False
 
     @property
     def key(self) -> str:
         text = repr((self.function.key, self.varying, self.backend, self.options, self.types,
-                     self.staged, self.shape_values))
+                     self.staged, self.shape_values, self.profiled))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def __dask_tokenize__(self):
@@ -267,13 +269,15 @@ def _compile(spec: KernelSpec) -> Compiled:
     # the options were checked when the caller made its kernel
     backend, options = get_backend(spec.backend), dict(spec.options)
     varying = set(spec.varying)
+    from ..passes import Sites
+    sites = Sites() if spec.profiled and not spec.staged else None  # (hydra.profile)
 
     def build(linearized: bool = True) -> Function:
         """The IR the client planned with (the same shapes and constants)."""
         fn = build_specialized(pyfunc, list(spec.types), varying=spec.varying,
                                shaped=True, pinned=dict(spec.shape_values))[0]
         return offset_lanes(run_pipeline(fn, varying, check=CHECK_IR,
-                                         linearized=linearized))
+                                         linearized=linearized, profile=sites))
     fn = build()
     if spec.staged:
         from .stages import Program

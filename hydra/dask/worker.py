@@ -16,16 +16,24 @@ global; they are registered with ``copyreg`` so that they cross process boundari
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import io
+import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import RUNTIME_ERRORS, HydraError
+from ..passes import Sites
 from .ship import KernelSpec, compiled
+
+#: a profiled kernel's chunks in one process run one at a time: their counts are the
+#: growth of one set of counters (``profile_of``)
+_PROFILED = threading.Lock()
 
 
 @dataclass
@@ -37,6 +45,8 @@ class ChunkOut:
     rows: dict = field(default_factory=dict)  # flat parameter index -> rows start:stop
     added: dict = field(default_factory=dict)  # flat parameter index -> atomic_add deltas
     error: HydraError | None = None  # a lane's error (lane number global)
+    #: inside ``hydra.profile``: the chunk's lane counts and time (``profile_of``)
+    profile: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -73,12 +83,28 @@ def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: in
     order the tasks ran in."""
     kernel = compiled(spec)
     values = arguments(layout, deps)
-    with captured_stdout() as out, lane_errors(start) as failed:
-        leaves = kernel.runner(values + [np.int64(start), np.int64(total)], stop - start)
+    sites = kernel.fn.notes.get("profile")  # a profiled call's (hydra.profile)
+    with _PROFILED if sites else contextlib.nullcontext():
+        before, began = (sites.snapshot(), time.perf_counter()) if sites else (None, 0.0)
+        with captured_stdout() as out, lane_errors(start) as failed:
+            leaves = kernel.runner(values + [np.int64(start), np.int64(total)], stop - start)
+        took = profile_of(sites, before, began, stop - start)
     if failed.error is not None:
-        return ChunkOut(None, out.getvalue(), error=failed.error)
+        return ChunkOut(None, out.getvalue(), error=failed.error, profile=took)
     return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
-                    **effects(layout, values, start, stop))
+                    **effects(layout, values, start, stop), profile=took)
+
+
+def profile_of(sites, before, began: float, lanes: int) -> dict | None:
+    """A profiled chunk's counts (its sites with the counters' growth in this run) and
+    its run's times, for the caller to merge (``DaskCall``)."""
+    if sites is None:
+        return None
+    end = time.perf_counter()
+    mine = Sites(sites.sites, sites.counters - before, sites.line_sites, sites.line_ops,
+                 sites.loops)
+    return {"sites": mine, "start": began, "end": end, "pid": os.getpid(), "lanes": lanes,
+            "thread": threading.current_thread().name, "tid": threading.get_ident()}
 
 
 def chunk_leaves(fn, leaves: list, lanes: int) -> list:

@@ -160,6 +160,11 @@ OPCODES: dict[str, OpInfo] = {
     "tape_pop": OpInfo("pop each active lane's last record from tape `tape`: its values "
                        "(hydra.grad's reverse sweep)", effect=True, operands=0,
                        results=None, attrs=("tape",), memory=PURE),
+    # hydra.profile's counters (passes/instrument): the profiler's own storage, no memory
+    # the kernel can see; an effect, so never removed and masked by linearize
+    "count": OpInfo("add the active lanes of its mask to the profile counters of site "
+                    "`site` (hydra.profile: one per region)", effect=True, operands=1,
+                    results=0, attrs=("site",), memory=PURE),
     # what a terminator passes on, its op declares (carries); the kernel's own return
     # values hydra.effects counts as read (the backend copies them out)
     "yield": OpInfo("end of a region: its values", terminator=True, results=0, memory=PURE),

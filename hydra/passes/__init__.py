@@ -10,6 +10,7 @@ from typing import Callable
 
 from ..ir.core import Function
 from ..ir.verifier import verify
+from .instrument import Sites, instrument
 from .linearize import linearize
 from .simplify import simplify
 from .syncpoints import find_sync_points
@@ -24,14 +25,19 @@ PIPELINE: list[tuple[str, Callable, bool]] = [
     ("syncpoints", find_sync_points, True),
 ]
 PASS_NAMES = [name for name, _, _ in PIPELINE]
+#: passes that run only when asked for (``run_pipeline``'s arguments), after the named
+#: pass: ``instrument`` for a kernel's profiled twin (``profile=``, hydra.profile)
+OPTIONAL: dict[str, tuple[str, Callable]] = {"instrument": ("uniformity", instrument)}
 
 
 def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None = None,
-                 check: bool = False, linearized: bool = True) -> Function:
+                 check: bool = False, linearized: bool = True,
+                 profile: Sites | None = None) -> Function:
     """Run the passes in order (up to and including ``stop_after``), verifying the IR
     after each one when ``check`` is set.  ``linearized=False`` skips linearization:
     the structured form with varying branches, sync points marked, for backends
-    whose hardware handles divergence (one GPU thread per lane)."""
+    whose hardware handles divergence (one GPU thread per lane).  ``profile``: count
+    lanes per region into these sites (``instrument``, after uniformity)."""
     if stop_after is not None and stop_after not in PASS_NAMES:
         raise ValueError(f"unknown pass {stop_after!r}; the passes are {', '.join(PASS_NAMES)}")
     if check:
@@ -41,6 +47,10 @@ def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None 
             continue
         predicated = predicated and linearized
         fn = run(fn, varying_params) if name == "uniformity" else run(fn)
+        if name == OPTIONAL["instrument"][0] and profile is not None:
+            fn = instrument(fn, profile)
+            if check:
+                verify(fn)
         if check:
             verify(fn, predicated=predicated)
         if name == stop_after:
@@ -48,5 +58,5 @@ def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None 
     return fn
 
 
-__all__ = ["PIPELINE", "PASS_NAMES", "run_pipeline", "analyze_uniformity", "linearize",
-           "simplify", "find_sync_points"]
+__all__ = ["PIPELINE", "PASS_NAMES", "OPTIONAL", "run_pipeline", "analyze_uniformity", "linearize",
+           "simplify", "find_sync_points", "instrument", "Sites"]

@@ -50,7 +50,7 @@ def linearize(fn: Function) -> Function:
 def _worth_guarding(region: Region) -> bool:
     count = 0
     for op in region.walk():
-        if op.opcode in ("yield", "const", "undef"):
+        if op.opcode in ("yield", "const", "undef", "count"):  # (a profile's count: no cost)
             continue
         if op.needs_mask or op.regions:
             return True

@@ -26,7 +26,7 @@ from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
 from ..protocol import PROTOCOLS
 from ..cut import nested
 from ...types import ArrayType, ScalarType
-from . import arith
+from . import arith, counts
 from .emit import Builder
 from .loopchecks import induction_checks, inductions, narrow_casts
 from .loopselects import free_selects, uniform_counters, value_uses
@@ -77,7 +77,7 @@ def _lowerable_here(op: Op) -> tuple[bool, str]:
     return True, ""
 
 
-class KernelGen(MemoryOps, Stops):
+class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
     def __init__(self, name: str, geo: Geometry, options: dict, constants=None) -> None:
         self.name = name
         #: value id -> captured array (global_array): shapes and strides fold into the code

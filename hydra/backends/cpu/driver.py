@@ -93,6 +93,12 @@ class Driver:
         if interrupted:  # Python's handler raised while we waited; the kernels had ended
             raise KeyboardInterrupt
 
+    def build(self) -> None:
+        """Make the machine code now (else at the first run: ``hydra.profile`` builds
+        first, so that a phase's time is its run's)."""
+        if self.call is None:
+            self._build()
+
     def _parallel(self, threads: int, ngangs: int, n: int, err: np.ndarray,
                   args: list) -> bool:
         """The calling thread and ``threads - 1`` pool threads share the gangs; True if a

@@ -464,7 +464,7 @@ def schedule(steps: list, users: dict, undef: set[int]) -> list:
             for o in g:
                 owner[o.result.id] = g
             continue
-        if not isinstance(step, Op) or step.effect or step.regions:
+        if not isinstance(step, Op) or step.effect and step.opcode != "count" or step.regions:
             close(list(groups))  # it may write what a chain reads
         else:
             read = [owner[v.id] for o in nested(step) for v in o.inputs() if v.id in owner]

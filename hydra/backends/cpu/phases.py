@@ -23,16 +23,18 @@ All gangs finish a phase before the next step starts: that is where they meet.
 from __future__ import annotations
 
 import hashlib
+import time
 
 import numpy as np
 
+from ... import events
 from ...errors import RUNTIME_ERRORS
 from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
 from ..host import run_op
 from ..cut import Run, cut, nested, users_of
 from .. import policy
-from . import nativeloops, persistent
+from . import counts, nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .fuse import FusingHost, region_plans, schedule, undefined
@@ -138,6 +140,7 @@ class Plan:
         gen, text = persistent.generate("hydra_kernel", self.geo, self.options, captured,
                                         phase.ops, phase.inputs, phase.outputs,
                                         phase.one_gang, persistent_ok=not lockstep)
+        text = counts.finish(gen, text)  # hydra.profile's counters, where it has any
         # named by its content: the same kernel in another process gets the same name
         # (the disk cache), different kernels in one process never clash
         gen.name = "hydra_" + hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -188,6 +191,8 @@ class Plan:
 
     def _steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
         with np.errstate(all="ignore"):
+            if events.RECORDING:  # hydra.profile: each step timed
+                return self._timed_steps(env, lanes, threads, ref)
             for step in self.steps:
                 if isinstance(step, Phase):
                     self._run_phase(step, env, lanes, threads)
@@ -195,6 +200,31 @@ class Plan:
                     step.run(env, lanes)
                 else:
                     run_op(ref, step, env)
+
+    def _timed_steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
+        if "step_lines" not in self.__dict__:  # each step's source lines, once
+            self.step_lines = [_lines([s]) for s in self.steps]
+        lines = self.step_lines
+        for k, step in enumerate(self.steps):
+            if isinstance(step, Phase) and step.driver.call is None:
+                start = time.perf_counter()
+                step.driver.build()
+                events.record("build", f"machine code of native phase {k}", start)
+            start = time.perf_counter()
+            if isinstance(step, Phase):
+                self._run_phase(step, env, lanes, threads)
+                events.record("phase", f"native phase {k}", start, step=k,
+                              lines=lines[k], threads=threads_for(
+                                  lanes, threads, step.cost), mode=_mode(step),
+                              why=getattr(step.gen, "why_lockstep", ""))
+            elif isinstance(step, Step):
+                step.run(env, lanes)
+                events.record("step", step.describe(), start, step=k, lines=lines[k])
+            else:
+                run_op(ref, step, env)
+                if step.opcode not in ("const", "global_array"):
+                    events.record("host", f"host step: {step.opcode}", start, step=k,
+                                  lines=lines[k], why=self.host.get(id(step), ""))
 
     def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
         vals = []
@@ -238,3 +268,18 @@ def _kind(v: Value) -> str:
         return "array"
     return "buf" if v.varying else "scalar"
 
+
+
+def _lines(ops: list) -> list[int]:
+    """The source lines of these ops and the ops nested in them (a step's lines)."""
+    out = set()
+    for top in ops:
+        inner = top.ops if isinstance(top, (Phase, Step)) else [top]
+        for o in (o for t in inner for o in nested(t)):
+            if o.loc is not None and o.loc.line > 0:
+                out.add(o.loc.line)
+    return sorted(out)
+
+
+def _mode(phase: Phase) -> str:
+    return "persistent lanes" if getattr(phase.gen, "persistent", False) else "lockstep gangs"

@@ -67,7 +67,8 @@ class OneKernel:
         self.kernel = None
         found = effects(fn)  # what is copied back: every array a store may reach
         self.written = ["w" in mode for mode in found.params]
-        self.globals_written = ["w" in mode for _, mode in found.captured]
+        self.globals_written = ["w" in mode or op.attrs["name"] == "hydra_profile"
+                                for op, mode in found.captured]  # (hydra.profile's counts)
         #: records per lane of each hydra.grad tape store (grown on overflow)
         self.tape_capacity = TAPE_CAPACITY
         self.last_run_stats: dict = {}

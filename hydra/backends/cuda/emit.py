@@ -348,6 +348,16 @@ class OpEmitter:
         if opened:
             self.depth -= 1
 
+    def op_count(self, op: Op) -> None:
+        """hydra.profile's counter (passes/instrument): a lane is cuda's unit of issue
+        (warps diverge in hardware), so each lane that runs the region adds one."""
+        arr, site = name(op.operands[0]), op.attrs["site"]
+        opened = self.masked(op)
+        for col in range(3):
+            self.line(f"cuda.atomic.add({arr}, ({site}, {col}), 1)")
+        if opened:
+            self.depth -= 1
+
     def op_check(self, op: Op) -> None:
         opened = self.masked(op)
         self.line(f"if not {name(op.operands[0])}:")

@@ -118,8 +118,9 @@ def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
     lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
               f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
     text = renumber("\n".join(lines)) + "\n"
-    written = {o.written_array.id for op in ops for o in nested(op)
-               if o.written_array is not None}
+    written = {o.written_array.id if o.opcode != "count" else o.operands[0].id
+               for op in ops for o in nested(op)
+               if o.written_array is not None or o.opcode == "count"}  # (hydra.profile)
     return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
                  frame.sites, written, label)
 
