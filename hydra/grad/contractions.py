@@ -114,7 +114,11 @@ def einsum(e, op, args, out, g):
 
 def tensordot(e, op, args, out, g):
     """As the einsum that the axes spell."""
+    return tensordot_adjoints(e, op, args, g, op.attrs["params"].get("axes", 2))
+
+
+def tensordot_adjoints(e, op, args, g, axes):
+    """The adjoints of ``np.tensordot(a, b, axes)`` (also np.dot of stacks)."""
     a, b = args
-    spec = _tensordot_subscripts(len(shape_of(a)), len(shape_of(b)),
-                                 op.attrs["params"].get("axes", 2))
+    spec = _tensordot_subscripts(len(shape_of(a)), len(shape_of(b)), axes)
     return _einsum_adjoints(e, op, spec, args, g)
