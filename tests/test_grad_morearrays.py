@@ -211,11 +211,13 @@ def shapes(x, M, A, v):
         + np.sin(np.dot(A, B35)).sum()
     c = np.linalg.norm(M, 2) + np.linalg.norm(M, -2) * 0.5 + np.linalg.norm(M, "nuc") \
         + np.linalg.norm(M.T @ M, "nuc", axis=(1, 0)) + np.linalg.norm(A, 2, axis=(2, 1)).sum()
-    return float(a + b + c)
+    d = np.sin(np.einsum("...ij,...kj->...ik", A, A[:1])).sum() \
+        + np.sin(np.einsum("...i,...i", M[:, :1], x[:4])).sum()  # axes that broadcast
+    return float(a + b + c + d)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_new_axes_ellipsis_stacks_of_matrices_and_singular_value_norms(backend):
+def test_new_axes_ellipsis_stacks_singular_value_norms_and_einsum_broadcasts(backend):
     rng = np.random.default_rng(11)
     k = hydra.compile(hydra.grad(shapes, argnums=(0, 1, 2, 3)), varying=("x", "M", "A", "v"),
                       backend=backend)
