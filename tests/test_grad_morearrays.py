@@ -213,7 +213,11 @@ def shapes(x, M, A, v):
         + np.linalg.norm(M.T @ M, "nuc", axis=(1, 0)) + np.linalg.norm(A, 2, axis=(2, 1)).sum()
     d = np.sin(np.einsum("...ij,...kj->...ik", A, A[:1])).sum() \
         + np.sin(np.einsum("...i,...i", M[:, :1], x[:4])).sum()  # axes that broadcast
-    return float(a + b + c + d)
+    h = np.zeros((3, 4))  # stores with ... and None into a lane's own array
+    h[..., 1] = x[:3] * 2.0
+    h[None, 2] = M[0, :4] * x[0]
+    h[0, 1:3, ...] = M[1, 1:3] ** 2
+    return float(a + b + c + d + (np.sin(h) * A[0, :3, :1]).sum())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
