@@ -308,3 +308,19 @@ def test_a_gradient_of_a_gradient_through_the_layers_and_scatter_adds(backend):
     fn = first.prepare(first.bind(X, i))[0]
     fns = {op.attrs["fn"] for op in fn.walk() if op.opcode == "array"}
     assert "scatter_add" in fns and "einsum" not in fns  # no one-hot contraction
+
+
+def stacked(w, x):
+    return float(np.sin(hydra.nn.conv2d(x, w)).sum())
+
+
+d_stacked = hydra.grad(stacked)
+
+
+def test_a_gradient_of_a_gradient_through_a_stack_of_images_is_refused():
+    from hydra.errors import CompileError
+    w = np.full((2, 1, 3, 3), 0.1)
+    with pytest.raises(CompileError, match=r"a gradient of a gradient through conv2d's "
+                                           r"weights is written for one lane's images") as e:
+        hydra.grad(lambda w, x: float((d_stacked(w, x) ** 2).sum()))(w, np.ones((2, 1, 5, 5)))
+    assert e.value.loc.line == stacked.__code__.co_firstlineno + 1
