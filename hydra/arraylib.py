@@ -152,12 +152,53 @@ def pad(a, pad_width, mode="constant", constant_values=0):
     return np.pad(a, pad_width, mode=mode)
 
 
+# --- operations only hydra.grad's adjoint rules emit (hydra.grad.arrays.EMITTED) ------------
+
+def scatter_add(g, idx, n, axis=0):
+    """The adjoint of a gather (np.add.at): g added into n places along axis at the int
+    indices idx, whose axes replaced that axis in g; repeated indices add up."""
+    g, idx = np.asarray(g), np.clip(np.asarray(idx, np.int64), 0, max(n - 1, 0))
+    s = g.shape
+    out = np.zeros(s[:axis] + (n,) + s[axis + idx.ndim:], g.dtype)
+    np.add.at(out, (slice(None),) * axis + (idx,), g)
+    return out
+
+
+def svd_norm_grad(x, ord, axis=None):
+    """The gradient of the matrix norm of singular values ord (2: u1 v1^T of the largest,
+    -2: of the smallest, 'nuc': U V^T) over the axes (rows, columns), by an SVD; NaN
+    where a matrix is not finite."""
+    rows, cols = (-2, -1) if axis is None else axis
+    m = np.moveaxis(np.asarray(x), (rows, cols), (-2, -1))
+    finite = np.isfinite(m).all(axis=(-2, -1), keepdims=True)
+    u, _, vh = np.linalg.svd(np.where(finite, m, 0), full_matrices=False)
+    if ord == "nuc":
+        d = u @ vh
+    else:
+        k = slice(0, 1) if ord == 2 else slice(-1, None)
+        d = u[..., :, k] @ vh[..., k, :]
+    return np.moveaxis(np.where(finite, d, np.nan), (-2, -1), (rows, cols))
+
+
+def max_pool2d_pick(x, h, k, stride=None):
+    """The transpose of max_pool2d_grad: each window of x takes h at its first maximum in
+    row-major order (the gradient of a gradient through max_pool2d)."""
+    from numpy.lib.stride_tricks import sliding_window_view as windows
+    s = k if stride is None else stride
+    x, h = np.broadcast_arrays(x, h)
+    win = windows(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :]
+    at = win.reshape(win.shape[:-2] + (k * k,)).argmax(-1)[..., None]
+    hw = windows(h, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :]
+    return np.take_along_axis(hw.reshape(hw.shape[:-2] + (k * k,)), at, -1)[..., 0]
+
+
 PER_LANE = {
     "cumsum": cumsum, "cumprod": cumprod, "var": var, "std": std, "norm": norm,
     "sort": sort, "argsort": argsort, "round": round_, "eye": eye, "linspace": linspace,
     "take": take, "roll": roll, "diff": diff, "tile": tile, "repeat": repeat, "diag": diag,
     "trace": trace, "isclose": isclose, "allclose": allclose, "interp": interp,
-    "searchsorted": searchsorted, "pad": pad,
+    "searchsorted": searchsorted, "pad": pad, "scatter_add": scatter_add,
+    "svd_norm_grad": svd_norm_grad, "max_pool2d_pick": max_pool2d_pick,
 }
 
 # --- batching rules: rule(f, args, vary, n, out, params) ----------------------------------
@@ -325,6 +366,26 @@ def pad_rule(f, args, vary, n, out, params):
     return np.pad(args[0], width, mode=mode, constant_values=cv)
 
 
+def scatter_add_rule(f, args, vary, n, out, params):
+    """One np.add.at for all lanes: the lane axis and the index axes first."""
+    g, idx = (np.asarray(a) for a in args)
+    size, axis = params["n"], params.get("axis", 0)
+    idx = np.clip(idx.astype(np.int64), 0, max(size - 1, 0))
+    ik = idx.ndim - vary[1]
+    if not vary[0]:
+        g = np.broadcast_to(g, (n,) + g.shape)
+    moved = np.moveaxis(g, tuple(range(1 + axis, 1 + axis + ik)), tuple(range(1, 1 + ik)))
+    res = np.zeros((n, size) + moved.shape[1 + ik:], g.dtype)
+    lanes = np.arange(n).reshape((n,) + (1,) * ik)
+    np.add.at(res, (lanes, idx if vary[1] else idx[None]), moved)
+    return np.moveaxis(res, 1, 1 + axis)
+
+
+def svd_norm_grad_rule(f, args, vary, n, out, params):
+    rows, cols = params.get("axis") or (-2, -1)
+    return f(args[0], params["ord"], (_shift(rows, 0), _shift(cols, 0)))
+
+
 BATCH = {
     **{name: along_axis_rule for name in (
         "cumsum", "cumprod", "sort", "argsort", "roll", "diff", "repeat")},
@@ -332,7 +393,8 @@ BATCH = {
     "round": elementwise_params_rule, "isclose": elementwise_params_rule,
     "allclose": allclose_rule, "linspace": linspace_rule, "take": take_rule,
     "tile": tile_rule, "diag": diag_rule, "trace": trace_rule, "interp": interp_rule,
-    "searchsorted": searchsorted_rule, "pad": pad_rule,
+    "searchsorted": searchsorted_rule, "pad": pad_rule, "scatter_add": scatter_add_rule,
+    "svd_norm_grad": svd_norm_grad_rule, "max_pool2d_pick": elementwise_params_rule,
 }
 
 #: results that are a lane's own new array even from uniform operands

@@ -36,7 +36,8 @@ NOTES = {
             "by lane; axis=, keepdims=",
     "sort": "along axis= (default the last, None flattens); always stable "
             "(kind='stable'), NaN last; `a.sort()` (in place) is a CompileError: "
-            "`a = np.sort(a)`",
+            "`a = np.sort(a)`; on cpu, rows of at most 16 along the last axis go through "
+            "a native sorting network (bit-exact)",
     "round": "decimals=; half to even; of a number, `rint`",
     "eye": "N, M, k and dtype constants: each lane its own array",
     "linspace": "start and stop numbers (per-lane or uniform); num, endpoint, dtype "
@@ -54,6 +55,9 @@ NOTES = {
     "searchsorted": "side='left' or 'right'; a per-lane sorted array runs lane by lane",
     "conv2d": "one image `[C, H, W]`, uniform weights", "max_pool2d": "stride k by default",
     "where": "`np.where(c, a, b)`; `np.where(c)` (indices) is a CompileError",
+    **dict.fromkeys(("conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad",
+                     "max_pool2d_pick", "scatter_add", "svd_norm_grad"),
+                    "emitted by `hydra.grad`'s adjoint rules only (docs/gradients.md)"),
 }
 for _name in ("sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"):
     NOTES[_name] = _AXIS

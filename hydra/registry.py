@@ -148,8 +148,6 @@ _BY_RECORD = ("its fn's or name's own record (kind math, array or intrinsic) hol
               "adjoint rule or says why there is none")
 _BY_BODY = ("compiled from its body: differentiated by the rules of the operations it "
             "uses (relu by its own select, relu'(0) = 0)")
-_NO_GRAD_ADJOINT = ("a layer's adjoint, which only the gradient transformation emits: a "
-                    "gradient of a gradient through it is not supported yet (a CompileError)")
 _NO_GRAD_LOAD = ("the transformation decides by the array: a load from a captured array or "
                  "a parameter not differentiated is a constant; any other is refused")
 _STRUCTURAL = ("structural: the gradient transformation handles it itself (regions, "
@@ -266,8 +264,6 @@ _ARRAY_NO_GRAD = {
         "zeros_like", "ones_like", "empty_like", "arange", *arraylib.NO_GRAD_VALUE)},
     **{name: Adjoint.none(_NO_GRAD_RESULT) for name in arraylib.NO_GRAD_RESULT},
     **{name: Adjoint.none(_NO_GRAD_STEP) for name in arraylib.NO_GRAD_STEP},
-    **{name: Adjoint.none(_NO_GRAD_ADJOINT) for name in (
-        "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in (
         "laneprod", "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle",
         "rotate", "prefixsum", "lanesum", "lanesum_outer")},

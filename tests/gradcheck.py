@@ -5,6 +5,7 @@ x - h, x and x + h; a check fails if more than 10% of the lanes are skipped."""
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -18,11 +19,17 @@ def path(fn, args) -> tuple:
         if event == "line":
             lines.append((frame.f_code, frame.f_lineno))
         return tracer
+    # no garbage collection while tracing: its callbacks (hypothesis registers one) run
+    # Python lines at whatever moment a collection starts, which is no path of fn's
+    collecting = gc.isenabled()
+    gc.disable()
     sys.settrace(tracer)
     try:
         fn(*args)
     finally:
         sys.settrace(None)
+        if collecting:
+            gc.enable()
     return tuple(lines)
 
 

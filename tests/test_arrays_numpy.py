@@ -261,7 +261,7 @@ def writes_a_diagonal(x, j):
 
 
 @pytest.mark.parametrize("fn,match,hint", [
-    (axis_list, "axis= must be an integer or a tuple", "axis=(0, 1)"),
+    (axis_list, "axis= must be an integer or a tuple", "axis=(0,)"),
     (sorts_in_place, "sorts in place", "np.sort(a)"),
     (pads_wrapping, "mode 'wrap' is not supported", "'edge' or 'reflect'"),
     (data_mask, "mask not known when the kernel compiles", "np.where(mask, a, fill)"),

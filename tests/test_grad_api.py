@@ -156,7 +156,10 @@ def array_op(x):
 
 
 def matrix_norm(x):
-    return float(np.linalg.norm(np.ones((2, 2)) * x, 2))
+    return float(np.linalg.norm(np.array([[1.0, 2.0], [0.5, -1.0]]) * x, 2))
+
+
+d_matrix_norm = hydra.grad(matrix_norm)
 
 
 def cubic(x, y):
@@ -204,9 +207,11 @@ def test_errors(monkeypatch):
     with pytest.raises(CompileError, match=r"^.*hydra.grad: the array operation prod has no "
                                            r"adjoint rule yet, so it cannot be differentiated"):
         hydra.grad(array_op)(1.0)
-    with pytest.raises(CompileError, match=r"the adjoint of the matrix norm ord=2 is not "
-                                           r"written yet"):
-        hydra.grad(matrix_norm)(1.0)
+    assert d_matrix_norm(2.0) == pytest.approx(np.linalg.norm([[1, 2], [0.5, -1]], 2))
+    with pytest.raises(CompileError, match=r"^.*hydra.grad: a gradient of a gradient through "
+                                           r"np.linalg.norm of ord 2, -2 or 'nuc' is not "
+                                           r"supported \(the derivative of the SVD is not"):
+        hydra.grad(d_matrix_norm)(1.0)
 
 
 def branchy(x, y):

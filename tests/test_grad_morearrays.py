@@ -197,3 +197,130 @@ def test_a_gradient_of_a_gradient_through_the_rules(backend):  # compile costs ~
         step[j] = h
         fd = ((first(X + step) - first(X - step)) * C6).sum(axis=1) / (2 * h)
         np.testing.assert_allclose(got[:, j], fd, rtol=1e-5, atol=1e-6)
+
+
+B35 = np.array([[0.5, -1.0, 0.25, 2.0, 1.5], [1.0, 0.75, -0.5, 0.0, -2.0],
+                [-1.5, 0.5, 1.0, 0.25, 0.5]])
+
+
+def shapes(x, M, A, v):
+    a = np.sin(x[None, :] * M[..., 1:]).sum() + (M[..., 0] ** 2).sum() \
+        + (M[None, 1, ..., None] ** 3).sum() + x[..., 2] * x[np.newaxis][0, 1]
+    b = np.sin(A @ B35).sum() + np.sin(v @ A).sum() + np.cos(A @ v[:3]).sum() \
+        + np.sin(np.matmul(A[0], B35)).sum() + np.sin(np.dot(A, v[:3])).sum() \
+        + np.sin(np.dot(A, B35)).sum()
+    c = np.linalg.norm(M, 2) + np.linalg.norm(M, -2) * 0.5 + np.linalg.norm(M, "nuc") \
+        + np.linalg.norm(M.T @ M, "nuc", axis=(1, 0)) + np.linalg.norm(A, 2, axis=(2, 1)).sum()
+    d = np.sin(np.einsum("...ij,...kj->...ik", A, A[:1])).sum() \
+        + np.sin(np.einsum("...i,...i", M[:, :1], x[:4])).sum()  # axes that broadcast
+    h = np.zeros((3, 4))  # stores with ... and None into a lane's own array
+    h[..., 1] = x[:3] * 2.0
+    h[None, 2] = M[0, :4] * x[0]
+    h[0, 1:3, ...] = M[1, 1:3] ** 2
+    return float(a + b + c + d + (np.sin(h) * A[0, :3, :1]).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_new_axes_ellipsis_stacks_singular_value_norms_and_einsum_broadcasts(backend):
+    rng = np.random.default_rng(11)
+    k = hydra.compile(hydra.grad(shapes, argnums=(0, 1, 2, 3)), varying=("x", "M", "A", "v"),
+                      backend=backend)
+    for lanes in LANES:
+        X, M = rng.normal(size=(lanes, 5)), rng.normal(size=(lanes, 4, 6))
+        A, v = rng.normal(size=(lanes, 2, 4, 3)), rng.normal(size=(lanes, 4))
+        picked = sorted({0, lanes - 1})[:1 if lanes == 1 else 2]
+        gs = k(X, M, A, v)
+        check_arrays(shapes, [g[picked] for g in gs], [(X[j], M[j], A[j], v[j]) for j in picked],
+                     [0, 1, 2, 3])
+    # a norm at 0 has gradient 0, as the vector norms
+    z = hydra.grad(lambda M: float(np.linalg.norm(M, 2) + np.linalg.norm(M, "nuc")))
+    np.testing.assert_array_equal(z(np.zeros((2, 3))), np.zeros((2, 3)))
+
+
+CW = np.linspace(-1.0, 1.0, 18).reshape(2, 1, 3, 3)
+CX = np.linspace(0.5, -0.5, 25).reshape(1, 5, 5)
+
+
+def layers(w, x):
+    h = np.tanh(hydra.nn.conv2d(x, w, padding=1))
+    p = hydra.nn.max_pool2d(h, 2)
+    return float((p * p).sum() + np.sin(hydra.nn.conv2d(x, w, stride=2)).sum())
+
+
+d_layers = hydra.grad(layers, argnums=(0, 1))
+
+
+def layers_curvature(w, x):
+    dw, dx = d_layers(w, x)
+    return float((dw * CW).sum() + (np.sin(dx) * CX).sum())
+
+
+def scattered(x, i):
+    return float((np.take(x, (0, 2, 2)) ** 3).sum() * x[i]
+                 + (np.diag(np.outer(x, x)) ** 2).sum()
+                 + (np.interp(x, XP[:3], x[:3]) ** 2).sum()
+                 + np.sin(np.repeat(x, (2, 0, 1, 3, 1))).sum()
+                 + (np.pad(x, (2, 3), mode="reflect") ** 3 * np.linspace(0.5, 1.0, 10)).sum())
+
+
+d_scattered = hydra.grad(scattered)
+
+
+def scattered_curvature(x, i):
+    return float((d_scattered(x, i) * C6[:5]).sum())
+
+
+@pytest.mark.parametrize("backend", ["numpy"])  # the same IR on cpu compiles for ~23 s here
+def test_a_gradient_of_a_gradient_through_the_layers_and_scatter_adds(backend):
+    """conv2d's and max_pool2d's adjoints and the scatter-add (np.add.at) of a gather's
+    adjoint have rules of their own: second derivatives against differences of the
+    first (float64, per lane)."""
+    rng = np.random.default_rng(12)
+    h = 1e-6
+    first = hydra.compile(d_layers, varying="x", backend="numpy")
+    second = hydra.compile(hydra.grad(layers_curvature, argnums=(0, 1)), varying="x",
+                           backend=backend)
+    w, X = rng.normal(size=(2, 1, 3, 3)), rng.normal(size=(3, 1, 5, 5))
+    gw, gx = second(w, X)
+
+    def curvature(w, X):
+        dw, dx = first(w, X)
+        return (dw * CW).sum(axis=(1, 2, 3, 4)) + (np.sin(dx) * CX).sum(axis=(1, 2, 3))
+    for idx in list(np.ndindex(w.shape))[::2]:
+        step = np.zeros_like(w)
+        step[idx] = h
+        fd = (curvature(w + step, X) - curvature(w - step, X)) / (2 * h)
+        np.testing.assert_allclose(gw[(slice(None),) + idx], fd, rtol=1e-5, atol=1e-6)
+    for idx in list(np.ndindex(X.shape[1:]))[::3]:
+        step = np.zeros_like(X)
+        step[(slice(None),) + idx] = h
+        fd = (curvature(w, X + step) - curvature(w, X - step)) / (2 * h)
+        np.testing.assert_allclose(gx[(slice(None),) + idx], fd, rtol=1e-5, atol=1e-6)
+    first = hydra.compile(d_scattered, varying=("x", "i"), backend="numpy")
+    second = hydra.compile(hydra.grad(scattered_curvature), varying=("x", "i"), backend=backend)
+    X, i = rng.normal(size=(4, 5)), rng.integers(0, 5, 4)
+    got = second(X, i)
+    for j in range(5):
+        step = np.zeros(5)
+        step[j] = h
+        fd = ((first(X + step, i) - first(X - step, i)) * C6[:5]).sum(axis=1) / (2 * h)
+        np.testing.assert_allclose(got[:, j], fd, rtol=1e-5, atol=1e-6)
+    fn = first.prepare(first.bind(X, i))[0]
+    fns = {op.attrs["fn"] for op in fn.walk() if op.opcode == "array"}
+    assert "scatter_add" in fns and "einsum" not in fns  # no one-hot contraction
+
+
+def stacked(w, x):
+    return float(np.sin(hydra.nn.conv2d(x, w)).sum())
+
+
+d_stacked = hydra.grad(stacked)
+
+
+def test_a_gradient_of_a_gradient_through_a_stack_of_images_is_refused():
+    from hydra.errors import CompileError
+    w = np.full((2, 1, 3, 3), 0.1)
+    with pytest.raises(CompileError, match=r"a gradient of a gradient through conv2d's "
+                                           r"weights is written for one lane's images") as e:
+        hydra.grad(lambda w, x: float((d_stacked(w, x) ** 2).sum()))(w, np.ones((2, 1, 5, 5)))
+    assert e.value.loc.line == stacked.__code__.co_firstlineno + 1

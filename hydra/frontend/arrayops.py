@@ -273,8 +273,9 @@ class ArrayMixin:
         if v is None or isinstance(v, Meta) and v.obj is None:
             return None
         if isinstance(v, ListArg):  # NumPy raises TypeError for axis=[0, 1]
+            axes = tuple(self._static_int(a, "axis", loc) for a in v)
             raise CompileError("axis= must be an integer or a tuple of integers (NumPy "
-                               "raises TypeError for a list)", loc, hint="axis=(0, 1)")
+                               "raises TypeError for a list)", loc, hint=f"axis={axes}")
         if isinstance(v, tuple):
             return tuple(self._static_int(a, "axis", loc) for a in v)
         return self._static_int(v, "axis", loc)

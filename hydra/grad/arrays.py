@@ -77,8 +77,29 @@ def matmul(e, op, args, out, g):
         return [e.arr("matmul", [b, g]), e.arr("outer", [a, g])]
     if na == 2 and nb == 2:
         return [e.arr("matmul", [g, t(b)]), e.arr("matmul", [t(a), g])]
-    raise CompileError(f"hydra.grad: the adjoint of {op.attrs['fn']} is written for 1-d "
-                       f"and 2-d operands, not {na}-d and {nb}-d, yet", op.loc)
+    return _batched_matmul(e, a, b, g)  # (np.dot of stacks: hydra.grad.morearrays.dot)
+
+
+def _batched_matmul(e, a, b, g):
+    """Stacks of matrices (NumPy broadcasts the leading axes): a's adjoint is
+    ``g @ b^T`` and b's ``a^T @ g``, each matrix by matrix (an einsum over ``...``; the
+    transformation sums the axes that were broadcast); a 1-d operand is a row (a) or a
+    column (b) that the product dropped."""
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    gs = shape_of(g)
+    if na == 1:
+        g = e.arr("reshape", [g], {"shape": gs[:-1] + (1, gs[-1])})
+    elif nb == 1:
+        g = e.arr("reshape", [g], {"shape": gs + (1,)})
+    a2 = e.arr("reshape", [a], {"shape": (1,) + shape_of(a)}) if na == 1 else a
+    b2 = e.arr("reshape", [b], {"shape": shape_of(b) + (1,)}) if nb == 1 else b
+    da = e.arr("einsum", [g, b2], {"subscripts": "...ij,...kj->...ik"})
+    db = e.arr("einsum", [a2, g], {"subscripts": "...ki,...kj->...ij"})
+    if na == 1:  # the row's gradients, summed over the stack by the transformation
+        da = e.arr("reshape", [da], {"shape": shape_of(da)[:-2] + shape_of(da)[-1:]})
+    if nb == 1:
+        db = e.arr("reshape", [db], {"shape": shape_of(db)[:-1]})
+    return [da, db]
 
 
 def outer(e, op, args, out, g):
@@ -122,8 +143,10 @@ def where(e, op, args, out, g):
     return [None, e.select(c, g, 0.0), e.select(c, 0.0, g)]
 
 
-#: the array fns only these rules emit (the layers' adjoints, defined in hydra.batching)
-EMITTED = frozenset({"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad"})
+#: the array fns only the adjoint rules emit (the layers' adjoints, defined in
+#: hydra.batching; a scatter-add, a singular-value norm's gradient, in hydra.arraylib)
+EMITTED = frozenset({"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad",
+                     "max_pool2d_pick", "scatter_add", "svd_norm_grad"})
 #: what ``hydra.grad.functional`` makes of a store (differentiable: its rule is below)
 FUNCTIONAL = frozenset({"setitem"})
 
@@ -137,15 +160,21 @@ def index_int(e, i, n: int):
 
 
 def getitem(e, op, args, out, g):
-    """``a[index]`` (ints and slices of step 1): the adjoint of a gather is a scatter,
-    here undone axis by axis: an int place puts ``g`` at its position by a one-hot
-    ``where``, a slice pads ``g`` with zeros."""
+    """``a[index]`` (ints, slices of any step, ``np.newaxis``, ``...``): the adjoint of
+    a gather is a scatter, here undone axis by axis: an int place puts ``g`` at its
+    position by a ``where`` against ``arange``, a slice pads ``g`` with zeros (a strided
+    one spreads it first), a new axis is dropped."""
     a, ints = args[0], iter(args[1:])
     shape = shape_of(a)
     t = g
-    for axis, item in enumerate(op.attrs["params"]["index"]):
-        n = shape[axis]
+    axis = -1  # of a, and of t where the items before have been undone
+    for item in _spelled(op.attrs["params"]["index"], len(shape)):
         here = shape_of(t)
+        if item[0] == "none":  # a new axis of length 1 at this place: dropped
+            t = e.arr("reshape", [t], {"shape": here[:axis + 1] + here[axis + 2:]})
+            continue
+        axis += 1
+        n = shape[axis]
         if item[0] == "int":
             if not is_array(t):  # a number: as an array of one element
                 one = e.arr("arange", [], {"start": 0, "stop": 1, "step": 1,
@@ -161,12 +190,21 @@ def getitem(e, op, args, out, g):
             widths = [(0, 0)] * len(here)
             widths[axis] = (lo, n - max(hi, lo))
             t = e.arr("pad", [t], {"pad_width": tuple(widths)})
-        elif item[0] == "slice":
-            t = _strided(e, t, axis, n, range(*slice(*item[1:]).indices(n)))
         else:
-            raise CompileError(f"hydra.grad: the adjoint of indexing with "
-                               f"{_shown(item)} is not written yet", op.loc)
+            t = _strided(e, t, axis, n, range(*slice(*item[1:]).indices(n)))
     return [t] + [None] * (len(args) - 1)
+
+
+def _spelled(index, ndim: int):
+    """The index items with ``...`` spelled as the full slices it stands for."""
+    named = sum(1 for item in index if item[0] in ("int", "slice"))
+    out = []
+    for item in index:
+        if item[0] == "ellipsis":
+            out.extend([("slice", None, None, None)] * (ndim - named))
+        else:
+            out.append(item)
+    return out
 
 
 def _strided(e, t, axis: int, n: int, places: range):
@@ -194,12 +232,6 @@ def _strided(e, t, axis: int, n: int, places: range):
     widths = [(0, 0)] * len(here)
     widths[axis] = (places[0], n - end)
     return e.arr("pad", [t], {"pad_width": tuple(widths)})
-
-
-def _shown(item) -> str:
-    if item[0] == "slice":
-        return f"a slice of step {item[3]}"
-    return {"none": "np.newaxis", "ellipsis": "..."}.get(item[0], item[0])
 
 
 def setitem(e, op, args, out, g):

@@ -2,13 +2,13 @@
 ``hydra.grad.rules``): each operand's adjoint is the einsum of the result's adjoint and
 the other operands, with that operand's subscripts as the output (JAX's transpose of a
 contraction); a tensordot is the einsum its axes spell.  ``...`` is spelled as letters
-of its own; a letter repeated in one operand (a diagonal, ``"ii->i"``) is tied to its
+of its own, an axis that broadcasts (size 1 against n) gets one of its own; a letter
+repeated in one operand (a diagonal, ``"ii->i"``) is tied to its
 first place by an identity matrix.
 """
 
 from __future__ import annotations
 
-from ..errors import CompileError
 from .arrays import shape_of
 from .emit import is_array
 
@@ -36,27 +36,34 @@ def _fresh(used: str, n: int) -> str:
     return "".join(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used)[:n]
 
 
-def _ellipsis(op, ins: list[str], result: str | None, args):
+def _ellipsis(ins: list[str], result: str | None, args):
     """The subscripts with each ``...`` spelled as letters of their own (right-aligned,
-    as NumPy broadcasts them); ellipsis axes that broadcast (sizes 1 and n) are not
-    written yet."""
+    as NumPy broadcasts them)."""
     counts = [len(shape_of(v)) - (len(s) - 3) if "..." in s else 0
               for s, v in zip(ins, args)]
     width = max(counts)
     names = _fresh("".join(ins) + (result or ""), width)
-    sizes: dict[str, int] = {}
-    spelled = []
-    for s, v, k in zip(ins, args, counts):
-        mine = names[width - k:]
-        for c, n in zip(mine, shape_of(v)[s.index("..."):] if k else ()):
-            if sizes.setdefault(c, n) != n:
-                raise CompileError("hydra.grad: the adjoint of np.einsum with '...' axes "
-                                   "that broadcast is not written yet", op.loc)
-        spelled.append(s.replace("...", mine))
+    spelled = [s.replace("...", names[width - k:]) for s, k in zip(ins, counts)]
     if result is None:  # NumPy's implicit output: the ellipsis axes, then the single letters
         flat = "".join(s.replace("...", "") for s in ins)
         return spelled, names + "".join(sorted(c for c in set(flat) if flat.count(c) == 1))
     return spelled, result.replace("...", names)
+
+
+def _unbroadcast(ins: list[str], result: str, args) -> list[str]:
+    """An axis of size 1 that broadcasts against size n (NumPy's einsum allows it) gets a
+    letter of its own in its operand: summed over one element forward, spread back
+    along it in the operand's adjoint."""
+    sizes: dict[str, int] = {}
+    for s, v in zip(ins, args):
+        for c, n in zip(s, shape_of(v)):
+            sizes[c] = max(sizes.get(c, 1), n)
+    spare = iter(_fresh("".join(ins) + result, 26))
+    out = []
+    for s, v in zip(ins, args):
+        own = {c: next(spare) for c, n in zip(s, shape_of(v)) if n < sizes[c]}
+        out.append("".join(own.get(c, c) for c in s))
+    return out
 
 
 def _eye(e, n: int, dtype: str):
@@ -70,10 +77,11 @@ def _einsum_adjoints(e, op, spec: str, args, g):
     ins, arrow, result = spec.partition("->")
     ins = ins.split(",")
     if "." in spec:
-        ins, result = _ellipsis(op, ins, result if arrow else None, args)
+        ins, result = _ellipsis(ins, result if arrow else None, args)
     elif not arrow:
         letters = "".join(ins)
         result = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = _unbroadcast(ins, result, args)
     dtype = (g.type.dtype if is_array(g) else g.type).name
     grads = []
     for k, (sub, x) in enumerate(zip(ins, args)):
@@ -114,7 +122,11 @@ def einsum(e, op, args, out, g):
 
 def tensordot(e, op, args, out, g):
     """As the einsum that the axes spell."""
+    return tensordot_adjoints(e, op, args, g, op.attrs["params"].get("axes", 2))
+
+
+def tensordot_adjoints(e, op, args, g, axes):
+    """The adjoints of ``np.tensordot(a, b, axes)`` (also np.dot of stacks)."""
     a, b = args
-    spec = _tensordot_subscripts(len(shape_of(a)), len(shape_of(b)),
-                                 op.attrs["params"].get("axes", 2))
+    spec = _tensordot_subscripts(len(shape_of(a)), len(shape_of(b)), axes)
     return _einsum_adjoints(e, op, spec, args, g)

@@ -6,8 +6,10 @@ the ``Emitter``, so every backend that runs the forward operations runs the adjo
 JAX's transpose rules are the model: a linear operation's adjoint is its transpose
 (``cumsum``'s a reversed cumsum, ``roll``'s a roll back, ``tile``'s and ``repeat``'s a
 sum over the copies, ``diff``'s a difference of shifted copies, a gather's (``take``,
-``sort``, ``pad`` with edge or reflect) a scatter-add, written as a contraction with a
-one-hot matrix of the gathered indices).  Kinks, as SPEC section 11: a norm at 0 (and
+``pad`` with reflect, ``diag`` of a matrix, ``interp``'s table) a scatter-add
+(``scatter_add``, as ``np.add.at``: linear in the size), a scatter-add's a gather; the
+layers' adjoints are bilinear and transposed the same way, so a gradient of a gradient
+runs through ``conv2d`` and ``max_pool2d``).  Kinks, as SPEC section 11: a norm at 0 (and
 ``std`` of equal elements) has gradient 0; ``prod`` and ``cumprod`` are exact where
 elements are 0 (no division by them).
 """
@@ -18,11 +20,9 @@ import math
 
 import numpy as np
 
-from ..errors import CompileError
 from ..types import BOOL, INT64, ArrayType
-from . import contractions, rules
-from .arrays import index_int, shape_of, spread_back
-from .contractions import letters
+from . import contractions, emitted, rules
+from .arrays import index_int, matmul, shape_of, spread_back
 from .emit import is_array
 
 _ALL = ("slice", None, None, None)
@@ -66,19 +66,18 @@ def _logic(e, fn: str, *xs):
 
 def _scatter(e, g, idx, n: int, axis: int):
     """The adjoint of a gather along ``axis`` at the int indices ``idx`` (each in
-    0..n-1; the gather replaced that axis by ``idx``'s axes): ``g`` summed into n places,
-    a contraction with the one-hot matrix ``idx[..., None] == arange(n)``."""
-    ik = len(shape_of(idx))
-    hot = e.cmp("eq", e.arr("reshape", [idx], {"shape": shape_of(idx) + (1,)}) if ik else idx,
-                _iota(e, n))
-    hot = _as(e, hot, g)
-    if not is_array(g):  # a number: one index (ik == 0)
-        return e.mul(hot, g)
-    gs = letters(len(shape_of(g)))
-    ix, rest = gs[axis:axis + ik], gs[:axis] + gs[axis + ik:]
-    out = gs[:axis] + "z" + gs[axis + ik:]
-    assert len(rest) + 1 == len(out)
-    return e.arr("einsum", [g, hot], {"subscripts": f"{gs},{ix}z->{out}"})
+    0..n-1; the gather replaced that axis by ``idx``'s axes): ``g`` added into n places
+    (``scatter_add``, as ``np.add.at``: linear in the size, repeated indices add up)."""
+    return e.arr("scatter_add", [g, idx], {"n": n, "axis": axis})
+
+
+def dot(e, op, args, out, g):
+    """np.dot: of 1-d and 2-d operands as ``@``; of stacks, a tensordot of a's last
+    axis with b's second to last (its last where b is 1-d)."""
+    na, nb = (len(shape_of(v)) for v in args)
+    if max(na, nb) <= 2:
+        return matmul(e, op, args, out, g)
+    return contractions.tensordot_adjoints(e, op, args, g, ((na - 1,), (max(nb - 2, 0),)))
 
 
 # --- reductions and statistics -------------------------------------------------------
@@ -104,19 +103,18 @@ def var(e, op, args, out, g):
 def norm(e, op, args, out, g):
     """The vector p-norms (2, 1, inf, -inf and any p > 0) and the Frobenius norm: their
     gradient is 0 where the norm is 0; ``max``/``min`` of ``|x|`` (inf, -inf) split it
-    among tied elements.  The matrix norms 1, -1, inf, -inf too; 2, -2 and 'nuc' (of
-    the singular values) are not written yet."""
+    among tied elements.  The matrix norms 1, -1, inf, -inf too, and 2, -2 and 'nuc'
+    (of the singular values) by an SVD."""
     x, p = args[0], op.attrs["params"]
     nd, o, axis = len(shape_of(x)), p.get("ord"), p.get("axis")
     matrix = isinstance(axis, tuple) and len(axis) == 2 or axis is None and nd == 2
     params = {"axis": axis, "keepdims": p.get("keepdims", False)}
     if matrix and o in (1, -1, math.inf, -math.inf):
         return [_matrix_norm(e, x, o, params, out, g)]
+    if matrix and o in (2, -2, "nuc"):
+        return [_svd_norm(e, x, o, params, out, g)]
     if matrix and o in (None, "fro") or o is None:
         o = 2
-    elif matrix or isinstance(o, str):
-        raise CompileError(f"hydra.grad: the adjoint of the matrix norm ord={o!r} is not "
-                           f"written yet (ord=None, 'fro', 1, -1, inf and -inf are)", op.loc)
     gs, axes = spread_back(e, x, g, params)
     n, _ = spread_back(e, x, out, params)
     if o == 0:  # the count of nonzero elements: piecewise constant
@@ -157,6 +155,19 @@ def _matrix_norm(e, x, o, params, out, g):
     gs, _ = spread_back(e, x, g, params)
     share, _ = spread_back(e, x, e.div(hit, count), {**kept, "axis": summed})
     return e.mul(gs, rules.sign_times(e, x, share))
+
+
+def _svd_norm(e, x, o, params, out, g):
+    """ord 2 (-2): the largest (smallest) singular value s = u^T x v, whose gradient is
+    u v^T; 'nuc', their sum: U V^T of the reduced SVD (JAX's rule: where singular values
+    are 0 or tied, one of the subgradients); 0 where the norm is 0."""
+    nd = len(shape_of(x))
+    axis = params["axis"]
+    rows, cols = (nd - 2, nd - 1) if axis is None else tuple(a % nd for a in axis)
+    gs, _ = spread_back(e, x, g, params)
+    n, _ = spread_back(e, x, out, params)
+    d = e.arr("svd_norm_grad", [x], {"ord": o, "axis": (rows, cols)})
+    return e.where_zero(e.cmp("eq", n, 0.0), e.mul(gs, d))
 
 
 def prod(e, op, args, out, g):
@@ -248,8 +259,8 @@ def tile(e, op, args, out, g):
 
 
 def repeat(e, op, args, out, g):
-    """The sum over each element's copies: a reshape and a sum for a count, a one-hot
-    contraction for counts per element."""
+    """The sum over each element's copies: a reshape and a sum for a count, a
+    scatter-add for counts per element."""
     x, p = args[0], op.attrs["params"]
     reps, axis = p["repeats"], p.get("axis")
     s = shape_of(x)
@@ -317,7 +328,7 @@ def trace(e, op, args, out, g):
 
 def diag(e, op, args, out, g):
     """A vector's diagonal matrix: the adjoint is ``g``'s diagonal; a matrix's diagonal:
-    ``g`` placed on it (a contraction with one-hot rows and columns)."""
+    ``g`` scatter-added to its flat places."""
     v, k = args[0], op.attrs["params"].get("k", 0)
     if len(shape_of(v)) == 1:
         return [e.arr("diag", [g], {"k": k})]
@@ -325,17 +336,16 @@ def diag(e, op, args, out, g):
     m = shape_of(out)[0]
     if m == 0:
         return [None]
-    i = _iota(e, m, (m, 1))
-    rows = _as(e, e.cmp("eq", e.add(i, e.const(max(-k, 0), INT64)), _iota(e, r)), g)
-    cols = _as(e, e.cmp("eq", e.add(i, e.const(max(k, 0), INT64)), _iota(e, c)), g)
-    return [e.arr("einsum", [g, rows, cols], {"subscripts": "i,ir,ic->rc"})]
+    places = e.add(_iota(e, m), e.const(max(-k, 0) * c + max(k, 0), INT64))
+    flat = e.add(e.mul(_iota(e, m), e.const(c, INT64)), places)
+    return [e.arr("reshape", [_scatter(e, g, flat, r * c, 0)], {"shape": (r, c)})]
 
 
 def pad(e, op, args, out, g):
     """Constant padding: the inner part of ``g``.  Edge and reflect: each axis's padded
     places are copies of inner ones (NumPy pads the axes in order), added back axis by
     axis in reverse: an edge's to the first or last element, a reflection's by a
-    one-hot scatter."""
+    scatter-add."""
     p = op.attrs["params"]
     s, widths, mode = shape_of(args[0]), p["pad_width"], p.get("mode", "constant")
     t = g
@@ -450,6 +460,7 @@ MORE_ARRAY_RULES = {
     **{name: _scale(180.0 / math.pi) for name in ("rad2deg", "degrees")},
     "full": full, "full_like": full_like, "linspace": linspace, "interp": interp,
     "einsum": contractions.einsum, "tensordot": contractions.tensordot,
+    "dot": dot, **emitted.EMITTED_RULES,
 }
 
 

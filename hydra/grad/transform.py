@@ -40,7 +40,6 @@ from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
-from .arrays import EMITTED
 from .emit import Emitter, is_array
 from .functional import functionalize
 
@@ -78,10 +77,6 @@ def check_differentiable(fn: Function) -> None:
             raise CompileError("hydra.grad: a gradient of a gradient through a loop is not "
                                "supported yet (the inner gradient's tape has no adjoint)",
                                op.loc)
-        if op.opcode == "array" and op.attrs["fn"] in EMITTED:
-            raise CompileError("hydra.grad: a gradient of a gradient through conv2d or "
-                               "max_pool2d is not supported yet (their adjoints have no "
-                               "adjoint)", op.loc)
         if op.opcode in ("store", "array_store"):
             raise CompileError(
                 "hydra.grad: a store into an argument or a captured array is not "

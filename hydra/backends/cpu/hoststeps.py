@@ -24,6 +24,7 @@ from ..host import Host, run_op
 from .nativeloops import compiled
 from .lanesteps import lane_step
 from .products import product_step
+from .smallsort import sort_step
 from .quick import Quick, converter
 
 
@@ -49,6 +50,8 @@ def quick(op: Op) -> Quick | None:
         return _lanesum_outer(op)
     if fn in ("matmul", "dot"):
         return product_step(op) or lane_step(op)
+    if fn in ("sort", "argsort") and (step := sort_step(op)) is not None:
+        return step
     if fn in LANE_ARRAY_FNS or fn not in PER_LANE:
         return None
     r = op.result
