@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import trees
-from .backends.host import python_scalar
+from .executor.scalars import python_scalar
 from .ir.core import Function
 from .types import ArrayType, Type
 

@@ -11,8 +11,9 @@ The function body's top-level ops are cut into *steps*:
   instead).
 - a **host step**: one top-level op that ``lowerable`` refuses, with the reason (a
   sync point: a cross-lane intrinsic, a print, a load that may read another lane's
-  store; or an op with no vector code).  It runs with all lanes at once by
-  ``host.run_op``, so cross-lane reads see every lane's current value and prints come
+  store; or an op with no vector code), planned by the executor's planner
+  (``hydra.executor.planner``: fused chains, precomputed steps, host rules, with
+  ``nativeloops.compiled`` as its loop compiler).  It runs with all lanes at once, so cross-lane reads see every lane's current value and prints come
   out in lane order; a sync point inside varying control flow makes its whole
   top-level loop or ``if`` such a step (the lockstep region runs with all lanes
   together).  ``dump-ir`` names each host step and its reason.
@@ -29,15 +30,14 @@ import numpy as np
 from ...errors import RUNTIME_ERRORS
 from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
-from ..host import run_op
+from ...executor import policy
+from ...executor.host import Host
+from ...executor.planner import Planner
+from ...executor.steps import Step, run_steps
 from ..cut import Run, cut, nested, users_of
-from .. import policy
 from . import nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .fuse import FusingHost, region_plans, schedule, undefined
-from .hoststeps import precompute
-from .quick import Step
 from .ganglocal import gang_local_values
 from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
@@ -52,10 +52,12 @@ def varying_types(fn: Function) -> list[ScalarType]:
     return out
 
 
-class Phase:
-    """One native kernel: a run of the cutter and the code made for it."""
+class Phase(Step):
+    """One native kernel: a run of the cutter and the code made for it (a step of the
+    plan: ``run`` runs it over the host's lanes)."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, plan: "Plan") -> None:
+        self.plan = plan
         self.ops = run.ops
         self.inputs: list[Value] = run.inputs
         self.outputs: list[Value] = run.outputs
@@ -68,6 +70,13 @@ class Phase:
         #: a persistent phase's lockstep twin for its errors (None: not made yet);
         #: False for a lockstep phase, which raises its own
         self.twin: Phase | None | bool = False
+
+    def run(self, host, env: dict) -> None:
+        self.plan.run_phase(self, env, host.lanes)
+
+    def describe(self) -> str:
+        return f"native phase: {len(self.ops)} ops, {len(self.inputs)} in, " \
+               f"{len(self.outputs)} out"
 
 
 class Plan:
@@ -108,12 +117,12 @@ class Plan:
                    and any(id(u) not in in_runs for u in users.get(op.result.id, []))]
         for op in on_host:
             self.host.setdefault(id(op), "a constant that a host step or the result reads")
-        self.steps: list = on_host + [Phase(self._remat(item, consts))
-                                      if isinstance(item, Run) else item for item in items]
         # elementwise array chains -> one native loop each, here and in host regions
-        undef = undefined(fn)
-        self.steps = precompute(schedule(self.steps, users, undef))
-        self.regions = region_plans(fn, users, undef)
+        self.planner = Planner(fn, nativeloops.compiled)
+        self.steps: list = self.planner.steps(
+            on_host + [Phase(self._remat(item, consts), self) if isinstance(item, Run)
+                       else item for item in items])
+        self._plan = [(step, ()) for step in self.steps]
         for step in self.steps:
             if isinstance(step, Phase):
                 self._generate(step)
@@ -163,7 +172,7 @@ class Plan:
         gangs do not order their errors, so the twin re-runs the phase (which writes
         no array, ``persistent``) to raise the error lockstep order names."""
         if phase.twin is None:
-            phase.twin = Phase(Run(phase.ops, phase.inputs, phase.outputs))
+            phase.twin = Phase(Run(phase.ops, phase.inputs, phase.outputs), self)
             phase.twin.cost = phase.cost
             self._generate(phase.twin, lockstep=True)
             self._driver(phase.twin)
@@ -175,28 +184,19 @@ class Plan:
         fn = self.fn
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
-        threads = min(int(self.options.get("threads") or cores()), cores())
         # the fused loops this run builds go to the disk cache with the kernel's phases
         caching = nativeloops.CACHE.set(bool(self.options.get("cache")))
         token = policy.enter(self.policy)
         try:
-            self._steps(env, lanes, threads, FusingHost(fn, lanes, self.regions))
+            with np.errstate(all="ignore"):
+                run_steps(Host(fn, lanes, self.policy, self.planner), self._plan, env)
         finally:
             policy.leave(token)
             nativeloops.CACHE.reset(caching)
         return [env[v.id] for v in fn.body.terminator.operands]
 
-    def _steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
-        with np.errstate(all="ignore"):
-            for step in self.steps:
-                if isinstance(step, Phase):
-                    self._run_phase(step, env, lanes, threads)
-                elif isinstance(step, Step):  # a fused chain, a precomputed host op
-                    step.run(env, lanes)
-                else:
-                    run_op(ref, step, env)
-
-    def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
+    def run_phase(self, phase: Phase, env: dict, lanes: int) -> None:
+        threads = min(int(self.options.get("threads") or cores()), cores())
         vals = []
         for v in phase.inputs:
             x = env[v.id]
@@ -214,7 +214,7 @@ class Plan:
         threads = threads_for(lanes, threads, phase.cost)
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0] and phase.twin is not False:
-            return self._run_phase(self._twin(phase), env, lanes, threads)
+            return self.run_phase(self._twin(phase), env, lanes)
         if err[0]:
             self._raise(phase, err)
         for v, o in zip(phase.outputs, outs):

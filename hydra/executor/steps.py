@@ -1,0 +1,115 @@
+"""The one Step contract of the per-lane array executor, and its one runner.
+
+A **step** is a piece of a region that the host side runs over all of a host's lanes
+(or over a compacted loop's rows) at once.  It has
+
+- ``ops``: the IR ops it stands for, in program order;
+- its declared effects: ``effect`` (one of its ops writes memory, prints or may
+  raise: it keeps its place among the other steps) and ``writes`` (the values it puts
+  into ``env``);
+- ``run(host, env)``: puts into ``env`` exactly what ``rules.run_op`` of its ops would
+  (the same bits, or the summation-order tolerance of SPEC section 8 where its rule
+  says so), except the values of its ops that only its own ops read (a fused chain
+  keeps those in registers).  Values in ``env`` keep NumPy's layout (a step may use
+  another layout inside itself only).  Every error goes through ``host`` (a fast path
+  that does not apply calls ``host.run_op``), so a step in a compacted loop names the
+  original lane;
+- ``describe()``: its line in ``dump-ir --stage steps``.
+
+Kinds: ``OpStep`` (one op by its host rule), ``Quick`` (one op with its work prepared
+at plan time: ``opsteps``, ``reductions``, ``products``, ``rowsteps``), ``fuse.Fused``
+(a chain of elementwise ops as one native loop), and a backend's own (cpu:
+``phases.Phase``, native SIMD code).  ``planner.Planner`` makes them; ``run_steps``
+runs them, for every backend's host side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.core import Op, Value
+
+
+class Step:
+    """A planned host step (see the module docstring)."""
+
+    ops: list[Op]
+
+    def run(self, host, env: dict) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def effect(self) -> bool:
+        return any(op.effect for op in self.ops)
+
+    @property
+    def writes(self) -> list[Value]:
+        return [r for op in self.ops for r in op.results]
+
+
+class OpStep(Step):
+    """One op by its host rule (``host.run_op``: on compacted rows, lane ids and row
+    gathers as the host of those rows gives them)."""
+
+    __slots__ = ("op", "ops")
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+        self.ops = [op]
+
+    def run(self, host, env: dict) -> None:
+        host.run_op(self.op, env)
+
+    def describe(self) -> str:
+        return f"host rule: {op_label(self.op)}"
+
+
+class Quick(Step):
+    """One op with its work prepared at plan time: ``fn(host, env)``, named in the
+    steps dump by the function that made it."""
+
+    __slots__ = ("op", "ops", "fn", "rid")
+
+    def __init__(self, op: Op, fn) -> None:
+        self.op = op
+        self.ops = [op]
+        self.fn = fn
+        self.rid = op.results[0].id if op.results else None
+
+    def run(self, host, env: dict) -> None:
+        self.fn(host, env)
+
+    def describe(self) -> str:
+        """The op and the rule that made it."""
+        made_by = f"{self.fn.__module__.rsplit('.', 1)[-1]}." \
+                  f"{self.fn.__qualname__.split('.<locals>')[0]}"
+        return f"precomputed host step: {op_label(self.op)} ({made_by})"
+
+
+def run_steps(host, plan, env: dict) -> None:
+    """The one runner: each ``(step, dead)`` of ``plan`` in order, the values ``dead``
+    dropped after it (``planner.deaths``: their memory is reused at once, as a NumPy
+    expression frees its temporaries).  Every host step of every backend runs here."""
+    for step, dead in plan:
+        step.run(host, env)
+        for v in dead:
+            env.pop(v, None)
+
+
+def op_label(op: Op) -> str:
+    """``array matmul (line 12)``: an op as the steps dump names it."""
+    what = op.attrs.get("fn") or op.attrs.get("name") or (
+        repr(op.attrs["value"]) if op.opcode == "const" else "")
+    line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
+    return f"{op.opcode}{' ' + what if what else ''}{line}"
+
+
+def converter(dtype):
+    """A converter of values to ``dtype`` that copies only where the dtype differs."""
+    def typed(value):
+        value = np.asarray(value)
+        return value if value.dtype == dtype else value.astype(dtype)
+    return typed
