@@ -53,8 +53,8 @@ class Host:
         #: a select whose mask is true on every row may pass its first value on (only
         #: in compacted loops without stores, where no write could tell the two apart)
         self.pass_selects = False
-        #: the compaction plans of the loops, shared with the hosts of compacted rows
-        self.loops: dict = {}
+        #: the compaction plans of the loops (the planner's: made once per kernel)
+        self.loops = self.planner.loops
 
     def __call__(self, args: list) -> list:
         env: dict[int, object] = {p.id: a for p, a in zip(self.fn.params, args)}

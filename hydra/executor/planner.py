@@ -43,6 +43,9 @@ class Planner:
         self._undef: set[int] | None = None
         #: (id(region), on rows, planned for rows) -> (region, plan)
         self._plans: dict[tuple, tuple] = {}
+        #: ``compact.plan``'s analyses of the function's varying loops (kept per kernel,
+        #: not made again on every call)
+        self.loops: dict = {}
 
     @property
     def native(self) -> bool:
