@@ -7,7 +7,7 @@ numpy and cpu backends, against the peers a user would otherwise write:
   every other output is checked against);
 - for the control-flow workloads, hydra cpu with compaction per loop region switched
   off (compaction per heavy operation only), with the compacted loop's steps run one by
-  one instead of as planned (``hydra/backends/cpu/compactsteps.py``) and, for the RNN,
+  one instead of as planned (``hydra/executor/rowsteps.py``) and, for the RNN,
   without the trip-count sort (``hydra/backends/compact.py``);
 - hand-batched NumPy: one GEMM per layer; for the control-flow workloads a masked
   variant (compute every row, keep the finished ones with ``where``) and a compacted one
@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 import hydra
-from hydra.backends.policy import Policy
+from hydra.executor.policy import Policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import early_exit  # noqa: E402  (the examples directory is not a package)

@@ -1,5 +1,5 @@
 """Per-lane np.sort / np.argsort of short rows on cpu: hydra's native sorting network
-(``hydra.backends.cpu.smallsort``) against NumPy's stable sort of the whole batch along
+(``hydra.executor.smallsort``) against NumPy's stable sort of the whole batch along
 the last axis, and hydra with the network switched off (the host rule: that same NumPy
 call).  Interleaved runs, best and median.
 
@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import hydra
-from hydra.backends.cpu import smallsort
+from hydra.executor import smallsort
 
 
 def sorted_rows(x):

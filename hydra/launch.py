@@ -20,7 +20,7 @@ import numpy as np
 
 from . import trees
 from .arguments import is_device_array
-from .backends.host import python_scalar
+from .executor.scalars import python_scalar
 from .ir.core import Function
 from .types import ArrayType, Type
 

@@ -19,7 +19,7 @@ transformation asks the record instead of keeping a table of its own:
 
 - ``definition``: the semantics (for arrays the NumPy code of one lane; for intrinsics
   the reference over all lanes; for opcodes the reference interpreter's host rule is
-  keyed by the opcode: see ``hydra.backends.host.HOST_RULES``);
+  keyed by the opcode: see ``hydra.executor.rules.HOST_RULES``);
 - ``type_rule``: argument types (and static params) -> result type;
 - ``batching``: how all lanes run at once (``hydra.batching``): a rule, or None where the
   definition already runs over all lanes (elementwise NumPy on ``[N]`` values);

@@ -13,9 +13,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hydra"
 
-#: the executor every backend's host side uses (the numpy reference is a loop over it)
-EXECUTOR = ("hydra.backends.host", "hydra.backends.hostarrays", "hydra.backends.compact",
-            "hydra.backends.policy", "hydra.batching", "hydra.registry", "hydra.effects")
 #: circles not broken yet, each with the reason it is still here
 KNOWN_CIRCLES = {
     frozenset({"hydra.api", "hydra.grad", "hydra.dask.call", "hydra.dask.ship",
@@ -29,7 +26,7 @@ KNOWN_CIRCLES = {
         "inlines a gradient called inside a kernel (grad.transform)",
 }
 #: modules still over 500 lines, at most as long as they are now: split them
-OVER_BUDGET = {"hydra/backends/cpu/fuse.py": 510, "hydra/backends/cpu/codegen.py": 542,
+OVER_BUDGET = {"hydra/backends/cpu/codegen.py": 542,
                "hydra/frontend/builder.py": 587, "hydra/backends/cpu/vecmath.py": 629,
                "hydra/backends/cpu/persistent.py": 660, "hydra/dataflow.py": 660,
                "hydra/frontend/exprs.py": 605}
@@ -45,6 +42,11 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+
+#: the executor every backend's host side uses (the numpy reference is its host rules
+#: alone): the package and the tables it reads
+EXECUTOR = tuple(sorted(m for m in MODULES if m.startswith("hydra.executor"))) + (
+    "hydra.batching", "hydra.registry", "hydra.effects")
 
 
 def _imports(name: str) -> list[tuple[str, str]]:
@@ -129,8 +131,8 @@ def test_no_module_imports_another_modules_private_names():
 
 @pytest.mark.parametrize("module", EXECUTOR)
 def test_the_executor_imports_no_backend_package(module):
-    """A backend hands the executor what it needs (a policy, a planner of compacted
-    steps on its host class); the executor never imports cpu/ or cuda/."""
+    """A backend hands the executor what it needs (a policy, a native loop compiler
+    for its planner); the executor never imports cpu/ or cuda/."""
     backends = [t for t, _ in _imports(module)
                 if t.startswith(("hydra.backends.cpu", "hydra.backends.cuda"))]
     assert not backends, f"{module} imports {backends}"

@@ -1,4 +1,4 @@
-"""Compaction per loop region (hydra/backends/compact.py, SPEC section 8): varying loops
+"""Compaction per loop region (hydra/executor/compact.py, SPEC section 8): varying loops
 with heavy per-lane array work run on their active lanes' rows, against the per-example
 function run example by example, the numpy backend (which never compacts), and the same
 kernel with region compaction switched off; the counters show which path ran."""
@@ -9,8 +9,8 @@ from arrays_oracle import RTOL, ATOL, check
 
 import hydra
 from hydra import broadcast, lane, lanesum, nlanes
-from hydra.backends import compact
-from hydra.backends.policy import AUTO, Policy
+from hydra.executor import compact
+from hydra.executor.policy import AUTO, Policy
 
 f32 = np.float32
 
@@ -371,7 +371,7 @@ def test_the_reference_never_compacts(counts):
 
 @pytest.mark.parametrize("value,error,message", [
     ("sometimes", ValueError, "compaction must be 'auto' or 'off', not 'sometimes'"),
-    (0.5, TypeError, "compaction must be 'auto', 'off' or a hydra.backends.policy.Policy, "
+    (0.5, TypeError, "compaction must be 'auto', 'off' or a hydra.executor.policy.Policy, "
                      "not float")])
 def test_a_compaction_option_of_another_value_is_refused(value, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")

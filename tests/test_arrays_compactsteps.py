@@ -1,5 +1,5 @@
-"""Planned steps of compacted loop regions on the cpu backend (hydra/backends/cpu/
-compactsteps.py): against the per-example function run example by example, the numpy
+"""Planned steps of compacted loop regions on the cpu backend (hydra/executor/
+rowsteps.py): against the per-example function run example by example, the numpy
 backend, and the cpu kernel with the steps run one by one (a policy with
 ``plan_steps=False``), which must give the same bits; errors name the same file, line and lane."""
 
@@ -8,9 +8,9 @@ import pytest
 from arrays_oracle import check
 
 import hydra
-from hydra.backends import compact
-from hydra.backends.policy import Policy
-from hydra.backends.cpu import compactsteps
+from hydra.executor import compact
+from hydra.executor.policy import Policy
+from hydra.executor import rowsteps as compactsteps
 
 f32 = np.float32
 

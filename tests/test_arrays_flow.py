@@ -6,8 +6,8 @@ import pytest
 from arrays_oracle import check
 
 import hydra
-import hydra.backends.hostarrays as hostarrays
-from hydra.backends.policy import Policy
+import hydra.executor.arrays as hostarrays
+from hydra.executor.policy import Policy
 from hydra import lanemax, lanemin, laneprod, lanesum, nlanes, nn
 
 f32 = np.float32

@@ -1,4 +1,4 @@
-"""Fused elementwise chains on the cpu backend (hydra/backends/cpu/fuse.py): bit-exact
+"""Fused elementwise chains on the cpu backend (hydra/executor/fuse.py): bit-exact
 with the numpy backend and with the undecorated function run example by example, at
 1, 3, 17 and 64 lanes; one native step per chain."""
 
@@ -10,7 +10,7 @@ from arrays_oracle import per_example
 
 import hydra
 from hydra import lanemax, lanemin, laneprod, lanesum
-from hydra.backends.cpu import fuse
+from hydra.executor import fuse
 from hydra.errors import CompileError
 
 f32 = np.float32
@@ -139,8 +139,8 @@ def test_chains_under_varying_if_and_while(n):
     kern(x, k)
     plan = kern.specialize(kern.signature([x, k])[1])[1].__self__
     # the loop body's chain is fused inside the host-run loop region too
-    assert plan.regions and any(isinstance(s, fuse.Fused) for steps in plan.regions.values()
-                                for s in steps)
+    regions = [r for op in plan.fn.walk() for r in op.regions]
+    assert any(isinstance(s, fuse.Fused) for r in regions for s in plan.planner.steps(r.ops[:-1]))
 
 
 def shared_one(x, W):
@@ -204,7 +204,7 @@ def stack_one(x):
 
 
 def test_stack_of_strided_views(n):
-    """np.stack of per-lane views is one generated copy (hoststeps), same bits."""
+    """np.stack of per-lane views is one generated copy (opsteps), same bits."""
     r = np.random.default_rng(n + 5)
     run_all(stack_one, ("x",), [specials(r, (n, 2, 5, 5))], n)
 
@@ -230,7 +230,7 @@ def test_lane_reductions_of_arrays_bit_exact(n):
 
 
 def test_precomputed_views_keep_their_errors():
-    """A uniform index out of bounds (hoststeps' precomputed view) raises the host
+    """A uniform index out of bounds (opsteps' precomputed view) raises the host
     rule's error; where no lane is active it reads index 0 instead, as before."""
     def f(x, i, c):
         y = x * 2.0

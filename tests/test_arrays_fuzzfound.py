@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from arrays_oracle import check
 
-from hydra.backends.policy import OFF, Policy
+from hydra.executor.policy import OFF, Policy
 
 
 @pytest.fixture(params=[OFF, Policy(op_below=1.01, loop_below=1.01)],

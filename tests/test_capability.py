@@ -12,7 +12,8 @@ import pytest
 import hydra
 from conftest import BACKENDS, TRANSCENDENTAL_ULPS
 from hydra.backends import NO_EFFECT, PROTOCOLS, get_backend
-from hydra.backends.host import HOST_RULES, MATH
+from hydra.executor.rules import HOST_RULES
+from hydra.executor.scalars import MATH
 from hydra.frontend.calls import MATH_FUNCTIONS
 from hydra.intrinsics import INTRINSICS
 from hydra.ir.core import BINARY_OPS, OPCODES, UNARY_OPS

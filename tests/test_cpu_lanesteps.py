@@ -1,5 +1,5 @@
 """Precomputed host steps of scalar lane reductions and one-GEMM products
-(hydra/backends/cpu/lanesteps.py): the step is in the plan, its values have the numpy
+(hydra/executor/reductions.py, hydra/executor/products.py): the step is in the plan, its values have the numpy
 backend's bits (the same NumPy calls on the same arrays), masks and odd operands go
 to the host rule with its results and errors."""
 
@@ -8,8 +8,9 @@ import pytest
 
 import hydra
 from hydra import lanemax, lanemin, lanesum
-from hydra.backends.cpu import lanesteps
-from hydra.backends.cpu.hoststeps import Quick
+from hydra.executor.host import Host
+from hydra.executor.reductions import reduction_step
+from hydra.executor.steps import Quick
 from hydra.errors import InactiveLaneError
 
 
@@ -19,9 +20,9 @@ def plan_of(kern, args):
 
 
 def lane_steps(plan) -> list:
-    """The plan's steps made here (their function's module is lanesteps)."""
+    """The plan's steps of scalar lane reductions and one-GEMM products."""
     return [s.op for s in plan.steps if isinstance(s, Quick)
-            and s.fn.__module__ == lanesteps.__name__]
+            and s.fn.__qualname__.split(".")[0] in ("_lane_reduction", "_gemm")]
 
 
 def same(fn, varying, args, exact=True):
@@ -75,20 +76,21 @@ def test_reductions_under_a_mask_and_over_no_lane():
     for name, want, none in (("lanesum", 9.0, 0.0), ("lanemin", 1.0, None)):
         op = ops[name]
         assert op.mask is not None
-        step = lanesteps.lane_step(op)
+        step = reduction_step(op)
+        host = Host(plan.fn, 5)
         env = {op.operands[0].id: x, op.mask.id: x > 0.0}
-        step.run(env, 5)
+        step.run(host, env)
         assert env[op.result.id] == want and type(env[op.result.id]) is np.float64
         env[op.mask.id] = np.zeros(5, bool)
         if none is None:
             with pytest.raises(InactiveLaneError, match="lanemin over no active lanes"):
-                step.run(env, 5)
+                step.run(host, env)
         else:
-            step.run(env, 5)
+            step.run(host, env)
             assert env[op.result.id] == none
         env[op.operands[0].id] = np.float64(2.0)  # not a per-lane array: the host rule
         env[op.mask.id] = x > 0.0
-        step.run(env, 5)
+        step.run(host, env)
         assert env[op.result.id] == (6.0 if name == "lanesum" else 2.0)
 
 

@@ -1,5 +1,5 @@
-"""Small per-lane products (hydra/backends/cpu/products.py), short reductions and the
-np.stack copy (hydra/backends/cpu/hoststeps.py) on the cpu backend: against the numpy
+"""Small per-lane products (hydra/executor/products.py), short reductions and the
+np.stack copy (hydra/executor/reductions.py, opsteps.py) on the cpu backend: against the numpy
 backend and the per-example function at 1, 3, 17 and 64 lanes (floats within the
 summation-order tolerance, integers exactly), the native step in the plan, its asm."""
 
@@ -10,8 +10,8 @@ import pytest
 from arrays_oracle import ATOL, RTOL, check, per_example
 
 import hydra
-from hydra.backends.cpu import products
-from hydra.backends.cpu.hoststeps import Quick
+from hydra.executor import products
+from hydra.executor.steps import Quick
 
 f32, f64 = np.float32, np.float64
 

@@ -1,4 +1,4 @@
-"""The cpu backend's native sort of short rows (``hydra.backends.cpu.smallsort``): per-lane
+"""The cpu backend's native sort of short rows (``hydra.executor.smallsort``): per-lane
 ``np.sort``/``np.argsort`` along the last axis, bit-exact with NumPy's stable sort (ties
 in order, ``-0.0`` and ``0.0`` tied, NaN last in order), and the host rule beyond it."""
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 import hydra
-from hydra.backends.cpu.smallsort import SMALL, network
+from hydra.executor.smallsort import SMALL, network
 from hydra.types import FLOAT32, FLOAT64, INT64, ArrayType
 
 

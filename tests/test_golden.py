@@ -43,7 +43,7 @@ def test_golden_steps(situation):
 
 def test_steps_name_what_each_step_runs():
     text = path_of("steps_rnn").read_text()
-    assert "body of while" in text and "(lanesteps._gemm)" in text and "fused step" in text
+    assert "body of while" in text and "(products._gemm)" in text and "fused step" in text
     assert "lanesum" in path_of("steps_mlp").read_text()
 
 

@@ -51,7 +51,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 import hydra
-from hydra.backends.policy import Policy
+from hydra.executor.policy import Policy
 
 #: examples per CI run (each compiles two kernels); many more with HYDRA_FUZZ_EXAMPLES
 FUZZING = os.environ.get("HYDRA_FUZZ_EXAMPLES")

@@ -8,7 +8,7 @@ import pytest
 from hydra import batching, nn
 from hydra.arraylib import SPELLINGS
 from hydra import random as hydra_random
-from hydra.backends.host import HOST_RULES
+from hydra.executor.rules import HOST_RULES
 from hydra.frontend import arrayops
 from hydra.frontend.calls import MATH_FUNCTIONS
 from hydra.intrinsics import INTRINSICS

@@ -1,18 +1,19 @@
-"""The reference backend: the host rules (``host.py``) over every region, all lanes at
-once.  It defines the semantics; the other backends must agree with it."""
+"""The reference backend: the host rules (``hydra.executor.rules``) over every region,
+all lanes at once.  It defines the semantics; the other backends must agree with it."""
 
 from __future__ import annotations
 
+from ..executor.host import Host
+from ..executor.planner import Planner
+from ..executor.policy import OFF
 from ..ir.core import Function
 from .protocol import PROTOCOLS
-from .host import Host
-from .policy import OFF
 
 
 class NumpyBackend:
     """The reference backend's entry point (see ``hydra.backends``): it takes the
     predicated IR and every option, none of which changes anything here (it never
-    compacts: ``hydra.backends.policy``)."""
+    compacts: ``hydra.executor.policy``)."""
 
     protocol = PROTOCOLS["numpy"]
 
@@ -22,6 +23,8 @@ class NumpyBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
+        planner = Planner(fn)  # no loop compiler: every op by its host rule
+
         def run(args: list, lanes: int) -> list:
-            return Host(fn, lanes, OFF)(args)  # the oracle never compacts
+            return Host(fn, lanes, OFF, planner)(args)  # the oracle never compacts
         return run

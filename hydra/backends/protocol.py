@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..intrinsics import INTRINSICS
-from . import policy
+from ..executor import policy
 
 BACKENDS = ("numpy", "cpu", "cuda")
 #: means "accepted, so that code can switch backends, but nothing changes here"

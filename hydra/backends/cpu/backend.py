@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
+from ...executor.fuse import Fused
+from ...executor.steps import OpStep, op_label
 from ...ir.core import Function
 from ..protocol import PROTOCOLS
 from .codegen import lowerable
-from .fuse import Fused
 from .phases import Phase, Plan
-from .quick import Quick, op_label
 from .vectors import init_llvm
+
 
 class CpuBackend:
     """Explicit SIMD through llvmlite, all cores (see ``hydra.backends``)."""
@@ -41,12 +42,11 @@ class CpuBackend:
             if isinstance(step, Fused):
                 out.append(f"; {step.describe()}\n")
                 continue
-            if isinstance(step, Quick):  # a precomputed host op (hoststeps)
-                step = step.op
-            if not isinstance(step, Phase):
-                line = f" (line {step.loc.line})" if step.loc and step.loc.line > 0 else ""
-                out.append(f"; host step (all lanes at once): {step.opcode}{line}: "
-                           f"{plan.reason(step)}\n")
+            if not isinstance(step, Phase):  # one host op, precomputed or by its rule
+                op = step.ops[0]
+                line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
+                out.append(f"; host step (all lanes at once): {op.opcode}{line}: "
+                           f"{plan.reason(op)}\n")
                 continue
             if stage == "llvm":
                 out.append(step.text)
@@ -63,28 +63,22 @@ class CpuBackend:
 def planned_steps(plan: Plan) -> str:
     """The steps a call runs, in order (``dump-ir --stage steps``): native phases, fused
     chains, precomputed host steps and host rules, then the steps planned for each loop
-    or branch region that runs on the host.  (A compacted loop's regions are planned
-    again for its rows when it runs: ``compactsteps``.)"""
+    or branch region that runs on the host and has any besides host rules.  (A
+    compacted loop's regions are planned again for its rows: ``executor.rowsteps``.)"""
     def lines(steps: list, indent: str) -> list[str]:
         out = []
         for k, step in enumerate(steps):
-            if isinstance(step, Phase):
-                text = f"native phase: {len(step.ops)} ops, {len(step.inputs)} in, " \
-                       f"{len(step.outputs)} out"
-            elif isinstance(step, (Fused, Quick)):
-                text = step.describe()
-            else:
-                text = f"host rule: {op_label(step)}"
-                if id(step) in plan.host:
-                    text += f": {plan.reason(step)}"
+            text = step.describe()
+            if isinstance(step, OpStep) and id(step.op) in plan.host:
+                text += f": {plan.reason(step.op)}"
             out.append(f"{indent}{k}. {text}")
         return out
     out = [f"steps of {plan.fn.name}:", *lines(plan.steps, "  ")]
     names = {"if": ("then", "else"), "while": ("before", "body")}
     for op in plan.fn.walk():
         for name, region in zip(names.get(op.opcode, ()), op.regions):
-            steps = plan.regions.get(id(region))
-            if steps is not None:
+            steps = plan.planner.steps(region.ops[:-1])
+            if not all(isinstance(s, OpStep) for s in steps):
                 out.append(f"{name} of {op_label(op)}, on the host:")
                 out += lines(steps, "  ")
     return "\n".join(out) + "\n"

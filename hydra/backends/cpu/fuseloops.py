@@ -1,8 +1,8 @@
-"""The numba half of ``fuse``: the loads, stores and selects its generated loops call,
+"""The numba half of the executor's generated loops (``hydra.executor.fuse``): the loads, stores and selects its generated loops call,
 and their lowering (imported when a generated loop is not in the disk cache, so that
 ``import hydra`` and cached kernels never import numba).
 
-Takes: the source of a generated ``fused`` function (``fuse.Fused``, ``nativeloops``).
+Takes: the source of a generated ``fused`` function (``hydra.executor.fuse.Fused``, ``nativeloops``).
 Guarantees: the function is compiled with ``_ld``/``_st`` (element access by element
 offset), ``_sel`` (a branch-free select) and ``_max``/``_min`` (NumPy's NaN rules) in
 scope; ``llvm_ir(source, signature, reassoc)`` is the LLVM of its native function for
@@ -93,7 +93,7 @@ def llvm_ir(source: str, signature: tuple, reassoc: bool = False) -> tuple[str, 
     optimized one by one, with the numba libraries it calls linked in; the symbol of its
     native function).  ``signature``: per argument ``("s", dtype)`` (a scalar) or
     ``("a", dtype, ndim)`` (an array, any layout: the loops index by strides);
-    ``reassoc``: compiled with numba's ``fastmath={"reassoc"}`` (``products``' dot
+    ``reassoc``: compiled with numba's ``fastmath={"reassoc"}`` (``hydra.executor.products``' dot
     loops, whose sums LLVM may then vectorize in an order the kernel fixes)."""
     options = {"nogil": True, "error_model": "numpy"}
     if reassoc:

@@ -1,8 +1,10 @@
-"""Generated loops as native functions in hydra's disk cache (cpu backend).
+"""Generated loops as native functions in hydra's disk cache: the cpu backend's loop
+compiler, which it hands the executor's planner (``compiled``).
 
 Takes: the Python source of a generated function named ``fused`` that ``fuseloops``
-compiles (``fuse``: the fused elementwise chains and the ``np.stack`` copies; any
-generated loop over NumPy arrays and scalars that uses ``fuseloops``' helpers).
+compiles (``hydra.executor``: the fused elementwise chains, the ``np.stack`` copies and
+the small per-lane products; any generated loop over NumPy arrays and scalars that uses
+``fuseloops``' helpers).
 Guarantees: ``Loop(source)(*args)`` runs it on ``args`` (NumPy arrays, NumPy or Python
 scalars) as machine code called through ctypes, with the GIL released, as numba's
 ``@njit(nogil=True)`` dispatcher did.  Per signature of the arguments (each array's
@@ -215,7 +217,7 @@ _LOOPS: dict[tuple, "Loop"] = {}
 def compiled(source: str, label: str = "a generated loop", reassoc: bool = False) -> "Loop":
     """The native loop of a generated source (one per source per process; its machine
     code per argument signature, in the disk cache with ``cache=True``); ``reassoc``:
-    its float sums may be reassociated (``products``)."""
+    its float sums may be reassociated (``hydra.executor.products``)."""
     k = _LOOPS.get((source, reassoc))
     if k is None:
         k = _LOOPS.setdefault((source, reassoc), Loop(source, label, reassoc))

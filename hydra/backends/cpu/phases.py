@@ -11,8 +11,9 @@ The function body's top-level ops are cut into *steps*:
   instead).
 - a **host step**: one top-level op that ``lowerable`` refuses, with the reason (a
   sync point: a cross-lane intrinsic, a print, a load that may read another lane's
-  store; or an op with no vector code).  It runs with all lanes at once by
-  ``host.run_op``, so cross-lane reads see every lane's current value and prints come
+  store; or an op with no vector code), planned by the executor's planner
+  (``hydra.executor.planner``: fused chains, precomputed steps, host rules, with
+  ``nativeloops.compiled`` as its loop compiler).  It runs with all lanes at once, so cross-lane reads see every lane's current value and prints come
   out in lane order; a sync point inside varying control flow makes its whole
   top-level loop or ``if`` such a step (the lockstep region runs with all lanes
   together).  ``dump-ir`` names each host step and its reason.
@@ -31,15 +32,14 @@ from ... import events
 from ...errors import RUNTIME_ERRORS
 from ...ir.core import Function, Op, Value
 from ...types import ArrayType, ScalarType
-from ..host import run_op
+from ...executor import policy
+from ...executor.host import Host
+from ...executor.planner import Planner
+from ...executor.steps import OpStep, Step, run_steps, run_steps_recorded, step_lines
 from ..cut import Run, cut, nested, users_of
-from .. import policy
 from . import counts, nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
-from .fuse import FusingHost, region_plans, schedule, undefined
-from .hoststeps import precompute
-from .quick import Step
 from .ganglocal import gang_local_values
 from .schedule import cores, lane_cost_ns, threads_for
 from .stops import error_buffer
@@ -54,10 +54,12 @@ def varying_types(fn: Function) -> list[ScalarType]:
     return out
 
 
-class Phase:
-    """One native kernel: a run of the cutter and the code made for it."""
+class Phase(Step):
+    """One native kernel: a run of the cutter and the code made for it (a step of the
+    plan: ``run`` runs it over the host's lanes)."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, plan: "Plan") -> None:
+        self.plan = plan
         self.ops = run.ops
         self.inputs: list[Value] = run.inputs
         self.outputs: list[Value] = run.outputs
@@ -70,6 +72,24 @@ class Phase:
         #: a persistent phase's lockstep twin for its errors (None: not made yet);
         #: False for a lockstep phase, which raises its own
         self.twin: Phase | None | bool = False
+        #: the threads its last run used (its profile event)
+        self.threads = 1
+
+    def run(self, host, env: dict) -> None:
+        if events.RECORDING and self.driver.call is None:  # hydra.profile: its build
+            start = time.perf_counter()
+            self.driver.build()
+            events.record("build", "machine code of a native phase", start)
+        self.plan.run_phase(self, env, host.lanes)
+
+    def describe(self) -> str:
+        return f"native phase: {len(self.ops)} ops, {len(self.inputs)} in, " \
+               f"{len(self.outputs)} out"
+
+    def record(self, k: int, start: float) -> None:
+        events.record("phase", f"native phase {k}", start, step=k, lines=step_lines(self),
+                      threads=self.threads, mode=_mode(self),
+                      why=getattr(self.gen, "why_lockstep", ""))
 
 
 class Plan:
@@ -110,12 +130,12 @@ class Plan:
                    and any(id(u) not in in_runs for u in users.get(op.result.id, []))]
         for op in on_host:
             self.host.setdefault(id(op), "a constant that a host step or the result reads")
-        self.steps: list = on_host + [Phase(self._remat(item, consts))
-                                      if isinstance(item, Run) else item for item in items]
         # elementwise array chains -> one native loop each, here and in host regions
-        undef = undefined(fn)
-        self.steps = precompute(schedule(self.steps, users, undef))
-        self.regions = region_plans(fn, users, undef)
+        self.planner = Planner(fn, nativeloops.compiled)
+        self.steps: list = self.planner.steps(
+            on_host + [Phase(self._remat(item, consts), self) if isinstance(item, Run)
+                       else item for item in items])
+        self._plan = [(step, ()) for step in self.steps]
         for step in self.steps:
             if isinstance(step, Phase):
                 self._generate(step)
@@ -166,7 +186,7 @@ class Plan:
         gangs do not order their errors, so the twin re-runs the phase (which writes
         no array, ``persistent``) to raise the error lockstep order names."""
         if phase.twin is None:
-            phase.twin = Phase(Run(phase.ops, phase.inputs, phase.outputs))
+            phase.twin = Phase(Run(phase.ops, phase.inputs, phase.outputs), self)
             phase.twin.cost = phase.cost
             self._generate(phase.twin, lockstep=True)
             self._driver(phase.twin)
@@ -178,55 +198,30 @@ class Plan:
         fn = self.fn
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
-        threads = min(int(self.options.get("threads") or cores()), cores())
         # the fused loops this run builds go to the disk cache with the kernel's phases
         caching = nativeloops.CACHE.set(bool(self.options.get("cache")))
         token = policy.enter(self.policy)
         try:
-            self._steps(env, lanes, threads, FusingHost(fn, lanes, self.regions))
+            with np.errstate(all="ignore"):
+                host = Host(fn, lanes, self.policy, self.planner)
+                if events.RECORDING:  # hydra.profile (issue 30): each step an event
+                    self._note_host_reasons()
+                    run_steps_recorded(host, self._plan, env)
+                else:
+                    run_steps(host, self._plan, env)
         finally:
             policy.leave(token)
             nativeloops.CACHE.reset(caching)
         return [env[v.id] for v in fn.body.terminator.operands]
 
-    def _steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
-        with np.errstate(all="ignore"):
-            if events.RECORDING:  # hydra.profile: each step timed
-                return self._timed_steps(env, lanes, threads, ref)
-            for step in self.steps:
-                if isinstance(step, Phase):
-                    self._run_phase(step, env, lanes, threads)
-                elif isinstance(step, Step):  # a fused chain, a precomputed host op
-                    step.run(env, lanes)
-                else:
-                    run_op(ref, step, env)
+    def _note_host_reasons(self) -> None:
+        """Why each top-level host step runs on the host (its profile event)."""
+        for step, _ in self._plan:
+            if isinstance(step, OpStep):
+                step.why = self.host.get(id(step.op), "")
 
-    def _timed_steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
-        if "step_lines" not in self.__dict__:  # each step's source lines, once
-            self.step_lines = [_lines([s]) for s in self.steps]
-        lines = self.step_lines
-        for k, step in enumerate(self.steps):
-            if isinstance(step, Phase) and step.driver.call is None:
-                start = time.perf_counter()
-                step.driver.build()
-                events.record("build", f"machine code of native phase {k}", start)
-            start = time.perf_counter()
-            if isinstance(step, Phase):
-                self._run_phase(step, env, lanes, threads)
-                events.record("phase", f"native phase {k}", start, step=k,
-                              lines=lines[k], threads=threads_for(
-                                  lanes, threads, step.cost), mode=_mode(step),
-                              why=getattr(step.gen, "why_lockstep", ""))
-            elif isinstance(step, Step):
-                step.run(env, lanes)
-                events.record("step", step.describe(), start, step=k, lines=lines[k])
-            else:
-                run_op(ref, step, env)
-                if step.opcode not in ("const", "global_array"):
-                    events.record("host", f"host step: {step.opcode}", start, step=k,
-                                  lines=lines[k], why=self.host.get(id(step), ""))
-
-    def _run_phase(self, phase: Phase, env: dict, lanes: int, threads: int) -> None:
+    def run_phase(self, phase: Phase, env: dict, lanes: int) -> None:
+        threads = min(int(self.options.get("threads") or cores()), cores())
         vals = []
         for v in phase.inputs:
             x = env[v.id]
@@ -241,10 +236,10 @@ class Plan:
                 vals.append(v.type.dtype.type(x))
         outs = [np.empty(lanes if v.varying else 1, v.type.dtype) for v in phase.outputs]
         err = error_buffer()
-        threads = threads_for(lanes, threads, phase.cost)
+        threads = phase.threads = threads_for(lanes, threads, phase.cost)
         phase.driver.run(lanes, vals + outs, err, threads, phase.one_gang)
         if err[0] and phase.twin is not False:
-            return self._run_phase(self._twin(phase), env, lanes, threads)
+            return self.run_phase(self._twin(phase), env, lanes)
         if err[0]:
             self._raise(phase, err)
         for v, o in zip(phase.outputs, outs):
@@ -268,17 +263,6 @@ def _kind(v: Value) -> str:
         return "array"
     return "buf" if v.varying else "scalar"
 
-
-
-def _lines(ops: list) -> list[int]:
-    """The source lines of these ops and the ops nested in them (a step's lines)."""
-    out = set()
-    for top in ops:
-        inner = top.ops if isinstance(top, (Phase, Step)) else [top]
-        for o in (o for t in inner for o in nested(t)):
-            if o.loc is not None and o.loc.line > 0:
-                out.add(o.loc.line)
-    return sorted(out)
 
 
 def _mode(phase: Phase) -> str:

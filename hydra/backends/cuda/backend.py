@@ -36,7 +36,7 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
-from ..hostarrays import refuse_array_ops
+from ...executor.arrays import refuse_array_ops
 from . import crosslane, devarrays, launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate

@@ -2,7 +2,7 @@
 
 Takes: ops of the structured or the predicated IR, one at a time, and a ``Frame``
 saying how each array is laid out.  Guarantees: the emitted statements compute
-exactly what the host rules (``hydra/backends/host.py``) compute for one lane, both when
+exactly what the host rules (``hydra/executor/rules.py``) compute for one lane, both when
 numba compiles them for a GPU and when the CUDA simulator runs them as Python with
 NumPy scalars.  That is why every result is wrapped in its NumPy type (``np.int32(a
 + b)``): numba widens small integers and the wrap brings them back; NumPy scalars

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...executor.host import Host
+from ...executor.rules import run_op
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
 from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
-from ..host import Host, run_op
 from . import crosslane, launch
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .structured import PRELUDE

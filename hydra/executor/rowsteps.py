@@ -1,28 +1,28 @@
-"""Planned steps of a compacted loop's regions (cpu backend): the Python cost of a step.
+"""The steps of a compacted loop's regions, planned for its rows: the Python cost of a
+step of a ragged loop.
 
-Takes: a loop or branch region that ``compact.CompactHost`` runs on a compacted lane
-set, with the root host's steps for it (``fuse.region_plans``: fused chains,
-``hoststeps.Quick`` steps, ops).
-Guarantees: ``steps(host, region, root_steps)`` is a list of callables
-``step(host, env)`` that put the same values into the loop's env as
-``CompactHost._run`` / the root steps would, op by op, with the per-step work of the
-general path worked out once per call of the kernel (a ragged RNN runs ~200 steps of
-~8 ops each; the general path cost ~50 us a step, the GEMMs of 64 lanes ~20 us):
+Takes: a loop or branch region that a host of compacted rows runs (``compact.run``,
+``Host.compacted``), with the region's steps for all lanes (``planner``: fused chains,
+``Quick`` steps, ``OpStep``s).
+Guarantees: ``plan_rows(region, steps)`` is a list of ``(step, ids dead after it)``
+whose steps put the same values into the loop's env as the host of the rows would op
+by op (``Host.run_op``), with the per-step work of the general path worked out once
+per kernel (a ragged RNN runs ~200 steps of ~8 ops each; the general path cost ~50 us
+a step, the GEMMs of 64 lanes ~20 us):
 
 - ``xs[t]`` (a per-lane array from outside the loop at uniform indices): the index is
   checked against the static shape once per step and the compacted rows of the view
   ``xs[:, t]`` are gathered with one ``np.take``; the general path builds the mask of
   the outer lanes and an overlay env to index every lane's view first.
 - an ``array`` op masked by the loop's own mask while every row is active
-  (``CompactHost.full``, which ``compact.run`` sets when the mask the body gets is
-  all true): its batching rule directly, as ``hostarrays.array_rule`` decides for an
-  all-true mask (no per-op compaction), without looking at the mask.
-- a select on that mask: its first value, as ``CompactHost._passes`` gives (a fused
-  chain of just that select is taken as the select: the chain would copy every row).
-- fused chains and the precomputed steps that neither gather rows nor observe lane
-  identity run as they are; every other op goes to ``CompactHost._run`` (lane ids,
-  row gathers at varying indices, errors naming the original lane).
-
+  (``host.full``, which ``compact.run`` sets when the mask the body gets is all true):
+  its batching rule directly, as ``arrays.array_rule`` decides for an all-true mask
+  (no per-op compaction), without looking at the mask.
+- a select on that mask: its first value, as ``Host._passes`` gives (a fused chain of
+  just that select is taken as the select: the chain would copy every row).
+- fused chains and the other precomputed steps run as they are (their fallbacks go
+  through the host of the rows); every other op goes to ``host.run_op`` (lane ids, row
+  gathers at varying indices, errors naming the original lane).
 - memory (``_Memory``): ``xs[t]`` rows and ``U @ x`` products that only feed ops
   making fresh arrays go into buffers reused every step (and kept per thread between
   calls), and a unary ufunc (``np.tanh``) over a fused chain's fresh result that dies
@@ -30,9 +30,9 @@ general path worked out once per call of the kernel (a ragged RNN runs ~200 step
 
 An index out of bounds, a live-in already gathered whole, or a mask that is not all
 true take the general path, which raises the same error (file, line, original lane)
-or computes the same values; nothing here changes a bit of any result
-(a policy with ``plan_steps=False`` runs the steps one by one, for comparison).  Counted
-in ``compact.COUNTS``: "passed", "unmasked", "taken", "in place".
+or computes the same values; nothing here changes a bit of any result (a policy with
+``plan_steps=False`` runs the ops one by one, for comparison).  Counted in
+``compact.COUNTS``: "passed", "unmasked", "taken", "in place".
 """
 
 from __future__ import annotations
@@ -41,30 +41,24 @@ import threading
 
 import numpy as np
 
-from ...batching import ELEMENTWISE, PER_LANE, batched, index_tuple
-from ...ir.core import LANE_ARRAY_FNS, Op
-from ...types import ArrayType, ScalarType
-from ..compact import COUNTS, deaths
-from ..host import BINARY, COMPARE
-from .hoststeps import int_sizes
-from .quick import Quick, Step
+from ..batching import ELEMENTWISE, PER_LANE, batched, index_tuple
+from ..ir.core import LANE_ARRAY_FNS, Op
+from ..types import ArrayType, ScalarType
+from .compact import COUNTS
+from .fuse import Fused
+from .opsteps import int_sizes
+from .scalars import BINARY, COMPARE
+from .steps import OpStep, Quick, Step
 
 
-def steps(host, region, root_steps: list) -> list:
-    """The planned steps of ``region`` on compacted hosts of ``host``'s loop, each with
-    the region's values that die after it (``compact.deaths``: dropped at once, so
-    that the next step's arrays reuse their memory); cached in the hosts' shared
-    ``_compact_plans``."""
-    cache = host._compact_plans
-    key = ("steps", id(region))
-    got = cache.get(key)
-    if got is None:
-        mask = region.args[0].id if region.args else None
-        groups = [list(s.ops) if isinstance(s, Step) else [s] for s in root_steps]
-        mem = _Memory(region, root_steps, groups)
-        planned = [_step(s, mask, mem) for s in root_steps]
-        got = cache[key] = (region, list(zip(planned, deaths(region, groups))))
-    return got[1]
+def plan_rows(region, root_steps: list[Step], deaths) -> list:
+    """The planned steps of ``region`` on compacted rows (see the module docstring),
+    each with the region's values that die after it (``deaths``, the planner's, of
+    the steps' groups of ops)."""
+    mask = region.args[0].id if region.args else None
+    groups = [list(s.ops) for s in root_steps]
+    mem = _Memory(region, root_steps, groups)
+    return list(zip([_step(s, mask, mem) for s in root_steps], deaths(region, groups)))
 
 
 #: array ops that read their operands and make a fresh result (never a view of one)
@@ -97,7 +91,7 @@ class _Memory:
         made = {r.id for ops in groups for op in ops for r in op.results}
         self.scratch = {v for v in made if v not in term and readers.get(v)
                         and all(u is not None for u in readers[v])}
-        self.fresh = {o.result.id for s in root_steps if _fused(s)
+        self.fresh = {o.result.id for s in root_steps if isinstance(s, Fused)
                       and not any(op.opcode == "select" for op in s.ops)
                       for o in s.ops} - term
 
@@ -130,42 +124,25 @@ def _rows(key: tuple, k: int, shape: tuple, dtype):
     return buf[:k]
 
 
-#: precomputed steps that must not run as they are on compacted rows: indexing
-#: (``xs[t]`` of a live-in gathers rows first), reductions across lanes and stacks
-#: (their fallbacks run the host rules on a host that does not name the original lane),
-#: and products (planned here: unmasked while every row is active, into scratch rows)
-_AS_OPS = frozenset({"getitem", "stack", "matmul", "dot", *LANE_ARRAY_FNS})
+#: the ops whose steps on rows are this module's own (``_op_step``), not the all-lanes
+#: step: indexing (``xs[t]`` of a live-in gathers its rows first) and products (unmasked
+#: while every row is active, into scratch rows)
+_ON_ROWS = frozenset({"getitem", "matmul", "dot"})
 
 
-def _fused(item) -> bool:
-    """A fused chain (``fuse.Fused``): the planned steps that are not one op."""
-    return isinstance(item, Step) and not isinstance(item, Quick)
-
-
-def _step(item, mask: int | None, mem: _Memory):
-    if _fused(item):
+def _step(item: Step, mask: int | None, mem: _Memory) -> Step:
+    if isinstance(item, Fused):
         ops = item.ops
         if len(ops) == 1 and ops[0].opcode == "select":
             return _op_step(ops[0], mask, mem)
-
-        def fused(host, env):
-            item.run(env, host.lanes)
-        return fused
-    if isinstance(item, Quick):  # a precomputed host step
-        op = item.op
-        if op.opcode == "const" or op.opcode == "array" and op.attrs["fn"] not in _AS_OPS:
-            return _in_place(op, item, mem) or _quick(item)
-        return _op_step(op, mask, mem)
-    return _op_step(item, mask, mem)
+        return item
+    if isinstance(item, Quick) and not (item.op.opcode == "array"
+                                        and item.op.attrs["fn"] in _ON_ROWS):
+        return _in_place(item.op, item, mem) or item
+    return _op_step(item.ops[0], mask, mem)
 
 
-def _quick(item):
-    def quick(host, env):
-        item.run(env, host.lanes)
-    return quick
-
-
-def _in_place(op: Op, item, mem: _Memory):
+def _in_place(op: Op, item: Quick, mem: _Memory) -> Quick | None:
     """A unary ufunc (``np.tanh``) over a fresh array that dies here: into that array
     (the same loop over the same values: the same bits)."""
     f = PER_LANE.get(op.attrs.get("fn"))
@@ -184,17 +161,11 @@ def _in_place(op: Op, item, mem: _Memory):
             COUNTS["in place"] += 1
             env[rid] = f(x, out=x)
         else:
-            item.run(env, host.lanes)
-    return in_place
+            item.run(host, env)
+    return Quick(op, in_place)
 
 
-def _general(op: Op):
-    def general(host, env):
-        host._run(op, env)
-    return general
-
-
-def _op_step(op: Op, mask: int | None, mem: _Memory):
+def _op_step(op: Op, mask: int | None, mem: _Memory) -> Step:
     made = None
     if op.opcode in BINARY or op.opcode in COMPARE or op.opcode == "any":
         made = _scalar(op)
@@ -206,7 +177,7 @@ def _op_step(op: Op, mask: int | None, mem: _Memory):
             and op.mask.id == mask and op.attrs["fn"] not in LANE_ARRAY_FNS \
             and op.result.varying and any(v.varying for v in op.operands):
         made = _unmasked(op, mask, op.result.id in mem.scratch)
-    return made or _general(op)
+    return Quick(op, made) if made is not None else OpStep(op)
 
 
 def _scalar(op: Op):
@@ -244,7 +215,7 @@ def _select(op: Op, mask: int):
             COUNTS["passed"] += 1
             env[rid] = value  # every row takes the first
         else:
-            host._run(op, env)
+            host.run_op(op, env)
     return select
 
 
@@ -260,7 +231,7 @@ def _unmasked(op: Op, mask: int, scratch: bool):
 
     def unmasked(host, env):
         if host.full != mask or host.policy.op_below > 1.0:
-            host._run(op, env)  # (a setting above 1 compacts even a full mask)
+            host.run_op(op, env)  # (a setting above 1 compacts even a full mask)
             return
         COUNTS["unmasked"] += 1
         if gemm:
@@ -307,13 +278,13 @@ def _gather(op: Op, scratch: bool):
     def gather(host, env):
         whole = env.outer[aid] if aid in env.live_ins and aid not in env else None
         if whole is None or getattr(whole, "ndim", 0) != nd:
-            host._run(op, env)  # not a live-in, gathered whole already, or no lane axis
+            host.run_op(op, env)  # not a live-in, gathered whole already, or no lane axis
             return
         got = []
         for i, n in zip(iids, sizes):
             k = int(env[i])
             if k < -n or k >= n:
-                host._run(op, env)  # its error (or index 0 where no lane is active)
+                host.run_op(op, env)  # its error (or index 0 where no lane is active)
                 return
             got.append(k + n if k < 0 else k)
         view = whole[(slice(None),) + index_tuple(spec, got)]

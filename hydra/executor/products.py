@@ -1,19 +1,22 @@
-"""Small per-lane matrix products as one native loop over all lanes (cpu backend).
+"""Precomputed steps of per-lane matrix products: small ones as one native loop over
+all lanes, the one-GEMM ones as that GEMM.
 
 Takes: a ``matmul`` or ``dot`` array op (``np.matmul``, ``@``, ``np.dot``) whose operands
 have static per-lane shapes of rank 1 or 2 and the result's dtype (float32, float64,
 int32, int64), at least one of them per-lane, and that NumPy would run as one small
 product per lane (``batching.matmul_rule`` calls ``np.matmul`` on a stack of lanes:
 uniform ``[m, k] @`` per-lane ``[k, p]``, per-lane ``@`` per-lane), each lane's product at
-most ``SMALL`` multiply-adds.  The one-GEMM cases (per-lane vectors against a uniform
-matrix, lanes as the GEMM's rows) stay with BLAS.
-Guarantees: ``product_step(op)`` is None or a ``Quick`` step that puts the op's value
-into ``env``: a fresh C-ordered ``[N, *out]`` array.  np.matmul on a stack of lanes
+most ``SMALL`` multiply-adds; the backend's native loop compiler (``planner``).
+Guarantees: ``product_step(op, compile_loop)`` is None or a ``steps.Quick`` step that
+puts the op's value into ``env``.  The one-GEMM cases (``U @ x`` and ``x @ U``: a
+uniform matrix, per-lane vectors or matrices, lanes as the rows of one GEMM) are
+``batching.matmul_rule``'s one ``np.matmul`` minus the rule's dispatch (~5 us a
+product).  A small product is a fresh C-ordered ``[N, *out]`` array:  np.matmul on a stack of lanes
 makes one tiny BLAS call per lane (~0.2-0.3 us each); the generated loop, specialized
 on the per-lane shapes and strides (like ``fuse.Fused``, at most ``SPECIALIZE`` layouts
 per op), runs ~2x faster (tests/test_cpu_products.py checks its asm for packed
 instructions); like the fused chains' loops it is a ``nativeloops.Loop``, in the
-disk cache with ``cache=True``.  Two loop shapes, picked from the operands' strides at run time:
+disk cache with ``cache=True`` (on the cpu backend).  Two loop shapes, picked from the operands' strides at run time:
 
 - **rows** (``b``'s rows unit-stride, ``k <= ROWS_K``): ``out[i, :] = a[i, 0] * b[0, :] +
   a[i, 1] * b[1, :] + ...``, added in the order of ``k`` (the naive dot product's order,
@@ -38,12 +41,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir.core import Op
-from ...types import ArrayType
-from ..host import Host, run_op
-from ..policy import current as current_policy
-from .nativeloops import compiled
-from .quick import Quick
+from ..batching import matmul_rule
+from ..ir.core import Op
+from ..types import ArrayType
+from .steps import Quick
 
 #: per-lane multiply-adds above which the product stays with BLAS (one call per lane)
 SMALL = 1 << 15
@@ -56,8 +57,14 @@ SPECIALIZE = 4
 _DTYPES = frozenset({"float32", "float64", "int32", "int64"})
 
 
-def product_step(op: Op) -> Quick | None:
-    """The native step of a small per-lane product, or None (see the module docstring)."""
+def product_step(op: Op, compile_loop=None) -> Quick | None:
+    """The step of a product ``op``, or None (see the module docstring)."""
+    small = small_product(op, compile_loop) if compile_loop is not None else None
+    return small or _gemm(op)
+
+
+def small_product(op: Op, compile_loop) -> Quick | None:
+    """The native step of a small per-lane product, or None."""
     if op.opcode != "array" or op.attrs["fn"] not in ("matmul", "dot") \
             or len(op.operands) != 2 or not op.result.varying:
         return None
@@ -77,14 +84,15 @@ def product_step(op: Op) -> Quick | None:
     p = sb[1] if len(sb) == 2 else 1
     if m * k * p > SMALL or 0 in (m, k, p):
         return None
-    return Quick(op, _Product(op, sa, sb).run)
+    return Quick(op, _Product(op, sa, sb, compile_loop).run)
 
 
 class _Product:
     """The run of one product step: the layout check, the kernel, the host fallback."""
 
-    def __init__(self, op: Op, sa: tuple, sb: tuple) -> None:
+    def __init__(self, op: Op, sa: tuple, sb: tuple, compile_loop) -> None:
         self.op = op
+        self.compile_loop = compile_loop
         self.sa, self.sb = sa, sb
         self.vary = tuple(bool(v.varying) for v in op.operands)
         self.ids = [v.id for v in op.operands]
@@ -94,12 +102,13 @@ class _Product:
         self.dtype = op.result.type.dtype.dtype
         self.kernels: dict[tuple, object] = {}
 
-    def run(self, env: dict, lanes: int) -> None:
+    def run(self, host, env: dict) -> None:
+        lanes = host.lanes
         x, y = (env[i] for i in self.ids)
         kern = self._kernel(x, y, lanes)
         if kern is None or self.mid is not None and \
-                np.count_nonzero(env[self.mid]) < current_policy().op_below * lanes:
-            run_op(Host(None, lanes), self.op, env)
+                np.count_nonzero(env[self.mid]) < host.policy.op_below * lanes:
+            host.run_op(self.op, env)
             return
         out = np.empty((lanes,) + self.out, self.dtype)
         kern(lanes, out, x, y)
@@ -121,7 +130,7 @@ class _Product:
             label = (f"the native product of line {self.op.loc.line}" if self.op.loc
                      else "a native product")
             kern = self.kernels[key] = None if source is None else \
-                compiled(source, label, fast)
+                self.compile_loop(source, label, fast)
         return kern
 
 
@@ -162,3 +171,41 @@ def generate(sa: tuple, sb: tuple, ta: tuple, tb: tuple, vary: tuple,
                   f"{ind}    _st(o, ob + i * {p} + j, s)"]
         return "\n".join(lines) + "\n", dtype.kind == "f"
     return None, False
+
+
+def _gemm(op: Op) -> Quick | None:
+    if len(op.operands) != 2 or len(op.results) != 1 or not op.result.varying:
+        return None
+    a, b = op.operands
+    r = op.result
+    if not all(isinstance(v.type, ArrayType) and v.type.shape is not None
+               and v.type.dtype == r.type.dtype for v in (a, b, r)):
+        return None
+    vary = [bool(a.varying), bool(b.varying)]
+    da, db = a.type.ndim, b.type.ndim
+    # matmul_rule's one-GEMM cases: lanes as the rows of one product
+    if not (vary == [True, False] and da >= 1 and db >= 1
+            or vary == [False, True] and db == 1 and da in (1, 2)):
+        return None
+    want = [((0,) if v else ()) + tuple(t.type.shape) for v, t in zip(vary, (a, b))]
+    ids = [a.id, b.id]
+    rid = r.id
+    dtype = r.type.dtype.dtype
+    f = np.matmul if op.attrs["fn"] == "matmul" else np.dot
+    out = r.type
+    mid = op.mask.id if op.mask is not None else None
+
+    def step(host, env):
+        lanes = host.lanes
+        args = [env[i] for i in ids]
+        if mid is not None and np.count_nonzero(env[mid]) < host.policy.op_below * lanes:
+            host.run_op(op, env)
+            return
+        for x, v, w in zip(args, vary, want):
+            if type(x) is not np.ndarray or x.dtype != dtype \
+                    or x.shape != ((lanes,) + w[1:] if v else w):
+                host.run_op(op, env)
+                return
+        value = matmul_rule(f, args, vary, lanes, out, {})
+        env[rid] = value if value.dtype == dtype else value.astype(dtype)
+    return Quick(op, step)

@@ -1,10 +1,11 @@
-"""Per-lane ``np.sort`` / ``np.argsort`` of short rows as one native loop (cpu backend).
+"""Per-lane ``np.sort`` / ``np.argsort`` of short rows as one native loop (where the
+backend compiles loops: cpu).
 
 Takes: an ``array`` op ``sort`` or ``argsort`` along the last axis (``axis=-1`` or the
 last one named) of a varying float or int array whose rows have at most ``SMALL``
 elements.
-Guarantees: ``sort_step(op)`` is None (the host rule runs it: longer rows, another
-axis, ``axis=None``, a uniform operand) or a ``Quick`` step that puts into ``env`` what
+Guarantees: ``sort_step(op, compile_loop)`` is None (the host rule runs it: longer rows,
+another axis, ``axis=None``, a uniform operand) or a ``Quick`` step that puts into ``env`` what
 the host rule would, bit for bit: NumPy's stable sort along each lane's last axis, ties
 in their order (``-0.0`` and ``0.0`` are ties), NaN last in their order.
 
@@ -13,18 +14,17 @@ machine's EPYC); here each row's elements go through Batcher's odd-even merge ne
 with their places, one compare-exchange per comparator, branch-free (selects).  A pair
 is ordered by value (NaN after every number), then by place: a total order whose sorted
 sequence is exactly the stable sort's, whatever order the network compares in.  The
-loop is ``nativeloops``' (numba source compiled once per row length and dtype, kept in
-hydra's disk cache with ``cache=True``).
+loop is built by the backend's ``compile_loop`` (cpu: ``nativeloops``, numba source
+compiled once per row length and dtype, kept in hydra's disk cache with ``cache=True``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...ir.core import Op
-from ...types import ArrayType
-from .nativeloops import compiled
-from .quick import Quick
+from ..ir.core import Op
+from ..types import ArrayType
+from .steps import Quick
 
 #: the longest row the network sorts (measured: bench/RESULTS.md, "small sorts")
 SMALL = 16
@@ -70,8 +70,9 @@ def source(m: int, floats: bool, places: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sort_step(op: Op) -> Quick | None:
-    """The native step of a sort or argsort of short rows (see the module docstring)."""
+def sort_step(op: Op, compile_loop) -> Quick | None:
+    """The native step of a sort or argsort of short rows (see the module docstring),
+    its loop built by the backend's ``compile_loop``."""
     (x,), t = op.operands, op.result.type
     xt = x.type
     axis = op.attrs["params"].get("axis", -1)
@@ -82,12 +83,12 @@ def sort_step(op: Op) -> Quick | None:
         return None
     m = xt.shape[-1]
     places = op.attrs["fn"] == "argsort"
-    loop = compiled(source(m, xt.dtype.kind == "f", places),
+    loop = compile_loop(source(m, xt.dtype.kind == "f", places),
                     f"the native sort of line {op.loc.line}" if op.loc else "a native sort")
     xid, rid = x.id, op.result.id
     out_dtype = t.dtype.dtype
 
-    def small_sort(env, lanes):
+    def small_sort(host, env):
         a = np.asarray(env[xid])
         rows = a.reshape(-1, m)  # a copy only where the lanes' rows are not evenly strided
         out = np.empty(rows.shape, out_dtype)

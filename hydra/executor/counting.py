@@ -6,7 +6,7 @@ whole-vector step on numpy, the rows of a compacted loop on the cpu's host side)
 
 A lock makes concurrent launches of one instrumented kernel add without losing counts
 (a host step runs once per region per step, so it costs nothing worth measuring).
-``timed_op`` and ``note_compaction`` record the executor's events while a profile is
+``timed_op``, ``account`` (precomputed steps, ``steps.run_steps``) and ``note_compaction`` record the executor's events while a profile is
 open (``hydra.events``); the executor calls them behind ``if events.RECORDING``."""
 
 from __future__ import annotations
@@ -52,20 +52,12 @@ def timed_op(host, op, env, rules: dict) -> None:
     else:
         start = time.perf_counter()
         results = rules[op.opcode](host, op, env)
-        _account(op, env, start, time.perf_counter(), host.lanes)
+        account(op, env, start, time.perf_counter(), host.lanes)
     for r, value in zip(op.results, results):
         env[r.id] = value
 
 
-def timed_step(op, run, env: dict, lanes: int) -> None:
-    """A precomputed host step (the cpu's ``Quick``) inside an open profile: timed into
-    its op's line, a product recorded with its shapes (``timed_op``)."""
-    start = time.perf_counter()
-    run(env, lanes)
-    _account(op, env, start, time.perf_counter(), lanes)
-
-
-def _account(op, env: dict, start: float, end: float, rows: int) -> None:
+def account(op, env: dict, start: float, end: float, rows: int) -> None:
     if op.loc is not None and op.loc.line > 0:
         events.add_time(op.loc.file, op.loc.line, end - start)
     if op.opcode == "array" and op.attrs["fn"] in _PRODUCTS:

@@ -1,11 +1,9 @@
-"""Fusion of elementwise per-lane array chains into one native step (cpu backend).
+"""Fused elementwise per-lane array chains: one native loop each.
 
-Takes: the steps of a kernel (or the ops of a region run on the host) in program order.
-Guarantees: ``schedule`` returns the same steps with every maximal chain (a DAG) of
-elementwise ``array`` ops (``fusable``) replaced by one ``Fused`` step, placed where the
-first op outside the chain needs one of its values (or where an op with a side effect,
-a region or a native phase comes: those might write what the chain reads).  A
-``Fused`` step runs one generated native loop over all N lanes' rows of the chain's
+Takes: a chain (a DAG) of elementwise ``array`` ops that ``fusable`` accepts, in program
+order (``planner.schedule`` finds the chains), and the backend's native loop compiler
+(``compile_loop(source, label, reassoc=False) -> loop``; cpu: ``nativeloops.compiled``).
+Guarantees: a ``Fused`` step runs one generated native loop over all N lanes' rows of the chain's
 broadcast shape; a chain value is written to memory only where an op outside the chain
 reads it, the others live in registers.  The loop reads its inputs through their
 strides (views, transposes, broadcast uniform arrays and scalars cost no copy).
@@ -16,8 +14,8 @@ over ``[N, *S]`` strided views is a plain nested loop, which numba types and LLV
 vectorizes.  The loop is compiled once per chain and per-lane layout of its arguments
 (``kernel_for``: the strides become constants, contiguous trailing axes one unit-stride
 loop); tests/test_arrays_fusion.py checks the asm for packed instructions.  The
-machine code is ``nativeloops``': numba lowers the loop, hydra's pipeline compiles it,
-and with ``cache=True`` it is kept in the disk cache beside the kernel's phases.
+machine code is the backend's (cpu: numba lowers the loop, hydra's pipeline compiles
+it, and with ``cache=True`` it is kept in the disk cache beside the kernel's phases).
 
 Exactness: each op computes in the dtypes NumPy's own type resolution picks
 (``ufunc.resolve_dtypes`` on the operands' dtypes) and casts its result to the IR's
@@ -32,16 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...batching import UFUNCS
-from ...ir.core import Op, Value
-from ...types import ArrayType, ScalarType
-from ..cut import nested
-from ..compact import CompactingHost
-from ..host import Host, run_op
-from . import nativeloops
-from .compactsteps import steps as compacted_steps
-from .hoststeps import precompute
-from .quick import Step
+from ..batching import UFUNCS
+from ..ir.core import Op, Value
+from ..types import ArrayType, ScalarType
+from .steps import Step
 
 #: elementwise ``array`` fns that fuse (see the module docstring for the others)
 FUSABLE_FNS = frozenset({
@@ -54,8 +46,6 @@ _FLOAT_ONLY = frozenset({"sqrt", "fabs", "floor", "ceil", "trunc", "isnan", "isi
                          "isfinite", "reciprocal"})
 _DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                      "uint64", "float32", "float64"})
-
-
 
 
 # --- which ops fuse ---------------------------------------------------------------------
@@ -113,11 +103,11 @@ def fusable(op: Op, undef: set[int] = frozenset()) -> bool:
     return dts is not None and all(d.name in _DTYPES for d in (*dts[0], dts[1]))
 
 
-def _shape(v: Value) -> tuple:
+def shape_of(v: Value) -> tuple:
     return tuple(v.type.shape) if isinstance(v.type, ArrayType) else ()
 
 
-def _broadcast(shapes) -> tuple | None:
+def broadcast(shapes) -> tuple | None:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
@@ -205,8 +195,9 @@ class Fused(Step):
     the chain reads (the only ones written to memory), ``shape``: the per-lane shape
     the loop runs over (the members' shapes broadcast)."""
 
-    def __init__(self, ops: list[Op], users: dict) -> None:
+    def __init__(self, ops: list[Op], users: dict, compile_loop) -> None:
         self.ops = ops
+        self.compile_loop = compile_loop
         members = {id(o) for o in ops}
         made = {o.result.id for o in ops}
         seen: dict[int, Value] = {}
@@ -217,16 +208,16 @@ class Fused(Step):
         self.inputs = list(seen.values())
         self.outputs = [o.result for o in ops
                         if any(id(u) not in members for u in users.get(o.result.id, []))]
-        self.shape = _broadcast([_shape(o.result) for o in ops])
+        self.shape = broadcast([shape_of(o.result) for o in ops])
         self.loc = ops[0].loc
         self.source = self._generate()
         self._scalars = [(k, _dtype(v).type) for k, v in enumerate(self.inputs)
                          if not v.varying and isinstance(v.type, ScalarType)]
         self._vscalars = [k for k, v in enumerate(self.inputs)
                           if v.varying and isinstance(v.type, ScalarType)]
-        self._outs = [(_shape(v), _dtype(v)) for v in self.outputs]
+        self._outs = [(shape_of(v), _dtype(v)) for v in self.outputs]
         self._arrays = sorted(self._array_axes())
-        self._ndims = [(k, len(_shape(self.inputs[k])) + bool(self.inputs[k].varying))
+        self._ndims = [(k, len(shape_of(self.inputs[k])) + bool(self.inputs[k].varying))
                        for k in self._arrays]
         self._special: dict[tuple, object] = {}
 
@@ -246,9 +237,14 @@ class Fused(Step):
     @property
     def kernel(self):
         """The general kernel (strides read from the arrays)."""
-        return nativeloops.compiled(self.source, f"the fused loop of {self.label()}")
+        return self.compile_loop(self.source, f"the fused loop of {self.label()}")
 
-    def run(self, env: dict, lanes: int) -> None:
+    @property
+    def writes(self) -> list[Value]:
+        return self.outputs
+
+    def run(self, host, env: dict) -> None:
+        lanes = host.lanes
         outs = [np.empty((lanes,) + s, d) for s, d in self._outs]
         args = [env[v.id] for v in self.inputs]
         for k, cls in self._scalars:
@@ -258,9 +254,8 @@ class Fused(Step):
             # an undefined array (a loop carry no lane has set yet), or the uniform array
             # a select passed through for it, reaches the chain: the host rules, op by
             # op, as before
-            host = Host(None, lanes)
             for op in self.ops:
-                run_op(host, op, env)
+                host.run_op(op, env)
             return
         for k in self._vscalars:
             if np.ndim(args[k]) == 0:
@@ -274,7 +269,7 @@ class Fused(Step):
     def _axes(self, v: Value, lane: bool) -> list:
         """For each loop axis (lane axis first), the axis of ``v``'s array that moves
         with it, or None where ``v`` is broadcast along it."""
-        s, shape = _shape(v), self.shape
+        s, shape = shape_of(v), self.shape
         r, k = len(shape), len(s)
         axes = [0 if lane else None]
         off = 1 if lane else 0
@@ -360,8 +355,8 @@ class Fused(Step):
                 if any(x % size for x in st):
                     return self.kernel
                 strides[k] = tuple(x // size for x in st)
-            kern = self._special[key] = nativeloops.compiled(self._generate(strides),
-                                                  f"the fused loop of {self.label()}")
+            kern = self._special[key] = self.compile_loop(
+                self._generate(strides), f"the fused loop of {self.label()}")
         return kern
 
     def _nest(self, axes: dict, c: int | None, indent: int) -> list[str]:
@@ -410,7 +405,7 @@ class Fused(Step):
     def _store(self, body, k: int, op: Op, j: int, lv: int, c: int | None) -> None:
         """The store of output ``k`` (a fresh C-ordered ``[N, *s]`` array) of member
         ``j`` whose value is ready at level ``lv``."""
-        s = _shape(op.result)
+        s = shape_of(op.result)
         strides = [int(np.prod(s[i + 1:], dtype=np.int64)) for i in range(len(s))]
         axes = self._axes(op.result, True)
         if c is not None:
@@ -420,91 +415,3 @@ class Fused(Step):
                  for d, ax in enumerate(axes) if ax is not None]
         deepest = max([d for d, ax in enumerate(axes) if ax is not None] + [lv])
         body[deepest].append(f"_st(o{k}, {' + '.join(terms) or '0'}, t{j})")
-
-
-
-
-# --- where chains run -------------------------------------------------------------------
-
-def undefined(fn) -> set[int]:
-    """Ids of the values ``undef`` ops make (an arm no lane ran leaves ``None``)."""
-    return {op.result.id for op in fn.walk() if op.opcode == "undef"}
-
-
-def schedule(steps: list, users: dict, undef: set[int]) -> list:
-    """``steps`` (ops and native phases, in order) with the elementwise chains fused;
-    see the module docstring."""
-    out: list = []
-    pos = {id(s): k for k, s in enumerate(steps)}
-    groups: list[list[Op]] = []
-    owner: dict[int, list[Op]] = {}
-
-    def close(gs) -> None:
-        for g in list(gs):
-            groups.remove(g)
-            for o in g:
-                owner.pop(o.result.id, None)
-            out.append(Fused(sorted(g, key=lambda o: pos[id(o)]), users))
-
-    for step in steps:
-        if isinstance(step, Op) and fusable(step, undef):
-            gs = []
-            for v in step.operands:
-                g = owner.get(v.id)
-                if g is not None and not any(g is h for h in gs):
-                    gs.append(g)
-            shapes = [_shape(o.result) for g in gs for o in g] + [_shape(step.result)]
-            if gs and _broadcast(shapes) is None:
-                close(gs)
-                gs = []
-            g = [o for h in gs for o in h] + [step]
-            for h in gs:
-                groups.remove(h)
-            groups.append(g)
-            for o in g:
-                owner[o.result.id] = g
-            continue
-        if not isinstance(step, Op) or step.effect and step.opcode != "count" or step.regions:
-            close(list(groups))  # it may write what a chain reads
-        else:
-            read = [owner[v.id] for o in nested(step) for v in o.inputs() if v.id in owner]
-            close([g for k, g in enumerate(read) if not any(g is h for h in read[:k])])
-        out.append(step)
-    close(list(groups))
-    return out
-
-
-def region_plans(fn, users: dict, undef: set[int]) -> dict[int, list]:
-    """id(region) -> its steps (fused chains, precomputed host steps), for the regions
-    (loop and branch bodies run on the host) that have any."""
-    plans = {}
-    for op in fn.walk():
-        for region in op.regions:
-            steps = precompute(schedule(region.ops[:-1], users, undef))
-            if any(isinstance(s, Step) for s in steps):
-                plans[id(region)] = steps
-    return plans
-
-
-class FusingHost(CompactingHost):
-    """The host rules with the fused steps of ``region_plans`` in the regions that
-    have them (loop and branch bodies that run on the host).  Its varying loops may
-    still be compacted (``compact.CompactHost`` runs these steps on the rows, as
-    ``compactsteps`` plans them)."""
-
-    compacted_steps = staticmethod(compacted_steps)
-
-    def __init__(self, fn, lanes: int, plans: dict[int, list]) -> None:
-        super().__init__(fn, lanes)
-        self.plans = plans
-
-    def region(self, region, env: dict) -> list:
-        steps = self.plans.get(id(region))
-        if steps is None:
-            return super().region(region, env)
-        for step in steps:
-            if isinstance(step, Step):
-                step.run(env, self.lanes)
-            else:
-                run_op(self, step, env)
-        return [env[v.id] for v in region.terminator.operands]

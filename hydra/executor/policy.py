@@ -10,8 +10,9 @@ backends take their policy from the kernel's ``compaction`` option:
 - a ``Policy``: set by tests and benchmarks (forced compaction at any count, the
   trip-count sort or the planned compacted steps switched off).
 
-The backend hands its policy to the host that runs a kernel (``Host.policy``), and the
-steps that run outside a host read the policy of the run in progress (``current``).
+The backend hands its policy to the host that runs a kernel (``Host.policy``); every
+step reads its host's.  A host made inside a kernel's run without one takes the
+policy of the run in progress (``current``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ class Policy:
     regather_below: float = 0.95
     #: order a compacted loop's lanes by trip count where its loop test allows it
     sort: bool = True
-    #: run a compacted region's steps as planned for its rows (the cpu backend's
-    #: regions with fused chains); False: step by step by the host rules
+    #: run a compacted region's steps as planned for its rows (``rowsteps``); False:
+    #: its fused chains as they are, every other op by its host rule (for comparison)
     plan_steps: bool = True
 
 
@@ -60,7 +61,7 @@ def of(option) -> Policy:
         return CHOICES[option]
     if isinstance(option, str) or option is None:
         raise ValueError(f"compaction must be 'auto' or 'off', not {option!r}")
-    raise TypeError(f"compaction must be 'auto', 'off' or a hydra.backends.policy.Policy, "
+    raise TypeError(f"compaction must be 'auto', 'off' or a hydra.executor.policy.Policy, "
                     f"not {type(option).__name__}")
 
 

@@ -2,17 +2,16 @@
 on the rows of its active lanes only (SPEC section 8, ML.md "Masking or compaction").
 
 Masking runs every step of a varying loop over all N rows and keeps the finished lanes'
-values with selects; per-operation compaction (``hostarrays._compacted``) gathers the
+values with selects; per-operation compaction (``arrays._compacted``) gathers the
 active rows around each product and scatters its result, every step.  Here the whole
 loop moves to a compacted lane set instead, the way a hand-written shrinking batch does:
 
 - The loop runs masked over all lanes while every lane is active (the host's
-  ``policy.loop_below``, ``hydra.backends.policy``).
-  At the first loop test that finds a lane inactive, the carried
-  values of the active lanes are gathered once and the loop goes on with a
-  ``CompactHost`` of k lanes; every lane's loop results start as its values at that
-  test (a lane that is inactive there keeps them to the end: that is what the masked
-  loop gives it).
+  ``policy.loop_below``, ``hydra.executor.policy``).  At the first loop test that
+  finds a lane inactive, the carried values of the active lanes are gathered once and
+  the loop goes on with a host of those k rows (``Host.compacted``); every lane's loop
+  results start as its values at that test (a lane that is inactive there keeps them
+  to the end: that is what the masked loop gives it).
 - Values from outside the loop (live-ins) are gathered on first use, and a per-lane
   array indexed with uniform indices (``xs[t]``) gathers just the indexed rows, so a
   padded input is never copied whole.
@@ -51,9 +50,9 @@ from ..ir.core import HEAVY_ARRAY_FNS, Op, Region, Value
 from ..stop import check as check_stop
 from ..types import ArrayType
 from .. import events  # hydra.profile (issue 30)
-from . import hostarrays
+from .arrays import array_rule
 from .counting import note_compaction  # hydra.profile (issue 30)
-from .host import Host, lane_rows, run_op
+from .rules import lane_rows
 
 #: what happened: "loops" (loops that compacted), "sorted", "prefix" (shrinks by a
 #: slice), "gathers" (shrinks by a gather)
@@ -80,12 +79,12 @@ class Plan:
     no_stores: bool
 
 
-def plan(h: Host, op: Op) -> Plan | None:
+def plan(h, op: Op) -> Plan | None:
     """The plan of a varying ``while`` op worth compacting on host ``h``, or None (not
     varying, no heavy operation inside, or excluded by the rule of the docstring)."""
     if not op.attrs.get("varying") or h.policy.loop_below <= 0:
         return None
-    cache = h.__dict__.setdefault("_compact_plans", {})
+    cache = h.loops
     if id(op) not in cache:
         if "read" not in cache:
             cache["read"] = {v.id for o in h.fn.walk() for v in o.inputs()}
@@ -166,132 +165,6 @@ def _take(value, sel, t):
     return np.take(value, sel, axis=0) if isinstance(sel, np.ndarray) else value[sel]
 
 
-class CompactingHost(Host):
-    """A host whose varying loops with heavy per-lane array work may run on their
-    active lanes' rows (this module; by its ``policy``).  A backend's host subclasses
-    it (cpu: ``FusingHost``) and may give ``compacted_steps``, its planner of a
-    compacted region's steps: ``(host, region, steps) -> [(step, ids dead after it)]``
-    with ``step(host, env)`` (cpu: ``compactsteps.steps``); without one a compacted
-    region runs op by op by the host rules."""
-
-    compacted_steps = None
-
-    def loop(self, op: Op, env: dict) -> list:
-        p = plan(self, op)
-        if p is not None:  # heavy per-lane array work: run it on the active lanes' rows
-            return run(self, op, env, p)
-        return super().loop(op, env)
-
-
-class CompactHost(CompactingHost):
-    """The host rules over a compacted lane set: ``ids`` are the original lanes (of
-    ``root``, the host of all N lanes) in the order of the rows."""
-
-    def __init__(self, outer: Host, rows: np.ndarray) -> None:
-        super().__init__(outer.fn, len(rows), outer.policy)
-        self.root = outer.root if isinstance(outer, CompactHost) else outer
-        self.ids = outer.ids[rows] if isinstance(outer, CompactHost) else rows
-        self._compact_plans = outer.__dict__.setdefault("_compact_plans", {})
-        self.outer = outer
-        self.rows = rows
-        self.pass_selects = False
-        #: the id of the loop mask that is true on every row in the body now running
-        #: (``run`` sets it), None where that is not known
-        self.full = None
-
-    def _passes(self, op: Op, env: dict) -> bool:
-        """A select whose (varying) mask is true on every row, between per-lane values:
-        its first value as it is, without a copy of every row (only in loops without
-        stores, where no write could tell the two names apart)."""
-        return (op.opcode == "select" and self.pass_selects and op.operands[0].varying
-                and op.operands[1].varying and env[op.operands[1].id] is not None
-                and bool(np.all(env[op.operands[0].id])))
-
-    def fail(self, kind: str, message: str, lane, loc):
-        self.root.fail(kind, message, None if lane is None else int(self.ids[lane]), loc)
-
-    def region(self, region: Region, env: dict) -> list:
-        plans = getattr(self.root, "plans", None)
-        steps = None if plans is None else plans.get(id(region))
-        planner = self.root.compacted_steps if self.root.policy.plan_steps else None
-        if planner is None and steps is None:
-            return _freeing(self, region, env, CompactHost._run)
-        # the root host's steps for this region (cpu: fused elementwise chains, which
-        # read their inputs from ``env`` and so gather live-ins as any op does),
-        # planned for compacted rows: lane ids, row gathers and selects follow the
-        # rules of this class
-        if planner is not None:
-            for step, dead in planner(self, region, region.ops[:-1] if steps is None else steps):
-                step(self, env)
-                for v in dead:
-                    env.pop(v, None)
-        else:  # a precomputed step of one op runs as that op
-            for step in steps:
-                op = getattr(step, "op", step)  # a precomputed host step: its one op
-                if isinstance(op, Op):
-                    self._run(op, env)
-                else:
-                    step.run(env, self.lanes)
-        return [env[v.id] for v in region.terminator.operands]
-
-    def _run(self, op: Op, env: dict) -> None:
-        if op.opcode == "intrinsic" and op.attrs["name"] in ("lane", "nlanes"):
-            # they observe lane identity: the original lanes, not the rows
-            out = self.ids if op.attrs["name"] == "lane" else self.root.lanes
-            out = np.asarray(out).astype(op.result.type.dtype)
-            env[op.result.id] = out if op.result.varying else out[()]
-        elif self._passes(op, env):
-            env[op.result.id] = env[op.operands[1].id]  # every row takes the first
-        elif not (op.opcode == "array" and env.gather_rows(self, op)):
-            run_op(self, op, env)
-
-
-def _freeing(host: Host, region: Region, env: dict, run_one) -> list:
-    """``host.region`` with each value of the region dropped after its last use."""
-    cache = host.__dict__.setdefault("_compact_plans", {})
-    key = ("deaths", id(region))
-    if key not in cache:
-        cache[key] = (region, deaths(region))
-    for op, dead in zip(region.ops[:-1], cache[key][1]):
-        run_one(host, op, env)
-        for v in dead:  # freed now, as a NumPy expression frees its temporaries
-            env.pop(v, None)
-    return [env[v.id] for v in region.terminator.operands]
-
-
-def _region(host: Host, region: Region, env: dict) -> list:
-    """Run a loop region: on a plain host (the masked steps before compaction) with the
-    loop's values dropped after their last use too."""
-    if type(host).region is Host.region:
-        return _freeing(host, region, env, run_op)
-    return host.region(region, env)
-
-
-def deaths(region: Region, groups: list | None = None) -> list[list[int]]:
-    """For each op of the region (or each group of its ops run as one step, in order,
-    without the terminator), the region's own values (its arguments and its ops'
-    results) that nothing reads after it: the loop's temporaries, dropped at once so
-    that their memory is reused (held to the end of the step, every step's arrays
-    would come from fresh pages)."""
-    own = {a.id for a in region.args} | {r.id for o in region.ops for r in o.results}
-    if groups is None:
-        groups = [[op] for op in region.ops[:-1]]
-    last: dict[int, int] = {}
-    for i, ops in enumerate([*groups, [region.terminator]]):
-        for op in ops:
-            for r in op.results:
-                if r.id in own:
-                    last.setdefault(r.id, i)
-            nested = [o for r in op.regions for o in r.walk()]
-            for v in op.inputs() + [v for o in nested for v in o.inputs()]:
-                if v.id in own:
-                    last[v.id] = i
-    out: list[list[int]] = [[] for _ in range(len(groups) + 1)]
-    for v, i in last.items():
-        out[i].append(v)
-    return out[:-1]  # what the terminator reads is the region's result
-
-
 class LoopEnv(dict):
     """A compacted loop's values.  A live-in is gathered on first use; ``gather_rows``
     indexes a per-lane live-in at uniform indices before gathering, so that ``xs[t]``
@@ -313,7 +186,7 @@ class LoopEnv(dict):
         self[key] = value
         return value
 
-    def gather_rows(self, host: CompactHost, op: Op) -> bool:
+    def gather_rows(self, host, op: Op) -> bool:
         if op.attrs["fn"] != "getitem":  # (np.arange(4.0) has no operand at all)
             return False
         array = op.operands[0]
@@ -326,7 +199,7 @@ class LoopEnv(dict):
             mask = np.zeros(host.outer.lanes, dtype=bool)
             mask[self.rows] = self[op.mask.id]
             view[op.mask.id] = mask
-        whole = hostarrays.array_rule(host.outer, op, view)[0]  # a view of every lane
+        whole = array_rule(host.outer, op, view)[0]  # a view of every lane
         self[op.result.id] = _take(whole, self.rows, op.result.type)
         return True
 
@@ -388,8 +261,8 @@ def _put(out: list, i: int, t, rows, value, lanes: int) -> None:
     full[rows] = value
 
 
-def run(h: Host, op: Op, env: dict, p: Plan) -> list:
-    """Run the varying loop ``op`` as ``host._while`` does, compacted (see the module
+def run(h, op: Op, env: dict, p: Plan) -> list:
+    """Run the varying loop ``op`` as ``rules.masked_loop`` does, compacted (see the module
     docstring); returns its results over all of ``h``'s lanes."""
     before, body = op.regions
     values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
@@ -399,7 +272,7 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
     while True:
         check_stop()
         _bind(before, values, cenv)
-        go, *fwd = _region(host, before, cenv)
+        go, *fwd = host.region(before, cenv)
         fwd = lane_rows(host, fwd, before.terminator.operands[1:],
                         body.args if go else op.results)
         if not go:
@@ -425,12 +298,12 @@ def run(h: Host, op: Op, env: dict, p: Plan) -> list:
                 rows = rows[keep]
                 cenv = cenv.shrink(keep, rows)
             fwd = [_take(v, keep, t) for v, (t, _) in zip(fwd, p.forwarded)]
-            host = CompactHost(h, rows)
+            host = h.compacted(rows)
             host.pass_selects = p.no_stores
         if rows is not None:
             host.full = body.args[0].id if full else None
         _bind(body, fwd, cenv)
-        values = lane_rows(host, _region(host, body, cenv), body.terminator.operands,
+        values = lane_rows(host, host.region(body, cenv), body.terminator.operands,
                            before.args)
     if out is None:
         return fwd
