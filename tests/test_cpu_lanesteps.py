@@ -1,5 +1,6 @@
 """Precomputed host steps of scalar lane reductions and one-GEMM products
-(hydra/executor/reductions.py, hydra/executor/products.py): the step is in the plan, its values have the numpy
+(hydra/executor/reductions.py, hydra/executor/products.py): the step is in the plan, its values
+have the numpy
 backend's bits (the same NumPy calls on the same arrays), masks and odd operands go
 to the host rule with its results and errors."""
 

@@ -6,7 +6,8 @@ whole-vector step on numpy, the rows of a compacted loop on the cpu's host side)
 
 A lock makes concurrent launches of one instrumented kernel add without losing counts
 (a host step runs once per region per step, so it costs nothing worth measuring).
-``timed_op``, ``account`` (precomputed steps, ``steps.run_steps``) and ``note_compaction`` record the executor's events while a profile is
+``timed_op``, ``account`` (precomputed steps, ``steps.run_steps``) and ``note_compaction`` record
+the executor's events while a profile is
 open (``hydra.events``); the executor calls them behind ``if events.RECORDING``."""
 
 from __future__ import annotations

@@ -73,8 +73,9 @@ def quick(op: Op, compile_loop=None) -> Quick | None:
         def make(host, env):
             return env[ids[0]].transpose(axes)
     elif fn == "stack" and compile_loop is not None and all(vary) and len(vary) <= 32 \
-            and isinstance(rt, ArrayType) and all(isinstance(v.type, ArrayType) and v.type.dtype == rt.dtype
-                    for v in op.operands):  # not a stack of numbers
+            and isinstance(rt, ArrayType) and all(
+                isinstance(v.type, ArrayType) and v.type.dtype == rt.dtype
+                for v in op.operands):  # not a stack of numbers
         make = _stack(op, ids, dtype, compile_loop)
     elif fn == "copy" and vary == [True]:
         order = params.get("order", "C")  # a.copy(): C; np.copy(a): a's axis order

@@ -16,7 +16,8 @@ makes one tiny BLAS call per lane (~0.2-0.3 us each); the generated loop, specia
 on the per-lane shapes and strides (like ``fuse.Fused``, at most ``SPECIALIZE`` layouts
 per op), runs ~2x faster (tests/test_cpu_products.py checks its asm for packed
 instructions); like the fused chains' loops it is a ``nativeloops.Loop``, in the
-disk cache with ``cache=True`` (on the cpu backend).  Two loop shapes, picked from the operands' strides at run time:
+disk cache with ``cache=True`` (on the cpu backend).  Two loop shapes, picked from the operands'
+strides at run time:
 
 - **rows** (``b``'s rows unit-stride, ``k <= ROWS_K``): ``out[i, :] = a[i, 0] * b[0, :] +
   a[i, 1] * b[1, :] + ...``, added in the order of ``k`` (the naive dot product's order,

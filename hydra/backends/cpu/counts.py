@@ -8,7 +8,8 @@ its totals to the site's row of the counters with atomic adds: (lane steps, issu
 issues * the gang width).  So a count costs a popcount and two adds per region run, and
 the threads of one phase never lose an update.  (Adding the mask lane by lane into a
 vector of per-slot counts, a masked add per part, measured 3-11x slower on mandelbrot:
-the loop's vectors then spill; the popcount's scalar adds cost about nothing there.)  ``finish`` puts the accumulators'
+the loop's vectors then spill; the popcount's scalar adds cost about nothing there.)  ``finish``
+puts the accumulators'
 allocas and the flush into the kernel's text (``phases`` calls it for every phase).
 """
 
@@ -58,7 +59,7 @@ def finish(gen, text: str) -> str:
         return text
     init, flush = [], []
     for site, ptr in sorted(sites.items()):
-        for col, name in ((0, f"%hp.l{site}"), (1, f"%hp.i{site}")):
+        for name in (f"%hp.l{site}", f"%hp.i{site}"):
             init += [f"  {name} = alloca i64", f"  store i64 0, ptr {name}"]
         lanes, issues = f"%hp.L{site}", f"%hp.I{site}"
         flush += [f"  {lanes} = load i64, ptr %hp.l{site}",

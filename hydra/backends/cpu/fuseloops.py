@@ -1,8 +1,10 @@
-"""The numba half of the executor's generated loops (``hydra.executor.fuse``): the loads, stores and selects its generated loops call,
+"""The numba half of the executor's generated loops (``hydra.executor.fuse``): the loads, stores
+and selects its generated loops call,
 and their lowering (imported when a generated loop is not in the disk cache, so that
 ``import hydra`` and cached kernels never import numba).
 
-Takes: the source of a generated ``fused`` function (``hydra.executor.fuse.Fused``, ``nativeloops``).
+Takes: the source of a generated ``fused`` function (``hydra.executor.fuse.Fused``,
+``nativeloops``).
 Guarantees: the function is compiled with ``_ld``/``_st`` (element access by element
 offset), ``_sel`` (a branch-free select) and ``_max``/``_min`` (NumPy's NaN rules) in
 scope; ``llvm_ir(source, signature, reassoc)`` is the LLVM of its native function for

@@ -13,7 +13,8 @@ The function body's top-level ops are cut into *steps*:
   sync point: a cross-lane intrinsic, a print, a load that may read another lane's
   store; or an op with no vector code), planned by the executor's planner
   (``hydra.executor.planner``: fused chains, precomputed steps, host rules, with
-  ``nativeloops.compiled`` as its loop compiler).  It runs with all lanes at once, so cross-lane reads see every lane's current value and prints come
+  ``nativeloops.compiled`` as its loop compiler).  It runs with all lanes at once, so cross-lane
+  reads see every lane's current value and prints come
   out in lane order; a sync point inside varying control flow makes its whole
   top-level loop or ``if`` such a step (the lockstep region runs with all lanes
   together).  ``dump-ir`` names each host step and its reason.
