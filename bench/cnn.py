@@ -369,8 +369,10 @@ def first_calls(tries: int = 3):
             with tempfile.TemporaryDirectory() as cache:
                 env = dict(os.environ, PYTHONPATH=str(root), HYDRA_CACHE_DIR=cache,
                            HYDRA_QUIET="1")
-                done = subprocess.run([sys.executable, "-c", _FIRST.format(which=which)],
-                                      env=env, capture_output=True, text=True, cwd=root)
+                script = Path(cache) / "first.py"  # hydra reads the sources
+                script.write_text(_FIRST.format(which=which))
+                done = subprocess.run([sys.executable, str(script)], env=env,
+                                      capture_output=True, text=True, cwd=root)
             if done.returncode:
                 raise SystemExit(f"bench cnn: first call of {which} failed:\n{done.stderr}")
             runs.append(tuple(float(v) for v in done.stdout.split()[-2:]))

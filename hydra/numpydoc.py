@@ -53,6 +53,7 @@ NOTES = {
     "interp": "constant left, right; per-lane tables xp, fp run lane by lane",
     "searchsorted": "side='left' or 'right'; a per-lane sorted array runs lane by lane",
     "conv2d": "one image `[C, H, W]`, uniform weights", "max_pool2d": "stride k by default",
+    "avg_pool2d": "stride k by default, no padding",
     "where": "`np.where(c, a, b)`; `np.where(c)` (indices) is a CompileError",
 }
 for _name in ("sum", "max", "min", "mean", "prod", "argmax", "argmin", "any", "all"):
@@ -66,7 +67,7 @@ _SPECIAL = {"getitem": ["`a[...]`"], "transpose": ["`a.T`"], "astype": ["`a.asty
             "copy": ["`a.copy()`", "`a.flatten()`", "`np.copy`"], "matmul": ["`a @ b`"],
             "neg": ["`-a`"], "invert": ["`~a`"], "not": ["`~a` of bools"],
             "full": ["`np.full`"], "conv2d": ["`hydra.nn.conv2d`"],
-            "max_pool2d": ["`hydra.nn.max_pool2d`"]}
+            "max_pool2d": ["`hydra.nn.max_pool2d`"], "avg_pool2d": ["`hydra.nn.avg_pool2d`"]}
 #: methods that are refused with a hint (``a.sort()`` sorts in place)
 _REFUSED_METHODS = ("sort", "copy", "flatten")
 

@@ -266,7 +266,7 @@ _ARRAY_NO_GRAD = {
     **{name: Adjoint.none(_NO_GRAD_RESULT) for name in arraylib.NO_GRAD_RESULT},
     **{name: Adjoint.none(_NO_GRAD_STEP) for name in arraylib.NO_GRAD_STEP},
     **{name: Adjoint.none(_NO_GRAD_ADJOINT) for name in (
-        "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad")},
+        "conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad", "avg_pool2d_grad")},
     **{name: Adjoint.none(_NO_GRAD_EFFECT) for name in (
         "laneprod", "lanemin", "lanemax", "laneany", "laneall", "broadcast", "shuffle",
         "rotate", "prefixsum", "lanesum", "lanesum_outer")},
@@ -319,7 +319,8 @@ def _intrinsic_records() -> None:
 # --- hydra.nn layers -----------------------------------------------------------------------
 
 def _layer_records() -> None:
-    for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d"):
+    for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d",
+                 "avg_pool2d"):
         layer = getattr(nn, name)
         own = getattr(layer, "__hydra_array_op__", None)
         if own is not None:  # an array operation of its own: its array record

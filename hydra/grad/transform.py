@@ -79,8 +79,8 @@ def check_differentiable(fn: Function) -> None:
                                "supported yet (the inner gradient's tape has no adjoint)",
                                op.loc)
         if op.opcode == "array" and op.attrs["fn"] in EMITTED:
-            raise CompileError("hydra.grad: a gradient of a gradient through conv2d or "
-                               "max_pool2d is not supported yet (their adjoints have no "
+            raise CompileError("hydra.grad: a gradient of a gradient through conv2d or a "
+                               "pooling layer is not supported yet (their adjoints have no "
                                "adjoint)", op.loc)
         if op.opcode in ("store", "array_store"):
             raise CompileError(
