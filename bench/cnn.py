@@ -331,15 +331,22 @@ class _Null:
 _FIRST = '''
 import sys, time
 sys.path.insert(0, "examples")
+import numba
 import numpy as np
 import hydra
 from bench.cnn import lenet, setup
+
+
+@numba.njit
+def warm_numba(x):
+    return x * 2.0 + 1.0
 
 
 def warm(x):
     return x * 2.0 + 1.0
 
 
+warm_numba(np.ones(4))
 hydra.compile(warm, varying="x", backend="cpu")(np.ones(4))
 if "{which}" == "lenet":
     x, params = setup("lenet", 256)
@@ -360,7 +367,9 @@ print(time.perf_counter() - t, time.thread_time() - c)
 
 def first_calls(tries: int = 3):
     """{kernel: (best wall s, best cpu s)}: the first call in a fresh process with an
-    empty hydra cache (hydra and numba imported and one scalar kernel compiled before)."""
+    empty hydra cache; before it the process has imported hydra and numba and compiled
+    one small kernel with each (as ``bench/firstcall.py``: numba's one-time start, about
+    0.3-0.5 s of registries and SciPy, is not in it)."""
     root = Path(__file__).resolve().parents[1]
     out = {}
     for which in ("lenet", "digits"):

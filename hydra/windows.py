@@ -65,10 +65,11 @@ def _im2col(x, cols, kh, kw, stride, padding, r0, r1, wo):
                     left:left + stride * (c1 - c0 - 1) + 1:stride]
 
 
-def conv2d(x, w, b=None, stride=1, padding=0):
+def conv2d(x, w, b=None, stride=1, padding=0, relu=None):
     """Cross-correlation of images ``[..., C, H, W]`` with ``w [O, C, kh, kw]`` (plus
     ``b [O]``), zero padding on both sides of H and W, as PyTorch's conv2d:
-    ``[..., O, Ho, Wo]``."""
+    ``[..., O, Ho, Wo]``.  ``relu``: a function applied in place to each chunk of the
+    result after its bias (``relu_``)."""
     x, w = np.asarray(x), np.asarray(w)
     lead, (c, h, wd) = x.shape[:-3], x.shape[-3:]
     o, _, kh, kw = w.shape
@@ -79,6 +80,9 @@ def conv2d(x, w, b=None, stride=1, padding=0):
     k = c * kh * kw
     wm = w.reshape(o, k).astype(dtype, copy=False)
     out = np.empty((n, o, ho, wo), dtype)
+    b = None if b is None else np.asarray(b)
+    # the bias and relu go to each chunk while it is in the cache, where they keep the dtype
+    inner = b is None or np.result_type(out, b) == dtype
     per_image = k * ho * wo * dtype.itemsize
     if per_image <= COLUMN_BYTES or ho <= 1:
         step, rows = max(1, COLUMN_BYTES // max(per_image, 1)), ho
@@ -91,17 +95,26 @@ def conv2d(x, w, b=None, stride=1, padding=0):
             cols = np.empty((n1 - n0, c, kh, kw, r1 - r0, wo), dtype)
             _im2col(x[n0:n1], cols, kh, kw, stride, padding, r0, r1, wo)
             flat = cols.reshape(n1 - n0, k, (r1 - r0) * wo)
+            dst = out[n0:n1, :, r0:r1]
             if r1 - r0 == ho:
-                np.matmul(wm, flat, out=out[n0:n1].reshape(n1 - n0, o, ho * wo))
+                np.matmul(wm, flat, out=dst.reshape(n1 - n0, o, ho * wo))
             else:
-                out[n0:n1, :, r0:r1] = np.matmul(wm, flat).reshape(n1 - n0, o, r1 - r0, wo)
-    if b is not None:
-        b = np.asarray(b)
-        if np.result_type(out, b) == out.dtype:
-            out += b[:, None, None]
-        else:
-            out = out + b[:, None, None]
+                dst[...] = np.matmul(wm, flat).reshape(n1 - n0, o, r1 - r0, wo)
+            if inner and b is not None:
+                dst += b[:, None, None]
+            if inner and relu is not None:
+                relu(dst)
+    if not inner:
+        out = out + b[:, None, None]
+        if relu is not None:
+            relu(out)
     return out.reshape(lead + out.shape[1:])
+
+
+def relu_(a) -> None:
+    """``hydra.nn.relu`` of a float array in place: ``where(a <= 0, 0, a)`` (a NaN stays,
+    -0.0 becomes +0.0)."""
+    np.copyto(a, 0, where=a <= 0)
 
 
 def _offsets(x, k: int, stride):

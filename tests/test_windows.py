@@ -112,3 +112,45 @@ def test_compiled_cnns_are_the_per_example_function(backend, dtype):
         assert got.dtype == want.dtype == dtype
         tol = 1e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def dense_relu(x, W1, b1, F, c):
+    h = nn.relu(nn.conv2d(x, W1, b1, padding=1))
+    h = nn.relu(F @ h.reshape(3 * 4 * 4) + c)
+    return nn.relu(c + F @ np.tanh(h))  # the bias first: the same layer
+
+
+def test_layer_steps_are_the_ops_bit_for_bit():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((7, 2, 4, 4)).astype(np.float32)
+    x[0] = 0.0  # ties at 0: relu(-0.0) and relu(0.0) are +0.0
+    x[1, 0, 0, 0] = np.nan
+    W1 = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    b1 = np.zeros(3, np.float32)
+    b1[0] = -0.0
+    F, c = rng.standard_normal((48, 48)).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+    k = hydra.compile(dense_relu, varying="x", backend="cpu")
+    got = k(x, W1, b1, F, c)
+    steps = [ln for ln in k.dump_ir("llvm", x, W1, b1, F, c).splitlines() if "layer step" in ln]
+    ref = hydra.compile(dense_relu, varying="x", backend="numpy")(x, W1, b1, F, c)
+    np.testing.assert_array_equal(got.view(np.int32), ref.view(np.int32))
+    assert len(steps) == 3, steps
+
+
+def by_hand(x, W1, b1, F, c):
+    h = np.maximum(nn.conv2d(x, W1, b1, padding=1), 0.0)
+    return np.maximum(0.0, F @ h.reshape(48) + c)
+
+
+def test_layer_steps_take_np_maximum_too():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 2, 4, 4))
+    x[0] = -0.0
+    args = (x, rng.standard_normal((3, 2, 3, 3)), -np.zeros(3), rng.standard_normal((7, 48)),
+            -np.zeros(7))
+    k = hydra.compile(by_hand, varying="x", backend="cpu")
+    got = k(*args)
+    ref = hydra.compile(by_hand, varying="x", backend="numpy")(*args)
+    np.testing.assert_array_equal(got.view(np.int64), ref.view(np.int64))
+    text = k.dump_ir("llvm", *args)
+    assert text.count("layer step") == 2 and "fused step" not in text, text

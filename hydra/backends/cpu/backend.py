@@ -16,9 +16,8 @@ import llvmlite.binding as llvm
 from ...ir.core import Function
 from ..protocol import PROTOCOLS
 from .codegen import lowerable
-from .fuse import Fused
 from .phases import Phase, Plan
-from .quick import Quick, op_label
+from .quick import Quick, Step, op_label
 from .vectors import init_llvm
 
 class CpuBackend:
@@ -38,7 +37,7 @@ class CpuBackend:
             return planned_steps(plan)
         out = []
         for step in plan.steps:
-            if isinstance(step, Fused):
+            if isinstance(step, Step) and not isinstance(step, Quick):
                 out.append(f"; {step.describe()}\n")
                 continue
             if isinstance(step, Quick):  # a precomputed host op (hoststeps)
@@ -71,7 +70,7 @@ def planned_steps(plan: Plan) -> str:
             if isinstance(step, Phase):
                 text = f"native phase: {len(step.ops)} ops, {len(step.inputs)} in, " \
                        f"{len(step.outputs)} out"
-            elif isinstance(step, (Fused, Quick)):
+            elif isinstance(step, Step):  # a fused chain, a layer, a precomputed op
                 text = step.describe()
             else:
                 text = f"host rule: {op_label(step)}"

@@ -37,6 +37,7 @@ from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .fuse import FusingHost, region_plans, schedule, undefined
 from .hoststeps import precompute
+from . import layersteps
 from .quick import Step
 from .ganglocal import gang_local_values
 from .schedule import cores, lane_cost_ns, threads_for
@@ -112,7 +113,7 @@ class Plan:
                                       if isinstance(item, Run) else item for item in items]
         # elementwise array chains -> one native loop each, here and in host regions
         undef = undefined(fn)
-        self.steps = precompute(schedule(self.steps, users, undef))
+        self.steps = precompute(schedule(layersteps.fold(self.steps, users), users, undef))
         self.regions = region_plans(fn, users, undef)
         for step in self.steps:
             if isinstance(step, Phase):
