@@ -9,13 +9,18 @@ image is the special case of no leading axes, so the batched result of the pools
 bit-identical to a loop over the lanes; conv2d sums in BLAS's order (SPEC section 8's
 summation tolerance).
 
-- ``conv2d``: the im2col is written once, contiguously, as ``[N, C*kh*kw, Ho*Wo]``
-  (``kh*kw`` strided copies, the zero padding written into the columns, never a padded
-  copy of the images), then one batched GEMM ``W[O, C*kh*kw] @ cols`` whose result is
-  already ``[N, O, Ho, Wo]`` (NumPy's layout, no transpose), then the bias added in
-  place.  A view-based im2col (``sliding_window_view`` + ``tensordot``) spends more time
-  in the reshape's copy than in the GEMM.  Large batches go in chunks of images (and
-  of output rows), so the columns stay near the caches and memory stays bounded.
+- ``conv2d``: the im2col is written once, contiguously, as ``[images, C*kh*kw, P]``,
+  then one batched GEMM ``W[O, C*kh*kw] @ cols`` whose result is already ``[images, O,
+  Ho, Wo]`` (NumPy's layout, no transpose), then the bias (and a relu, for the cpu
+  backend's layer steps) applied to that chunk while it is in the cache.  Stride 1
+  (``_wide``): P is ``Ho`` rows of the padded width, so the columns of one window
+  offset are one contiguous run of the flattened padded image (a copy at memory
+  speed; the ``kw - 1`` extra outputs per row are dropped).  Other strides
+  (``_strided``): ``kh*kw`` strided copies, the zero padding written into the columns.
+  A view-based im2col (``sliding_window_view`` + ``tensordot``, before) spent more time
+  in the reshape's copy than in the GEMM.  Images (and, for a large one, output rows)
+  go in chunks of ``COLUMN_BYTES`` of columns, which stay in the caches for the GEMM and
+  bound the memory.
 - ``max_pool2d``, ``avg_pool2d``: ``k*k`` in-place ufunc passes, one per window offset,
   over the output's size (a ``ufunc.reduce`` over the window axes of a window view runs
   its inner loop per window: ~50x slower).  The max compares in the window's row-major
@@ -28,7 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 #: bytes of im2col columns one GEMM of ``conv2d`` gets (images or output rows per chunk)
-COLUMN_BYTES = 1 << 22
+COLUMN_BYTES = 1 << 20
+#: stride-1 convolutions by ``_wide`` (contiguous column runs) rather than ``_strided``
+WIDE = True
 
 
 def out_size(n: int, k: int, stride: int, padding: int = 0) -> int:
@@ -77,38 +84,86 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=None):
     n = int(np.prod(lead, dtype=np.int64))
     dtype = np.result_type(x, w)
     x = x.reshape((n, c, h, wd))
-    k = c * kh * kw
-    wm = w.reshape(o, k).astype(dtype, copy=False)
+    wm = w.reshape(o, c * kh * kw).astype(dtype, copy=False)
     out = np.empty((n, o, ho, wo), dtype)
     b = None if b is None else np.asarray(b)
     # the bias and relu go to each chunk while it is in the cache, where they keep the dtype
     inner = b is None or np.result_type(out, b) == dtype
-    per_image = k * ho * wo * dtype.itemsize
-    if per_image <= COLUMN_BYTES or ho <= 1:
-        step, rows = max(1, COLUMN_BYTES // max(per_image, 1)), ho
+    if stride == 1 and WIDE:
+        _wide(x, wm, out, kh, kw, padding, b if inner else None, relu if inner else None)
     else:
-        step, rows = 1, max(1, COLUMN_BYTES // (k * wo * dtype.itemsize))
-    for n0 in range(0, n, step):
-        n1 = min(n, n0 + step)
-        for r0 in range(0, ho, rows):
-            r1 = min(ho, r0 + rows)
-            cols = np.empty((n1 - n0, c, kh, kw, r1 - r0, wo), dtype)
-            _im2col(x[n0:n1], cols, kh, kw, stride, padding, r0, r1, wo)
-            flat = cols.reshape(n1 - n0, k, (r1 - r0) * wo)
-            dst = out[n0:n1, :, r0:r1]
-            if r1 - r0 == ho:
-                np.matmul(wm, flat, out=dst.reshape(n1 - n0, o, ho * wo))
-            else:
-                dst[...] = np.matmul(wm, flat).reshape(n1 - n0, o, r1 - r0, wo)
-            if inner and b is not None:
-                dst += b[:, None, None]
-            if inner and relu is not None:
-                relu(dst)
+        _strided(x, wm, out, kh, kw, stride, padding, b if inner else None,
+                 relu if inner else None)
     if not inner:
         out = out + b[:, None, None]
         if relu is not None:
             relu(out)
     return out.reshape(lead + out.shape[1:])
+
+
+def _chunks(n: int, rows: int, row_bytes: int):
+    """(images per chunk, output rows per chunk) for ``COLUMN_BYTES`` of columns."""
+    if rows * row_bytes <= COLUMN_BYTES or rows <= 1:
+        return max(1, COLUMN_BYTES // max(rows * row_bytes, 1)), rows
+    return 1, max(1, COLUMN_BYTES // row_bytes)
+
+
+def _finish(dst, b, relu) -> None:
+    if b is not None:
+        dst += b[:, None, None]
+    if relu is not None:
+        relu(dst)
+
+
+def _wide(x, wm, out, kh, kw, padding, b, relu) -> None:
+    """Stride 1: the columns of each window offset over the padded image's full width
+    (``Wp`` per output row, the last ``kw - 1`` of each row unused), so each is ONE
+    contiguous run of the flattened padded image, copied at memory speed; the GEMM's
+    unused outputs are dropped when the chunk is written out."""
+    n, c, h, wd = x.shape
+    o, ho, wo = out.shape[1:]
+    hp, wp = h + 2 * padding, wd + 2 * padding
+    k = c * kh * kw
+    step, rows = _chunks(n, ho, k * wp * out.itemsize)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        # one row more than the padding: the last offset's run ends kw - 1 past it
+        xp = np.zeros((n1 - n0, c, hp + 1, wp), out.dtype)
+        xp[:, :, padding:padding + h, padding:padding + wd] = x[n0:n1]
+        flat = xp.reshape(n1 - n0, c, (hp + 1) * wp)
+        for r0 in range(0, ho, rows):
+            r1 = min(ho, r0 + rows)
+            span = (r1 - r0) * wp
+            cols = np.empty((n1 - n0, c, kh, kw, span), out.dtype)
+            for i in range(kh):
+                for j in range(kw):
+                    at = (r0 + i) * wp + j
+                    cols[:, :, i, j] = flat[:, :, at:at + span]
+            full = np.matmul(wm, cols.reshape(n1 - n0, k, span))
+            dst = out[n0:n1, :, r0:r1]
+            dst[...] = full.reshape(n1 - n0, o, r1 - r0, wp)[..., :wo]
+            _finish(dst, b, relu)
+
+
+def _strided(x, wm, out, kh, kw, stride, padding, b, relu) -> None:
+    """Any stride: the columns ``[images, C*kh*kw, Ho*Wo]`` by strided copies."""
+    n, c, h, wd = x.shape
+    o, ho, wo = out.shape[1:]
+    k = c * kh * kw
+    step, rows = _chunks(n, ho, k * wo * out.itemsize)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        for r0 in range(0, ho, rows):
+            r1 = min(ho, r0 + rows)
+            cols = np.empty((n1 - n0, c, kh, kw, r1 - r0, wo), out.dtype)
+            _im2col(x[n0:n1], cols, kh, kw, stride, padding, r0, r1, wo)
+            flat = cols.reshape(n1 - n0, k, (r1 - r0) * wo)
+            dst = out[n0:n1, :, r0:r1]
+            if r1 - r0 == ho:
+                np.matmul(wm, flat, out=dst.reshape(n1 - n0, o, ho * wo))  # in place
+            else:
+                dst[...] = np.matmul(wm, flat).reshape(n1 - n0, o, r1 - r0, wo)
+            _finish(dst, b, relu)
 
 
 def relu_(a) -> None:

@@ -47,11 +47,14 @@ def test_conv2d_is_the_loops(shape, k, stride, padding, dtype, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     np.testing.assert_allclose(windows.conv2d(x[1], w, None, stride, padding),
                                want[1] - b[:, None, None], rtol=tol, atol=tol)
-    # chunks of images and of output rows (BLAS may block the sums otherwise)
+    # chunks of images and of output rows (BLAS may block the sums otherwise), both
+    # ways of writing the columns when the stride is 1
     for size in (1, x[0].size * k * k * x.itemsize):
-        monkeypatch.setattr(windows, "COLUMN_BYTES", size)
-        np.testing.assert_allclose(windows.conv2d(x, w, b, stride, padding), want,
-                                   rtol=tol, atol=tol)
+        for wide in (True, False):
+            monkeypatch.setattr(windows, "COLUMN_BYTES", size)
+            monkeypatch.setattr(windows, "WIDE", wide)
+            np.testing.assert_allclose(windows.conv2d(x, w, b, stride, padding), want,
+                                       rtol=tol, atol=tol)
 
 
 def test_conv2d_promotes_as_numpy():
