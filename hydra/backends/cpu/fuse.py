@@ -38,7 +38,7 @@ from ...types import ArrayType, ScalarType
 from ..cut import nested
 from ..compact import CompactingHost
 from ..host import Host, run_op
-from . import nativeloops
+from . import background, nativeloops
 from .compactsteps import steps as compacted_steps
 from .hoststeps import precompute
 from .quick import Step
@@ -265,7 +265,13 @@ class Fused(Step):
         for k in self._vscalars:
             if np.ndim(args[k]) == 0:
                 args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
-        self.kernel_for(args)(lanes, *outs, *args)
+        kernel = self.kernel_for(args)
+        if not background.ready(kernel, [lanes, *outs, *args]):  # being built: NumPy's
+            host = Host(None, lanes)
+            for op in self.ops:
+                run_op(host, op, env)
+            return
+        kernel(lanes, *outs, *args)
         for v, o in zip(self.outputs, outs):
             env[v.id] = o
 

@@ -21,6 +21,7 @@ from ...ir.core import LANE_ARRAY_FNS, Op
 from ...registry import monoid
 from ...types import ArrayType, ScalarType
 from ..host import Host, run_op
+from . import background
 from .nativeloops import compiled
 from .lanesteps import lane_step
 from .products import product_step
@@ -266,6 +267,8 @@ def _stack(op: Op, ids: list, dtype):
             per = [tuple(x // dtype.itemsize for x in st) for st in key]
             kern = kernels[key] = compiled(stack_source(shape, k, axis, per))
         result = np.empty((lanes,) + out, dtype)
+        if not background.ready(kern, [lanes, result, *arrays]):  # being built
+            return np.stack(arrays, axis=axis + 1)
         kern(lanes, result, *arrays)
         return result
     return make

@@ -37,7 +37,7 @@ from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .fuse import FusingHost, region_plans, schedule, undefined
 from .hoststeps import precompute
-from . import layersteps
+from . import background, layersteps
 from .quick import Step
 from .ganglocal import gang_local_values
 from .schedule import cores, lane_cost_ns, threads_for
@@ -185,6 +185,7 @@ class Plan:
         finally:
             policy.leave(token)
             nativeloops.CACHE.reset(caching)
+            background.release()
         return [env[v.id] for v in fn.body.terminator.operands]
 
     def _steps(self, env: dict, lanes: int, threads: int, ref: FusingHost) -> None:
