@@ -157,3 +157,22 @@ def test_layer_steps_take_np_maximum_too():
     np.testing.assert_array_equal(got.view(np.int64), ref.view(np.int64))
     text = k.dump_ir("llvm", *args)
     assert text.count("layer step") == 2 and "fused step" not in text, text
+
+
+def pooled_by_hand(x):
+    w = x.reshape(3, 4, 2, 3, 2)
+    m = w.max(axis=(2, 4))
+    return m, x.reshape(3, 4, 2, 3, 2).mean(axis=(-3, -1)), w.max(axis=(2, 3))  # not a pool
+
+
+def test_hand_written_pools_are_pool_steps():
+    x = np.random.default_rng(6).standard_normal((9, 3, 8, 6)).astype(np.float32)
+    k = hydra.compile(pooled_by_hand, varying="x", backend="cpu")
+    got = k(x)
+    want = [np.stack([pooled_by_hand(x[i])[j] for i in range(9)]) for j in range(3)]
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)  # summation order
+    assert got[1].dtype == np.float32
+    np.testing.assert_array_equal(got[2], want[2])
+    text = k.dump_ir("llvm", x)
+    assert text.count("pool step (max_pool2d") == 1 and text.count("pool step (avg_pool2d") == 1

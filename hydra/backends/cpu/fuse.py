@@ -254,26 +254,20 @@ class Fused(Step):
         for k, cls in self._scalars:
             if type(args[k]) is not cls:
                 args[k] = cls(args[k])
-        if any(args[k] is None or args[k].ndim != nd for k, nd in self._ndims):
-            # an undefined array (a loop carry no lane has set yet), or the uniform array
-            # a select passed through for it, reaches the chain: the host rules, op by
-            # op, as before
-            host = Host(None, lanes)
-            for op in self.ops:
-                run_op(host, op, env)
-            return
-        for k in self._vscalars:
-            if np.ndim(args[k]) == 0:
-                args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
-        kernel = self.kernel_for(args)
-        if not background.ready(kernel, [lanes, *outs, *args]):  # being built: NumPy's
-            host = Host(None, lanes)
-            for op in self.ops:
-                run_op(host, op, env)
-            return
-        kernel(lanes, *outs, *args)
-        for v, o in zip(self.outputs, outs):
-            env[v.id] = o
+        if all(args[k] is not None and args[k].ndim == nd for k, nd in self._ndims):
+            for k in self._vscalars:
+                if np.ndim(args[k]) == 0:
+                    args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
+            kernel = self.kernel_for(args)
+            if background.ready(kernel, [lanes, *outs, *args]):
+                kernel(lanes, *outs, *args)
+                for v, o in zip(self.outputs, outs):
+                    env[v.id] = o
+                return
+        # an undefined array (a loop carry no lane has set yet) or the uniform array a
+        # select passed through for it, or a loop still being built: the host rules
+        for op in self.ops:
+            run_op(Host(None, lanes), op, env)
 
     # --- code ---------------------------------------------------------------------------
 

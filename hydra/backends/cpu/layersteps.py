@@ -1,5 +1,5 @@
-"""Layer steps (cpu backend): a convolution or a dense layer with its bias and relu as
-one planned host step.
+"""Layer steps (cpu backend): a convolution or a dense layer with its bias and relu, or
+a hand-written pooling, as one planned host step.
 
 Takes: the kernel's top-level steps (ops and native phases, in program order, before
 ``fuse.schedule``) and ``users`` (value id -> the ops that read it).
@@ -10,6 +10,9 @@ ops replaced by one ``Layer`` step:
   frontend's ``where(le(y, 0.0), 0.0, y)``, ``hydra.nn.relu`` of an array);
 - ``matmul(W, x)`` (a uniform matrix, a per-lane vector), ``add`` of a uniform vector
   (either operand order), then optionally relu;
+
+- ``reshape(x, (..., H // s, s, W // s, s))`` then ``max`` or ``mean`` over the two
+  window axes (``Pool``: ``hydra.windows``' pools);
 
 where every value inside the run is read by the run's own ops only.  The step puts
 into ``env`` the run's last value, the value its ops' host rules would give: the
@@ -87,10 +90,13 @@ def fold(steps: list, users: dict) -> list:
     out: list = []
     k = 0
     while k < len(steps):
-        layer = _match(steps, k, users, zeros)
+        layer = _match(steps, k, users, zeros) or _pool(steps, k, users)
         if layer is None:
             out.append(steps[k])
             k += 1
+        elif isinstance(layer, Pool):  # the reshape (a view) stays: others may read it
+            out += [steps[k], layer]
+            k += 2
         else:
             out.append(layer)
             k += len(layer.ops)
@@ -134,6 +140,63 @@ def _match(steps: list, k: int, users: dict, zeros: set[int]):
         return None
     return Layer(ops, bias, relu and (relu[1], relu[0][0].operands[relu[1]].id
                                       if relu[1] is not None else None))
+
+
+def _pool(steps: list, k: int, users: dict):
+    """A hand-written pooling: ``x.reshape(..., H // s, s, W // s, s)`` then ``max`` or
+    ``mean`` over the two window axes, as a ``Pool`` step, or None."""
+    r = steps[k]
+    q = steps[k + 1] if k + 1 < len(steps) else None
+    if not (isinstance(r, Op) and isinstance(q, Op) and r.opcode == q.opcode == "array"
+            and r.attrs["fn"] == "reshape" and q.attrs["fn"] in ("max", "mean")
+            and r.mask is None and q.operands[0].id == r.result.id
+            and r.operands[0].varying):
+        return None
+    src, win = r.operands[0].type, r.result.type
+    if not (isinstance(src, ArrayType) and isinstance(win, ArrayType) and src.shape
+            and win.shape and src.ndim >= 2 and win.ndim == src.ndim + 2):
+        return None
+    lead, (h, w) = tuple(src.shape[:-2]), tuple(src.shape[-2:])
+    a, s, b, s2 = win.shape[-4:]
+    axis = q.attrs["params"].get("axis")
+    axes = {x % win.ndim for x in axis} if isinstance(axis, tuple) else None
+    if tuple(win.shape[:-4]) != lead or s != s2 or a * s != h or b * s != w \
+            or axes != {win.ndim - 3, win.ndim - 1} or q.attrs["params"].get("keepdims") \
+            or q.attrs["params"].get("dtype") is not None:
+        return None
+    return Pool(r.operands[0], q, s)
+
+
+class Pool(Step):
+    """``x.reshape(..., H // s, s, W // s, s).max(axis=(-3, -1))`` (or ``.mean``) as
+    ``hydra.windows.max_pool2d(x, s)`` (``avg_pool2d``) over all lanes: the same maxima
+    (a ufunc reduce over the window axes runs its inner loop once per window); the mean
+    adds in the window's row-major order (the summation-order tolerance, SPEC section
+    8)."""
+
+    def __init__(self, x: Value, op: Op, size: int) -> None:
+        self.ops = [op]  # right after the reshape of ``x``, which stays a step
+        self.size = size
+        self.fn = windows.max_pool2d if op.attrs["fn"] == "max" else windows.avg_pool2d
+        self.x = x.id
+        self.shape = tuple(x.type.shape)
+        self.dtype = op.result.type.dtype.dtype
+        self.rid = op.result.id
+
+    def describe(self) -> str:
+        line = self.ops[0].loc.line if self.ops[0].loc else 0
+        return (f"pool step ({self.fn.__name__}, {self.size}x{self.size} windows): "
+                f"{self.ops[0].attrs['fn']} over the windows of a reshape (line {line})")
+
+    def run(self, env: dict, lanes: int) -> None:
+        x = env[self.x]
+        if type(x) is not np.ndarray or x.shape != (lanes,) + self.shape:
+            host = Host(None, lanes)
+            for op in self.ops:
+                run_op(host, op, env)
+            return
+        out = self.fn(x, self.size)
+        env[self.rid] = out if out.dtype == self.dtype else out.astype(self.dtype)
 
 
 class Layer(Step):
