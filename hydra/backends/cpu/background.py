@@ -32,6 +32,7 @@ import threading
 
 import numpy as np
 
+from ...progress import silence_this_thread
 from . import nativeloops
 
 #: are generated loops built in the background?  (``HYDRA_CPU_BACKGROUND=0``: never)
@@ -92,6 +93,7 @@ def wait() -> None:
 
 
 def _work() -> None:
+    silence_this_thread()
     while True:
         key, loop, sig, ctx = _jobs.get()
         try:
