@@ -167,9 +167,13 @@ def _strided(x, wm, out, kh, kw, stride, padding, b, relu) -> None:
 
 
 def relu_(a) -> None:
-    """``hydra.nn.relu`` of a float array in place: ``where(a <= 0, 0, a)`` (a NaN stays,
-    -0.0 becomes +0.0)."""
-    np.copyto(a, 0, where=a <= 0)
+    """``hydra.nn.relu`` of a float array in place, the bits of ``where(a <= 0, 0, a)``:
+    ``np.maximum(a, 0)`` keeps a NaN and makes every other value <= 0 a zero, whose sign
+    NumPy's SIMD and scalar loops may choose differently; adding +0.0 makes it +0.0 and
+    changes nothing else.  (A masked copy, ``np.copyto(a, 0, where=a <= 0)``, is 12x
+    slower.)  Only for arithmetic results, never signaling NaNs (which the add quiets)."""
+    np.maximum(a, 0, out=a)
+    np.add(a, 0.0, out=a)
 
 
 def _offsets(x, k: int, stride):
