@@ -20,8 +20,9 @@ PyTorch's ``set_num_threads(T)``):
   operands, with the BLAS NumPy runs: the time no implementation that spends its FLOPs in
   this BLAS can beat.
 
-Timings are interleaved (one call of each row in turn, ``repeat`` rounds; median and
-best).  The first-call column: LeNet-5's forward and the digits training kernel
+Timings on one thread are interleaved (one call of each row in turn, ``repeat`` rounds;
+median and best); on more, each row's calls run as one block (thread pools that spin
+after a call steal the next row's cores).  The first-call column: LeNet-5's forward and the digits training kernel
 (``examples/digits_cnn.py``'s ``batch_grads``), each compiled and called in a fresh
 process with an empty hydra cache, best of 3.  ``--coretype`` unsets
 ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` in a re-executed bench process (never in
@@ -304,8 +305,11 @@ def rows(name, images, threads, repeat):
         for label, fn in live:
             outs[label] = fn()  # warm up (compiles)
         background.wait()  # hydra's loops built in the background: the steady state
-        for _ in range(repeat):
-            for label, fn in live:
+        # one thread: interleaved rounds; more: blocks (a thread pool that spins after
+        # its call, OpenMP's, steals the cores of the next row's)
+        order = [live] * repeat if threads == 1 else [[row] * repeat for row in live]
+        for rnd in order:
+            for label, fn in rnd:
                 t0 = time.perf_counter()
                 fn()
                 times[label].append(time.perf_counter() - t0)
