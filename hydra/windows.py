@@ -118,7 +118,8 @@ def _finish(dst, b, relu) -> None:
 def _wide(x, wm, out, kh, kw, padding, b, relu) -> None:
     """Stride 1: the columns of each window offset over the padded image's full width
     (``Wp`` per output row, the last ``kw - 1`` of each row unused), so each is ONE
-    contiguous run of the flattened padded image, copied at memory speed; the GEMM's
+    contiguous run of the flattened padded image, copied at memory speed; the chunk's
+    images side by side in the GEMM's N dimension (one BLAS call per chunk); the
     unused outputs are dropped when the chunk is written out."""
     n, c, h, wd = x.shape
     o, ho, wo = out.shape[1:]
@@ -127,21 +128,22 @@ def _wide(x, wm, out, kh, kw, padding, b, relu) -> None:
     step, rows = _chunks(n, ho, k * wp * out.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
+        nb = n1 - n0
         # one row more than the padding: the last offset's run ends kw - 1 past it
-        xp = np.zeros((n1 - n0, c, hp + 1, wp), out.dtype)
-        xp[:, :, padding:padding + h, padding:padding + wd] = x[n0:n1]
-        flat = xp.reshape(n1 - n0, c, (hp + 1) * wp)
+        xp = np.zeros((c, nb, hp + 1, wp), out.dtype)
+        xp[:, :, padding:padding + h, padding:padding + wd] = x[n0:n1].transpose(1, 0, 2, 3)
+        flat = xp.reshape(c, nb, (hp + 1) * wp)
         for r0 in range(0, ho, rows):
             r1 = min(ho, r0 + rows)
             span = (r1 - r0) * wp
-            cols = np.empty((n1 - n0, c, kh, kw, span), out.dtype)
+            cols = np.empty((c, kh, kw, nb, span), out.dtype)
             for i in range(kh):
                 for j in range(kw):
                     at = (r0 + i) * wp + j
-                    cols[:, :, i, j] = flat[:, :, at:at + span]
-            full = np.matmul(wm, cols.reshape(n1 - n0, k, span))
+                    cols[:, i, j] = flat[:, :, at:at + span]
+            full = np.matmul(wm, cols.reshape(k, nb * span)).reshape(o, nb, r1 - r0, wp)
             dst = out[n0:n1, :, r0:r1]
-            dst[...] = full.reshape(n1 - n0, o, r1 - r0, wp)[..., :wo]
+            dst[...] = full.transpose(1, 0, 2, 3)[..., :wo]
             _finish(dst, b, relu)
 
 
