@@ -34,6 +34,8 @@ import numpy as np
 
 #: bytes of im2col columns one GEMM of ``conv2d`` gets (images or output rows per chunk)
 COLUMN_BYTES = 1 << 20
+#: ... but at least this many GEMM columns (images' output pixels) per chunk
+MIN_COLUMNS = 1024
 #: stride-1 convolutions by ``_wide`` (contiguous column runs) rather than ``_strided``
 WIDE = True
 
@@ -101,11 +103,13 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=None):
     return out.reshape(lead + out.shape[1:])
 
 
-def _chunks(n: int, rows: int, row_bytes: int):
-    """(images per chunk, output rows per chunk) for ``COLUMN_BYTES`` of columns."""
-    if rows * row_bytes <= COLUMN_BYTES or rows <= 1:
-        return max(1, COLUMN_BYTES // max(rows * row_bytes, 1)), rows
-    return 1, max(1, COLUMN_BYTES // row_bytes)
+def _chunks(n: int, rows: int, row_bytes: int, column_bytes: int):
+    """(images per chunk, output rows per chunk) for ``COLUMN_BYTES`` of columns, or
+    ``MIN_COLUMNS`` GEMM columns where that is more (a deep layer's K is large)."""
+    budget = max(COLUMN_BYTES, MIN_COLUMNS * column_bytes)
+    if rows * row_bytes <= budget or rows <= 1:
+        return max(1, budget // max(rows * row_bytes, 1)), rows
+    return 1, max(1, budget // row_bytes)
 
 
 def _finish(dst, b, relu) -> None:
@@ -125,7 +129,7 @@ def _wide(x, wm, out, kh, kw, padding, b, relu) -> None:
     o, ho, wo = out.shape[1:]
     hp, wp = h + 2 * padding, wd + 2 * padding
     k = c * kh * kw
-    step, rows = _chunks(n, ho, k * wp * out.itemsize)
+    step, rows = _chunks(n, ho, k * wp * out.itemsize, k * out.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         nb = n1 - n0
@@ -152,7 +156,7 @@ def _strided(x, wm, out, kh, kw, stride, padding, b, relu) -> None:
     n, c, h, wd = x.shape
     o, ho, wo = out.shape[1:]
     k = c * kh * kw
-    step, rows = _chunks(n, ho, k * wo * out.itemsize)
+    step, rows = _chunks(n, ho, k * wo * out.itemsize, k * out.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         for r0 in range(0, ho, rows):
