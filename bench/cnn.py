@@ -1,7 +1,7 @@
 """Per-example CNNs on the cpu backend against PyTorch, hand-batched NumPy and the BLAS.
 
     python -m bench cnn [--repeat N] [--vgg19] [--threads 1,2] [--no-firstcall]
-                        [--images K] [--coretype]
+                        [--images K] [--coretype] [--only MODEL] [--against DIR]
 
 Each model is written for ONE image with ``hydra.nn`` (``lenet``, ``vgg_small``,
 ``vgg19``) and compiled with ``hydra.compile(..., varying="x", backend="cpu")``; the
@@ -43,7 +43,11 @@ import numpy as np
 
 import hydra
 from hydra import nn
-from hydra.backends.cpu import background
+
+try:  # a tree that builds generated loops in the background (its steady state is timed)
+    from hydra.backends.cpu import background
+except ImportError:  # an older tree (first calls against it: --against)
+    background = None
 
 TOLERANCE = 2e-3  # float32 sums in another order than the per-image oracle's
 
@@ -304,7 +308,8 @@ def rows(name, images, threads, repeat):
     with _limit(threads) or _Null():
         for label, fn in live:
             outs[label] = fn()  # warm up (compiles)
-        background.wait()  # hydra's loops built in the background: the steady state
+        if background is not None:
+            background.wait()  # hydra's loops built in the background: the steady state
         # one thread: interleaved rounds; more: blocks (a thread pool that spins after
         # its call, OpenMP's, steals the cores of the next row's)
         order = [live] * repeat if threads == 1 else [[row] * repeat for row in live]
@@ -340,6 +345,7 @@ sys.path.insert(0, "examples")
 import numba
 import numpy as np
 import hydra
+sys.path.insert(0, {root!r})  # this checkout's bench, whichever tree's hydra
 from bench.cnn import lenet, setup
 
 
@@ -368,13 +374,16 @@ else:
 t, c = time.perf_counter(), time.thread_time()
 k(*args)
 first, cpu = time.perf_counter() - t, time.thread_time() - c
-from hydra.backends.cpu import background
-background.wait()
+try:
+    from hydra.backends.cpu import background
+    background.wait()
+except ImportError:  # an older tree builds every loop in the call
+    pass
 print(first, cpu, time.perf_counter() - t)
 '''
 
 
-def first_calls(tries: int = 3):
+def first_calls(tries: int = 3, tree: str | None = None):
     """{kernel: (best wall s, best cpu s, best wall s until the loops the call queued
     are built in the background)}: the first call in a fresh process with an
     empty hydra cache; before it the process has imported hydra and numba and compiled
@@ -386,10 +395,12 @@ def first_calls(tries: int = 3):
         runs = []
         for _ in range(tries):
             with tempfile.TemporaryDirectory() as cache:
-                env = dict(os.environ, PYTHONPATH=str(root), HYDRA_CACHE_DIR=cache,
+                # ``tree``: another checkout's hydra, this checkout's bench and examples
+                path = os.pathsep.join([tree, str(root)]) if tree else str(root)
+                env = dict(os.environ, PYTHONPATH=path, HYDRA_CACHE_DIR=cache,
                            HYDRA_QUIET="1")
                 script = Path(cache) / "first.py"  # hydra reads the sources
-                script.write_text(_FIRST.format(which=which))
+                script.write_text(_FIRST.format(which=which, root=str(root)))
                 done = subprocess.run([sys.executable, str(script)], env=env,
                                       capture_output=True, text=True, cwd=root)
             if done.returncode:
@@ -409,6 +420,8 @@ def main(argv=None) -> None:
     ap.add_argument("--only", action="append", help="lenet, vgg_small or vgg19; may repeat")
     ap.add_argument("--images", type=int, help="images per model instead of its default")
     ap.add_argument("--no-firstcall", action="store_true")
+    ap.add_argument("--against", metavar="DIR",
+                    help="also the first calls of the hydra in checkout DIR")
     ap.add_argument("--coretype", action="store_true",
                     help="re-run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE")
     a = ap.parse_args(argv)
@@ -440,13 +453,13 @@ def main(argv=None) -> None:
                 ratio = f"{best / torch_best:7.2f}x" if torch_best else "       -"
                 print(f"{name:10} {images:6} {threads:3} {label:28} {med * 1e3:10.2f} "
                       f"{best * 1e3:8.2f} {images / best:8.0f} {ratio:>8} {ok:>7}", flush=True)
-    if not a.no_firstcall:
-        for which, (wall, cpu_s, built) in first_calls().items():
+    for tree in ([] if a.no_firstcall else [None] + ([a.against] if a.against else [])):
+        for which, (wall, cpu_s, built) in first_calls(tree=tree).items():
             what = "LeNet-5 forward, 256 images" if which == "lenet" else \
                 "digits training step, 256 lanes"
-            print(f"first call (fresh process, empty cache, best of 3): {what}: "
-                  f"{wall:.3f} s wall, {cpu_s:.3f} s cpu; its loops built in the "
-                  f"background {built:.2f} s after the call began", flush=True)
+            print(f"first call{f' of {tree}' if tree else ''} (fresh process, empty cache, "
+                  f"best of 3): {what}: {wall:.3f} s wall, {cpu_s:.3f} s cpu; every loop "
+                  f"built {built:.2f} s after the call began", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from . import nativeloops
 ENABLED = os.environ.get("HYDRA_CPU_BACKGROUND", "1") != "0"
 
 _ready: set[tuple] = set()  # (id(loop), argument types) whose machine code is here
+_called: set[int] = set()  # loops the steps call directly now (``_LOOPS`` keeps them)
 _queued: set[tuple] = set()
 _failed: set[tuple] = set()
 _held: list[tuple] = []  # queued during a kernel call, started when it returns
@@ -54,8 +55,11 @@ def _types(args) -> tuple:
 
 def ready(loop, args) -> bool:
     """May the step call ``loop`` on ``args`` now?  (module docstring)"""
+    if id(loop) in _called:  # the common case, at every step of every call: one lookup
+        return True
     key = (id(loop), _types(args))
     if key in _ready:
+        _called.add(id(loop))  # another signature later builds in the call, as before
         return True
     if not ENABLED or nativeloops.CACHE.get() or key in _failed:
         _ready.add(key)
