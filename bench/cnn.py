@@ -22,9 +22,11 @@ PyTorch's ``set_num_threads(T)``):
 
 Timings on one thread are interleaved (one call of each row in turn, ``repeat`` rounds;
 median and best); on more, each row's calls run as one block (thread pools that spin
-after a call steal the next row's cores).  The first-call column: LeNet-5's forward and the digits training kernel
-(``examples/digits_cnn.py``'s ``batch_grads``), each compiled and called in a fresh
-process with an empty hydra cache, best of 3.  ``--coretype`` unsets
+after a call steal the next row's cores).  The first calls: LeNet-5's forward and the
+digits training kernel (``examples/digits_cnn.py``'s ``batch_grads``), each compiled and
+called in a fresh process with an empty hydra cache, best of 3, and when the loops it
+queued finished building in the background (``--against DIR``: also another checkout's
+hydra).  ``--coretype`` unsets
 ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` in a re-executed bench process (never in
 tests) so OpenBLAS picks its kernel for this CPU; the BLAS line says which ran.
 """
@@ -254,8 +256,8 @@ def jax_impl(name):
         import jax
     except ImportError:
         return None
-    f = jax.jit(jax.vmap(MODELS[name], in_axes=(0,) + (None,) * (2 * len(
-        [l for l in ARCH[name][1] if l[0] != "pool"]))))
+    weighted = [layer for layer in ARCH[name][1] if layer[0] != "pool"]
+    f = jax.jit(jax.vmap(MODELS[name], in_axes=(0,) + (None,) * (2 * len(weighted))))
     return lambda x, params: np.asarray(f(x, *params))
 
 

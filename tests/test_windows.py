@@ -131,7 +131,8 @@ def test_layer_steps_are_the_ops_bit_for_bit():
     W1 = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     b1 = np.zeros(3, np.float32)
     b1[0] = -0.0
-    F, c = rng.standard_normal((48, 48)).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+    F = rng.standard_normal((48, 48)).astype(np.float32)
+    c = rng.standard_normal(48).astype(np.float32)
     k = hydra.compile(dense_relu, varying="x", backend="cpu")
     got = k(x, W1, b1, F, c)
     steps = [ln for ln in k.dump_ir("llvm", x, W1, b1, F, c).splitlines() if "layer step" in ln]
