@@ -9,7 +9,8 @@ process's time to its first result from a filled disk cache (``bench/startup.py`
 each in a fresh process, against Numba's (``bench/firstcall.py``); ``python -m bench
 profile`` what ``hydra.profile`` costs (``bench/profilecost.py``); ``python -m bench
 random`` Monte Carlo pi with ``hydra.random`` against hand-written hashes
-(``bench/mcrandom.py``).
+(``bench/mcrandom.py``); ``python -m bench cnn [--vgg19]`` per-example CNNs against PyTorch
+(``bench/cnn.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -26,6 +27,7 @@ import argparse
 import importlib
 import platform
 import statistics
+import sys
 import time
 
 import numba
@@ -152,6 +154,11 @@ def main(argv=None) -> None:
                     help="with startup, firstcall: also the hydra rows of the checkout in DIR")
     ap.add_argument("--boundscheck-cost", action="store_true",
                     help="time hydra (one core) with and without bounds checks instead")
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["cnn"]:  # its own options (bench/cnn.py)
+        from .cnn import main as run_cnn
+        run_cnn(args[1:])
+        return
     a = ap.parse_args(argv)
     if a.names[:1] == ["firstcall"]:
         from .firstcall import run as run_firstcall

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from . import arraylib
+from .windows import avg_pool2d, avg_pool2d_grad, conv2d, max_pool2d
 from .arraylib import loop_rule  # noqa: F401  (batching.loop_rule: the fallback rule)
 from .types import ArrayType, Type, scalar
 
@@ -79,29 +80,6 @@ def index_tuple(spec, ints) -> tuple:
         out.append(next(ints) if kind == "int" else slice(*item[1:]) if kind == "slice"
                    else None if kind == "none" else Ellipsis)
     return tuple(out)
-
-
-def conv2d(x, w, b=None, stride=1, padding=0):
-    """Cross-correlation of images ``[..., C, H, W]`` with ``w [O, C, kh, kw]``, zero
-    padding, as PyTorch: an im2col (a strided window view) and one tensordot (a GEMM)."""
-    if padding:
-        pad = [(0, 0)] * (x.ndim - 2) + [(padding, padding)] * 2
-        x = np.pad(x, pad)
-    kh, kw = w.shape[2], w.shape[3]
-    cols = sliding_window_view(x, (kh, kw), axis=(-2, -1))[..., ::stride, ::stride, :, :]
-    # cols: [..., C, Ho, Wo, kh, kw]; contract C, kh, kw with w's last three axes
-    c = x.ndim - 3
-    out = np.tensordot(cols, w, axes=([c, c + 3, c + 4], [1, 2, 3]))  # [..., Ho, Wo, O]
-    out = np.moveaxis(out, -1, -3)
-    if b is not None:
-        out = out + b[:, None, None]
-    return out
-
-
-def max_pool2d(x, k, stride=None):
-    """Max over ``k x k`` windows of the last two axes, stride ``k`` unless given."""
-    s = k if stride is None else stride
-    return sliding_window_view(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :].max(axis=(-2, -1))
 
 
 def setitem(a, value, *ints, index):
@@ -182,7 +160,7 @@ PER_LANE: dict[str, Callable] = {
     "tensordot": lambda a, b, axes=2: np.tensordot(a, b, axes),
     "conv2d": conv2d, "max_pool2d": max_pool2d, "conv2d_grad_input": conv2d_grad_input,
     "conv2d_grad_weight": conv2d_grad_weight, "max_pool2d_grad": max_pool2d_grad,
-    "setitem": setitem,
+    "avg_pool2d": avg_pool2d, "avg_pool2d_grad": avg_pool2d_grad, "setitem": setitem,
     **arraylib.PER_LANE,
 }
 
@@ -309,11 +287,11 @@ def join_rule(f, args, vary, n, out, params):
 def conv_rule(f, args, vary, n, out, params):
     if any(vary[1:]):
         return loop_rule(f, args, vary, n, out, params)
-    return conv2d(*args, **params)  # x [N, C, H, W]: one im2col and one GEMM for all lanes
+    return f(*args, **params)  # x [N, C, H, W]: one im2col and batched GEMMs (hydra.windows)
 
 
 def pool_rule(f, args, vary, n, out, params):
-    return max_pool2d(*args, **params)
+    return f(*args, **params)  # x [N, C, H, W]: the lane axis leads (hydra.windows)
 
 
 def einsum_rule(f, args, vary, n, out, params):
@@ -357,7 +335,8 @@ BATCH: dict[str, Callable] = {
     "copy": lambda f, args, vary, n, out, params: np.array(
         args[0], copy=True, order=params.get("order", "C")),
     "concatenate": join_rule, "stack": join_rule,
-    "conv2d": conv_rule, "max_pool2d": pool_rule,
+    "conv2d": conv_rule, "max_pool2d": pool_rule, "avg_pool2d": pool_rule,
+    "avg_pool2d_grad": pool_rule,
     # the layers' adjoints take leading (lane) axes where their per-lane operands vary
     "conv2d_grad_input": lambda f, args, vary, n, out, params: (
         f(*args, **params) if not vary[1] else loop_rule(f, args, vary, n, out, params)),

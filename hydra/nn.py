@@ -3,10 +3,10 @@
 Each is a plain NumPy definition, so a per-example function that calls them runs
 unchanged in plain Python; in a kernel they run batched across the lanes.  ``relu``,
 ``sigmoid``, ``softmax`` and ``log_softmax`` are compiled from their bodies like any
-helper.  ``conv2d`` and ``max_pool2d`` are array operations of their own
-(``__hydra_array_op__``): their batching rules in ``hydra.batching`` run all lanes'
-images as one strided window view and one GEMM (im2col), and their definitions here
-are those same functions on one image.
+helper.  ``conv2d``, ``max_pool2d`` and ``avg_pool2d`` are array operations of their own
+(``__hydra_array_op__``): their definitions are ``hydra.windows``'s functions on one
+image, and their batching rules the same functions on all lanes' images at once (one
+contiguous im2col and batched GEMMs; the pools as passes over strided slices).
 """
 
 from __future__ import annotations
@@ -50,5 +50,12 @@ def max_pool2d(x, k, stride=None):
     return batching.max_pool2d(x, k, stride)
 
 
+def avg_pool2d(x, k, stride=None):
+    """Mean over ``k x k`` windows of the last two axes (stride ``k`` unless given), as
+    PyTorch's avg_pool2d without padding (LeNet-5's original pooling)."""
+    return batching.avg_pool2d(x, k, stride)
+
+
 conv2d.__hydra_array_op__ = ("conv2d", ("x", "w", "b"), ("stride", "padding"))
 max_pool2d.__hydra_array_op__ = ("max_pool2d", ("x",), ("k", "stride"))
+avg_pool2d.__hydra_array_op__ = ("avg_pool2d", ("x",), ("k", "stride"))

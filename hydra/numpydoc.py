@@ -54,6 +54,7 @@ NOTES = {
     "interp": "constant left, right; per-lane tables xp, fp run lane by lane",
     "searchsorted": "side='left' or 'right'; a per-lane sorted array runs lane by lane",
     "conv2d": "one image `[C, H, W]`, uniform weights", "max_pool2d": "stride k by default",
+    "avg_pool2d": "stride k by default, no padding",
     "where": "`np.where(c, a, b)`; `np.where(c)` (indices) is a CompileError",
     **dict.fromkeys(("conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad",
                      "max_pool2d_pick", "scatter_add", "svd_norm_grad"),
@@ -70,7 +71,7 @@ _SPECIAL = {"getitem": ["`a[...]`"], "transpose": ["`a.T`"], "astype": ["`a.asty
             "copy": ["`a.copy()`", "`a.flatten()`", "`np.copy`"], "matmul": ["`a @ b`"],
             "neg": ["`-a`"], "invert": ["`~a`"], "not": ["`~a` of bools"],
             "full": ["`np.full`"], "conv2d": ["`hydra.nn.conv2d`"],
-            "max_pool2d": ["`hydra.nn.max_pool2d`"]}
+            "max_pool2d": ["`hydra.nn.max_pool2d`"], "avg_pool2d": ["`hydra.nn.avg_pool2d`"]}
 #: methods that are refused with a hint (``a.sort()`` sorts in place)
 _REFUSED_METHODS = ("sort", "copy", "flatten")
 

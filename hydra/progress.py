@@ -34,7 +34,12 @@ class _Notice:
 
 
 def _quiet() -> bool:
-    return os.environ.get("HYDRA_QUIET", "") not in ("", "0")
+    return getattr(_local, "quiet", False) or os.environ.get("HYDRA_QUIET", "") not in ("", "0")
+
+
+def silence_this_thread() -> None:
+    """No notices from the calling thread (background builds: nobody waits for them)."""
+    _local.quiet = True
 
 
 @contextlib.contextmanager

@@ -316,7 +316,8 @@ def _intrinsic_records() -> None:
 # --- hydra.nn layers -----------------------------------------------------------------------
 
 def _layer_records() -> None:
-    for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d"):
+    for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d",
+                 "avg_pool2d"):
         layer = getattr(nn, name)
         own = getattr(layer, "__hydra_array_op__", None)
         if own is not None:  # an array operation of its own: its array record

@@ -10,6 +10,7 @@ from arrays_oracle import per_example
 
 import hydra
 from hydra import lanemax, lanemin, laneprod, lanesum
+from hydra.backends.cpu import background
 from hydra.executor import fuse
 from hydra.errors import CompileError
 
@@ -257,6 +258,7 @@ def test_fused_loop_is_vectorized():
     b = np.ones(64, f32)
     kern = hydra.compile(f, varying=("x",), backend="cpu")
     kern(x, b)
+    background.wait()  # the loop is built after the first call returns
     plan = kern.specialize(kern.signature([x, b])[1])[1].__self__
     (step,) = [s for s in plan.steps if isinstance(s, fuse.Fused)]
     kernels = list(step._special.values())  # specialized on the arguments' layout

@@ -182,7 +182,8 @@ def nn_activations(x):
 
 def nn_conv_pool(img, w, b):
     return (nn.conv2d(img, w, b), nn.conv2d(img, w, stride=2, padding=1),
-            nn.conv2d(img, w, None, 1, 2), nn.max_pool2d(img, 2), nn.max_pool2d(img, 3, stride=1))
+            nn.conv2d(img, w, None, 1, 2), nn.max_pool2d(img, 2), nn.max_pool2d(img, 3, stride=1),
+            nn.avg_pool2d(img, 2), nn.avg_pool2d(img, 3, stride=2))
 
 
 # ---- the cases: (program, varying names, arguments for N lanes, tolerance) -------------
@@ -250,7 +251,7 @@ CASES = {
     "uniform array result": (uniform_array_result, ("x",), lambda n: (_u(3, 4), _v(n)),
                              "exact"),
     "hydra.nn activations": (nn_activations, ("x",), lambda n: (_v(n, 3, 5),), "ulp"),
-    "hydra.nn conv2d and max_pool2d": (nn_conv_pool, ("img",),
+    "hydra.nn conv2d, max_pool2d and avg_pool2d": (nn_conv_pool, ("img",),
                                        lambda n: (_v(n, 2, 6, 6), _u(3, 2, 3, 3), _u(3)),
                                        "sum"),
 }

@@ -141,6 +141,23 @@ def test_conv2d_and_max_pool2d(backend):
     np.testing.assert_array_equal(p(np.ones((1, 1, 2, 2))), [[[[1.0, 0.0], [0.0, 0.0]]]])
 
 
+def averaged(w, x):
+    h = hydra.nn.avg_pool2d(np.tanh(hydra.nn.conv2d(x, w, padding=1)), 2)
+    return float((h * h).sum() + hydra.nn.avg_pool2d(x, 3, stride=2).sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_avg_pool2d(backend):
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(2, 1, 3, 3))
+    k = hydra.compile(hydra.grad(averaged, argnums=(0, 1)), varying="x", backend=backend)
+    for lanes in LANES:
+        X = rng.normal(size=(lanes, 1, 5, 5))
+        picked = sorted({0, lanes - 1})
+        gs = k(w, X)
+        check_arrays(averaged, [g[picked] for g in gs], [(w, X[j]) for j in picked], [0, 1])
+
+
 def guarded(x):
     return float(np.where(x > 0, np.sqrt(x), 0.0).sum()
                  + np.where(x < 1.0, 1.0, np.log(x - 1.0)).sum())

@@ -38,7 +38,8 @@ def _accepted() -> list[tuple[str, str]]:
         *arrayops.ARRAY_FUNCTIONS, *arrayops.METHODS, *batching.MATH_UFUNCS,
         *batching.UFUNCS)}
     array_names |= {"getitem", "astype", "full", "copy", *LANE_ARRAY_FNS}
-    array_names |= {getattr(nn, n).__hydra_array_op__[0] for n in ("conv2d", "max_pool2d")}
+    array_names |= {getattr(nn, n).__hydra_array_op__[0] for n in ("conv2d", "max_pool2d",
+                                                                  "avg_pool2d")}
     array_names |= EMITTED | FUNCTIONAL  # what hydra.grad emits (layers' adjoints, stores)
     return sorted(
         [("op", o) for o in OPCODES]
@@ -46,7 +47,7 @@ def _accepted() -> list[tuple[str, str]]:
         + [("array", n) for n in array_names]
         + [("intrinsic", n) for n in INTRINSICS]
         + [("layer", n) for n in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d",
-                                  "max_pool2d")]
+                                  "max_pool2d", "avg_pool2d")]
         + [("random", n) for n in hydra_random.FUNCTIONS])
 
 

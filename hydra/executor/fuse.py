@@ -2,7 +2,8 @@
 
 Takes: a chain (a DAG) of elementwise ``array`` ops that ``fusable`` accepts, in program
 order (``planner.schedule`` finds the chains), and the backend's native loop compiler
-(``compile_loop(source, label, reassoc=False) -> loop``; cpu: ``nativeloops.compiled``).
+(``compile_loop(source, label, reassoc=False) -> loop``; cpu: ``background.COMPILE_LOOP``,
+``nativeloops.compiled`` whose loops may still be building: ``loop_ready``).
 Guarantees: a ``Fused`` step runs one generated native loop over all N lanes' rows of the chain's
 broadcast shape; a chain value is written to memory only where an op outside the chain
 reads it, the others live in registers.  The loop reads its inputs through their
@@ -250,19 +251,20 @@ class Fused(Step):
         for k, cls in self._scalars:
             if type(args[k]) is not cls:
                 args[k] = cls(args[k])
-        if any(args[k] is None or args[k].ndim != nd for k, nd in self._ndims):
-            # an undefined array (a loop carry no lane has set yet), or the uniform array
-            # a select passed through for it, reaches the chain: the host rules, op by
-            # op, as before
-            for op in self.ops:
-                host.run_op(op, env)
-            return
-        for k in self._vscalars:
-            if np.ndim(args[k]) == 0:
-                args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
-        self.kernel_for(args)(lanes, *outs, *args)
-        for v, o in zip(self.outputs, outs):
-            env[v.id] = o
+        if all(args[k] is not None and args[k].ndim == nd for k, nd in self._ndims):
+            for k in self._vscalars:
+                if np.ndim(args[k]) == 0:
+                    args[k] = np.full(lanes, args[k], _dtype(self.inputs[k]))
+            kernel = self.kernel_for(args)
+            if loop_ready(self.compile_loop, kernel, [lanes, *outs, *args]):
+                kernel(lanes, *outs, *args)
+                for v, o in zip(self.outputs, outs):
+                    env[v.id] = o
+                return
+        # an undefined array (a loop carry no lane has set yet) or the uniform array a
+        # select passed through for it, or a loop still being built: the host rules
+        for op in self.ops:
+            host.run_op(op, env)
 
     # --- code ---------------------------------------------------------------------------
 
@@ -415,3 +417,12 @@ class Fused(Step):
                  for d, ax in enumerate(axes) if ax is not None]
         deepest = max([d for d, ax in enumerate(axes) if ax is not None] + [lv])
         body[deepest].append(f"_st(o{k}, {' + '.join(terms) or '0'}, t{j})")
+
+
+def loop_ready(compile_loop, loop, args) -> bool:
+    """May a step call ``loop`` (made by ``compile_loop``) on ``args`` now?  A backend
+    whose loops build in the background says so by ``compile_loop.ready`` (cpu:
+    ``background.ready``); until then the step runs its ops' host rules, which give the
+    same bits (the steps that ask are bit-exact with their host rules)."""
+    ready = getattr(compile_loop, "ready", None)
+    return ready is None or ready(loop, args)

@@ -20,6 +20,7 @@ import numpy as np
 from ..batching import ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, shift_axis, index_tuple
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..types import ArrayType, ScalarType
+from .fuse import loop_ready
 from .products import product_step
 from .reductions import axis_reduction, reduction_step
 from .smallsort import sort_step
@@ -140,6 +141,8 @@ def _stack(op: Op, ids: list, dtype, compile_loop):
             per = [tuple(x // dtype.itemsize for x in st) for st in key]
             kern = kernels[key] = compile_loop(stack_source(shape, k, axis, per))
         result = np.empty((host.lanes,) + out, dtype)
+        if not loop_ready(compile_loop, kern, [host.lanes, result, *arrays]):  # building
+            return np.stack(arrays, axis=axis + 1)
         kern(host.lanes, result, *arrays)
         return result
     return make

@@ -28,6 +28,7 @@ from __future__ import annotations
 from ..backends.cut import nested, users_of
 from ..ir.core import Op, Region
 from .fuse import Fused, broadcast, fusable, shape_of
+from .layersteps import fold as fold_layers
 from .opsteps import quick
 from .rowsteps import plan_rows
 from .steps import OpStep, Quick, Step
@@ -52,12 +53,16 @@ class Planner:
         """Does it fuse chains and prepare ops (else: the reference's plans)?"""
         return self.compile_loop is not None
 
-    def steps(self, items: list) -> list[Step]:
-        """``items`` (ops and a backend's steps, in program order) as steps."""
+    def steps(self, items: list, layers: bool = False) -> list[Step]:
+        """``items`` (ops and a backend's steps, in program order) as steps; ``layers``:
+        a kernel's top level, where a layer with its bias and relu, or a hand-written
+        pooling, becomes one step (``layersteps``)."""
         if not self.native:
             return [OpStep(i) if isinstance(i, Op) else i for i in items]
         if self._users is None:
             self._users, self._undef = users_of(self.fn), undefined(self.fn)
+        if layers:
+            items = fold_layers(items, self._users)
         return [(quick(s, self.compile_loop) or OpStep(s)) if isinstance(s, Op) else s
                 for s in schedule(items, self._users, self._undef, self.compile_loop)]
 

@@ -146,7 +146,7 @@ def where(e, op, args, out, g):
 #: the array fns only the adjoint rules emit (the layers' adjoints, defined in
 #: hydra.batching; a scatter-add, a singular-value norm's gradient, in hydra.arraylib)
 EMITTED = frozenset({"conv2d_grad_input", "conv2d_grad_weight", "max_pool2d_grad",
-                     "max_pool2d_pick", "scatter_add", "svd_norm_grad"})
+                     "max_pool2d_pick", "avg_pool2d_grad", "scatter_add", "svd_norm_grad"})
 #: what ``hydra.grad.functional`` makes of a store (differentiable: its rule is below)
 FUNCTIONAL = frozenset({"setitem"})
 
@@ -302,6 +302,14 @@ def max_pool2d(e, op, args, out, g):
     return [e.arr("max_pool2d_grad", [args[0], g], {"k": p["k"], "stride": p.get("stride")})]
 
 
+def avg_pool2d(e, op, args, out, g):
+    """Each window's gradient shared equally by its ``k*k`` pixels."""
+    p = op.attrs["params"]
+    height, width = shape_of(args[0])[-2:]
+    return [e.arr("avg_pool2d_grad", [g], {"k": p["k"], "height": height, "width": width,
+                                            "stride": p.get("stride")})]
+
+
 def _math(name):
     return rules.MATH_RULES[name]
 
@@ -317,6 +325,7 @@ ARRAY_RULES = {
     "matmul": matmul, "dot": matmul, "outer": outer, "reshape": reshape,
     "transpose": transpose, "getitem": getitem, "setitem": setitem, "clip": clip,
     "concatenate": concatenate, "stack": stack, "conv2d": conv2d, "max_pool2d": max_pool2d,
+    "avg_pool2d": avg_pool2d,
     **{numpy: _math(name) for numpy, name in (
         ("sqrt", "sqrt"), ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"),
         ("log", "log"), ("log2", "log2"), ("log10", "log10"), ("log1p", "log1p"),

@@ -3,7 +3,8 @@
 signature as ``hydra.grad.rules``.
 
 Each is linear in the adjoint it carries, so its rule is its transpose (JAX's model): a
-scatter-add's is a gather (``take``), ``max_pool2d_grad``'s picks each window's value
+scatter-add's is a gather (``take``), ``avg_pool2d_grad``'s averages over the windows
+(``avg_pool2d``), ``max_pool2d_grad``'s picks each window's value
 at its first maximum (``max_pool2d_pick``) and back; the layers' adjoints are bilinear
 (a transposed convolution of the output adjoint and the weights, a correlation of the
 images and the output adjoint), so each operand's adjoint is another of the three
@@ -59,6 +60,13 @@ def conv2d_grad_weight(e, op, args, out, g):
             e.arr("conv2d", [x, g], conv)]
 
 
+def avg_pool2d_grad(e, op, args, out, g):
+    """Linear: each window's gradient shared by its ``k*k`` pixels; its transpose
+    averages the pixels' adjoints over each window (``avg_pool2d``)."""
+    p = op.attrs["params"]
+    return [e.arr("avg_pool2d", [g], {"k": p["k"], "stride": p.get("stride")})]
+
+
 def svd_norm_grad(e, op, args, out, g):
     raise CompileError("hydra.grad: a gradient of a gradient through np.linalg.norm of "
                        "ord 2, -2 or 'nuc' is not supported (the derivative of the SVD is "
@@ -70,4 +78,5 @@ EMITTED_RULES = {
     "scatter_add": scatter_add, "max_pool2d_grad": max_pool2d_grad,
     "max_pool2d_pick": max_pool2d_pick, "svd_norm_grad": svd_norm_grad,
     "conv2d_grad_input": conv2d_grad_input, "conv2d_grad_weight": conv2d_grad_weight,
+    "avg_pool2d_grad": avg_pool2d_grad,
 }

@@ -197,7 +197,8 @@ LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "lanean
 
 #: array ops worth running on the active lanes' rows only (products, convolutions)
 HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d", "conv2d_grad_input",
-                             "conv2d_grad_weight", "max_pool2d_grad"})
+                             "conv2d_grad_weight", "max_pool2d_grad", "avg_pool2d",
+                             "avg_pool2d_grad"})
 
 #: per ``array`` fn: what it does to its operands' arrays (``Memory``).  Every fn the
 #: frontend can emit has an entry (a test checks): an operation that computes a new
@@ -209,7 +210,8 @@ ARRAY_MEMORY: dict[str, Memory] = {
     **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
     **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
                             "tensordot", "conv2d", "max_pool2d", "conv2d_grad_input",
-                            "conv2d_grad_weight", "max_pool2d_grad", "setitem")},
+                            "conv2d_grad_weight", "max_pool2d_grad", "avg_pool2d",
+                            "avg_pool2d_grad", "setitem")},
     # hydra.arraylib: new arrays of their operands (its views are spelled as reshapes,
     # copies and basic indexing by the frontend), or of numbers only (eye, linspace)
     **{fn: PURE if fn in MAKERS else READS for fn in MORE_ARRAY_FNS},

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
-from ...executor.fuse import Fused
-from ...executor.steps import OpStep, op_label
+from ...executor.steps import OpStep, Quick, op_label
 from ...ir.core import Function
 from ..protocol import PROTOCOLS
 from .codegen import lowerable
@@ -39,7 +38,7 @@ class CpuBackend:
             return planned_steps(plan)
         out = []
         for step in plan.steps:
-            if isinstance(step, Fused):
+            if not isinstance(step, (Phase, Quick, OpStep)):  # a fused chain, a layer
                 out.append(f"; {step.describe()}\n")
                 continue
             if not isinstance(step, Phase):  # one host op, precomputed or by its rule

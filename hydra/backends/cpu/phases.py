@@ -38,7 +38,7 @@ from ...executor.host import Host
 from ...executor.planner import Planner
 from ...executor.steps import OpStep, Step, run_steps, run_steps_recorded, step_lines
 from ..cut import Run, cut, nested, users_of
-from . import counts, nativeloops, persistent
+from . import background, counts, nativeloops, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .ganglocal import gang_local_values
@@ -132,10 +132,11 @@ class Plan:
         for op in on_host:
             self.host.setdefault(id(op), "a constant that a host step or the result reads")
         # elementwise array chains -> one native loop each, here and in host regions
-        self.planner = Planner(fn, nativeloops.compiled)
+        # the generated loops build in the background after a call (``background``)
+        self.planner = Planner(fn, background.COMPILE_LOOP)
         self.steps: list = self.planner.steps(
             on_host + [Phase(self._remat(item, consts), self) if isinstance(item, Run)
-                       else item for item in items])
+                       else item for item in items], layers=True)
         self._plan = [(step, ()) for step in self.steps]
         for step in self.steps:
             if isinstance(step, Phase):
@@ -213,6 +214,7 @@ class Plan:
         finally:
             policy.leave(token)
             nativeloops.CACHE.reset(caching)
+            background.release()
         return [env[v.id] for v in fn.body.terminator.operands]
 
     def _note_host_reasons(self) -> None:

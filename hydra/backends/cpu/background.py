@@ -1,0 +1,124 @@
+"""Generated loops built in the background (cpu backend): a kernel's first calls do not
+wait for numba.
+
+Takes: a generated loop (``nativeloops.Loop``) a step is about to call, with the
+arguments it would call it with.
+Guarantees: ``ready(loop, args)`` is True where the step may call the loop now: its
+machine code for these argument types is in this process, or the kernel was compiled
+with ``cache=True`` (its loops are built where they run, and stored; a disk-cache hit
+loads in milliseconds), or background builds are off (``HYDRA_CPU_BACKGROUND=0``).
+Otherwise it queues the loop's build on one background thread (numba types and lowers
+it, hydra's pipeline compiles it, as a build in the step would) and returns False, and
+the step runs its ops' host rules instead, as for any input it cannot take: the same
+values, since the steps that ask (``executor.fuse.Fused``'s elementwise chains,
+``executor.opsteps``' ``np.stack`` copies, through ``fuse.loop_ready``) are bit-exact
+with their host rules by construction.  Products, whose loops sum in another order than
+BLAS, never ask: a kernel's results do not depend on when a build finished.
+
+Why: each generated loop costs numba 0.1-0.5 s to build, and a kernel with a
+hand-written backward pass has a dozen or more (the digits CNN's training step: 16,
+about 4 s), all at the first call, where NumPy runs the same step in milliseconds.  With
+the builds in the background the first call costs the NumPy steps, and the loops take
+over as they finish (JIT compilers' tiers).  A build that fails is not retried in the
+background: the step's next call builds it itself, and raises its error there.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import queue
+import threading
+
+import numpy as np
+
+from ...progress import silence_this_thread
+from . import nativeloops
+
+#: are generated loops built in the background?  (``HYDRA_CPU_BACKGROUND=0``: never)
+ENABLED = os.environ.get("HYDRA_CPU_BACKGROUND", "1") != "0"
+
+_ready: set[tuple] = set()  # (id(loop), argument types) whose machine code is here
+_called: set[int] = set()  # loops the steps call directly now (``_LOOPS`` keeps them)
+_queued: set[tuple] = set()
+_failed: set[tuple] = set()
+_held: list[tuple] = []  # queued during a kernel call, started when it returns
+_jobs: "queue.Queue" = queue.Queue()
+_worker: list[threading.Thread] = []
+_lock = threading.Lock()
+
+
+def _types(args) -> tuple:
+    # as ``Loop.__call__`` tells signatures apart (cheap: this runs at every step)
+    return tuple([(a.dtype, a.ndim) if isinstance(a, np.ndarray) else type(a) for a in args])
+
+
+def ready(loop, args) -> bool:
+    """May the step call ``loop`` on ``args`` now?  (module docstring)"""
+    if id(loop) in _called:  # the common case, at every step of every call: one lookup
+        return True
+    key = (id(loop), _types(args))
+    if key in _ready:
+        _called.add(id(loop))  # another signature later builds in the call, as before
+        return True
+    if not ENABLED or nativeloops.CACHE.get() or key in _failed:
+        _ready.add(key)
+        return True
+    with _lock:
+        if key in _ready:
+            return True
+        if key not in _queued:
+            _queued.add(key)
+            _held.append((key, loop, nativeloops.signature(args),
+                          contextvars.copy_context()))
+    return False
+
+
+class LoopCompiler:
+    """The cpu backend's loop compiler for the executor's planner (``compile_loop``):
+    ``nativeloops.compiled``, whose loops a step may call once ``ready`` says so."""
+
+    def __call__(self, source: str, label: str = "a generated loop", reassoc: bool = False):
+        return nativeloops.compiled(source, label, reassoc)
+
+    @staticmethod
+    def ready(loop, args) -> bool:
+        return ready(loop, args)
+
+
+COMPILE_LOOP = LoopCompiler()
+
+
+def release() -> None:
+    """Start the builds ``ready`` queued (``phases.Plan.run`` calls it when a kernel call
+    returns: during the call the thread would hold numba's lock against the builds the
+    call itself waits for, a product's)."""
+    with _lock:
+        if not _held:
+            return
+        for job in _held:
+            _jobs.put(job)
+        _held.clear()
+        if not _worker:
+            t = threading.Thread(target=_work, name="hydra loop builds", daemon=True)
+            _worker.append(t)
+            t.start()
+
+
+def wait() -> None:
+    """Block until every queued build has finished (tests, benchmarks)."""
+    release()
+    _jobs.join()
+
+
+def _work() -> None:
+    silence_this_thread()
+    while True:
+        key, loop, sig, ctx = _jobs.get()
+        try:
+            ctx.run(loop.function, sig)
+            _ready.add(key)
+        except Exception:  # noqa: BLE001  (the step's own build raises it, in the kernel)
+            _failed.add(key)
+        finally:
+            _jobs.task_done()

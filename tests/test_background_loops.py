@@ -1,0 +1,58 @@
+"""Generated loops built in the background (hydra/backends/cpu/background.py): a
+kernel's first call runs a fused chain's and an np.stack's ops with NumPy while their
+loops build after the call; later calls use the loops; every call gives the same bits."""
+
+import numpy as np
+
+import hydra
+from hydra.backends.cpu import background, nativeloops
+from hydra.executor import fuse
+
+
+def chain(x, b):
+    y = np.maximum(x * 3.0 - b, 0.25)
+    return y, np.stack((x[0:2], x[1:3]))
+
+
+def _fused_kernels(k, args):
+    plan = k.specialize(k.signature(list(args))[1])[1].__self__
+    (step,) = [s for s in plan.steps if isinstance(s, fuse.Fused)]
+    return list(step._special.values()) or [step.kernel]
+
+
+def test_first_call_runs_numpy_then_the_loop(monkeypatch):
+    monkeypatch.setattr(background, "ENABLED", True)
+    r = np.random.default_rng(0)
+    x = r.standard_normal((37, 5, 3)).astype(np.float32)  # shapes no other test builds
+    b = r.standard_normal(3).astype(np.float32)
+    ref = hydra.compile(chain, varying="x", backend="numpy")(x, b)
+    k = hydra.compile(chain, varying="x", backend="cpu")
+    background.wait()  # other tests' builds
+    built = len(nativeloops.BUILT)
+    first = k(x, b)
+    assert len(nativeloops.BUILT) == built  # nothing built during the call
+    assert not any(loop._fns for loop in _fused_kernels(k, (x, b)))
+    background.wait()
+    assert len(nativeloops.BUILT) >= built + 2  # the chain and the stack, after it
+    assert all(loop._fns for loop in _fused_kernels(k, (x, b)))
+    later = k(x, b)
+    for got in (first, later):
+        for g, w in zip(got, ref):
+            assert g.tobytes() == w.tobytes()
+
+
+def test_off_and_cached_kernels_build_in_the_call(monkeypatch, tmp_path):
+    r = np.random.default_rng(1)
+    x = r.standard_normal((23, 7, 2))
+    b = r.standard_normal(2)
+    monkeypatch.setattr(background, "ENABLED", False)
+    k = hydra.compile(chain, varying="x", backend="cpu")
+    k(x, b)
+    assert all(loop._fns for loop in _fused_kernels(k, (x, b)))
+    monkeypatch.setattr(background, "ENABLED", True)
+    monkeypatch.setenv("HYDRA_CACHE_DIR", str(tmp_path))
+    x2 = r.standard_normal((23, 7, 4))
+    b2 = r.standard_normal(4)
+    k2 = hydra.compile(chain, varying="x", backend="cpu", cache=True)
+    k2(x2, b2)
+    assert all(loop._fns for loop in _fused_kernels(k2, (x2, b2)))
