@@ -244,7 +244,9 @@ CX = np.linspace(0.5, -0.5, 25).reshape(1, 5, 5)
 def layers(w, x):
     h = np.tanh(hydra.nn.conv2d(x, w, padding=1))
     p = hydra.nn.max_pool2d(h, 2)
-    return float((p * p).sum() + np.sin(hydra.nn.conv2d(x, w, stride=2)).sum())
+    a = hydra.nn.avg_pool2d(h, 2)
+    return float((p * p).sum() + np.sin(hydra.nn.conv2d(x, w, stride=2)).sum()
+                 + (a ** 3).sum())
 
 
 d_layers = hydra.grad(layers, argnums=(0, 1))
@@ -272,7 +274,7 @@ def scattered_curvature(x, i):
 
 @pytest.mark.parametrize("backend", ["numpy"])  # the same IR on cpu compiles for ~23 s here
 def test_a_gradient_of_a_gradient_through_the_layers_and_scatter_adds(backend):
-    """conv2d's and max_pool2d's adjoints and the scatter-add (np.add.at) of a gather's
+    """conv2d's, max_pool2d's and avg_pool2d's adjoints and the scatter-add (np.add.at) of a gather's
     adjoint have rules of their own: second derivatives against differences of the
     first (float64, per lane)."""
     rng = np.random.default_rng(12)
