@@ -114,6 +114,39 @@ def useful(fn: Function, value: Value) -> set[int]:
     return found
 
 
+def active(fn: Function, wrt: set[int]) -> set[int]:
+    """The ids of the values that depend on a differentiated parameter (``wrt``), to a
+    fixpoint through operands, the values regions yield and loops carry (activity
+    analysis, as Enzyme's): only they get adjoints, so ``W.T @ g`` for an input ``x``
+    that is not differentiated (the first layer of a network, a loop's ``xs[t]``) is
+    never computed, nor carried through a loop's reverse as an accumulator."""
+    found = set(wrt)
+
+    def flows(sources, targets) -> bool:
+        new = [t for s, t in zip(sources, targets) if s.id in found and t.id not in found]
+        found.update(t.id for t in new)
+        return bool(new)
+
+    changed = True
+    while changed:
+        changed = False
+        for op in fn.walk():
+            if op.opcode == "while":  # position by position: a loop's counter stays inactive
+                before, body = op.regions
+                passed = before.terminator.operands[1:]
+                changed |= flows(op.operands, before.args)
+                changed |= flows(body.terminator.operands, before.args)
+                changed |= flows(passed, body.args) | flows(passed, op.results)
+            elif op.opcode == "if":
+                for r in op.regions:
+                    changed |= flows(r.terminator.operands, op.results)
+            elif any(v.id in found for v in op.operands):
+                new = [r for r in op.results if r.id not in found]
+                found.update(r.id for r in new)
+                changed |= bool(new)
+    return found
+
+
 def _shape(v: Value) -> tuple:
     return v.type.shape if isinstance(v.type, ArrayType) else ()
 
@@ -139,6 +172,8 @@ class Transform:
         self.wrt: set[int] = set()  # the parameters differentiated
         #: the original values the differentiated value depends on (``useful``)
         self.useful: set[int] = set()
+        #: the original values that depend on a differentiated parameter (``active``)
+        self.active: set[int] | None = None
         #: adjoint value id -> where it may be nonzero (a branch of a select / np.where)
         self.masks: dict[int, Value] = {}
 
@@ -234,7 +269,8 @@ class Transform:
         return e.cast(g, t)
 
     def accumulate(self, adj: dict, v: Value, g: Value | None) -> None:
-        if g is None or not is_float(v.type):
+        if g is None or not is_float(v.type) or (self.active is not None
+                                                 and v.id not in self.active):
             return
         mask = self.masks.get(g.id)
         g = self.fit(g, v.type, self.env.get(v.id))
@@ -366,7 +402,8 @@ class Transform:
         tape, trips, pushed = self.loops[id(op)]
         before, body = op.regions
         e = self.e
-        floats = [i for i, r in enumerate(op.results) if is_float(r.type)]
+        floats = [i for i, r in enumerate(op.results) if is_float(r.type)
+                  and (self.active is None or r.id in self.active)]
         d0 = [gs[i] or e.zero(op.results[i].type, self.env[op.results[i].id])
               for i in floats]
         j = Value(INT64, op.loc, "trip")
@@ -418,6 +455,7 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
     t = Transform(fn)
     t.wrt = {p.id for p in wrt}
     t.useful = useful(fn, fn.body.terminator.operands[0])
+    t.active = active(fn, t.wrt)
     t.primal(fn.body, record=True, replay=False)
     leaves = fn.body.terminator.operands[:n_out]
     e = t.e
