@@ -117,7 +117,8 @@ class GradFunction:
     def build(self, types: list[Type]):
         """The typed SSA of this gradient for arguments of ``types``."""
         from ..frontend.build import build_function
-        from .transform import differentiate, prune
+        from .analysis import prune
+        from .transform import differentiate
         for i in self.indices:
             _check_param(self.names[i], types[i])
         fn = build_function(self.__wrapped__, list(types))

@@ -1,0 +1,212 @@
+"""Batch gradients of uniform weights without per-lane copies (SPEC section 11: "when
+only the sum is used it is computed without materializing N per-example gradients").
+
+Takes: a predicated function (after linearize: masks on ops, varying loops as uniform
+loops carrying their loop mask), typically a kernel that called a ``hydra.grad``
+function and sums a uniform weight's gradient over the lanes (``lanesum(dW)``).
+Guarantees: the same uniform values (up to the summation order that SPEC section 8
+allows) with the ``lanesum`` of an array moved towards where its terms are made:
+
+- ``lanesum(a + b)`` is ``lanesum(a) + lanesum(b)`` (and ``-``, unary ``-``),
+  ``lanesum(reshape(a))`` is ``reshape(lanesum(a))``, ``lanesum(sum(a, axis))`` is
+  ``sum(lanesum(a), axis)``, ``lanesum(select(c, a, b))`` sums ``a`` over the active
+  lanes where ``c`` holds and ``b`` over the others;
+- ``lanesum(np.outer(d, x))`` (the adjoint of ``W @ x``) is ``lanesum_outer(d, x)``:
+  one GEMM over the active rows, ``D.T @ X``;
+- ``lanesum(acc)`` of a per-lane accumulator that a varying loop carries (the reverse
+  sweep of a loop sums ``W``'s adjoint of every trip: ``acc + inc`` under the loop
+  mask, from zeros) becomes a uniform accumulator of ``lanesum(inc)`` over the lanes
+  active in each trip, and ``inc`` is sunk in turn: a loop that uses ``W @ h`` once per
+  trip makes one GEMM per trip, never an ``[N, *W.shape]`` array.
+
+A term that none of these rules takes keeps its ``lanesum``; a ``lanesum`` none of
+whose terms is an outer product or a loop accumulator is left as it was.  Runs at the
+start of ``simplify`` (whose dead-code elimination then removes the per-lane outer
+products and accumulators nothing reads any more).  The structured form (cuda, no
+linearize) has no loop mask to sum under: only the loop-free rules apply there, and
+only where the backend has ``lanesum_outer``.
+"""
+
+from __future__ import annotations
+
+from ..ir.core import Function, Op, Region, Value
+from ..types import BOOL, ArrayType
+
+
+def sink_lanesums(fn: Function) -> None:
+    """Rewrite ``fn``'s ``lanesum`` of arrays in place (see the module docstring)."""
+    if not any(op.opcode == "array" and op.attrs["fn"] == "lanesum" for op in fn.walk()):
+        return
+    ctx = _Context(fn)
+    _visit(ctx, fn.body)
+    if ctx.subst:
+        _apply(fn.body, ctx.subst)
+
+
+class _Context:
+    def __init__(self, fn: Function) -> None:
+        self.defs: dict[int, tuple[Op, Region]] = {}
+        self.uses: dict[int, int] = {}
+        self._scan(fn.body)
+        self.subst: dict[int, Value] = {}
+
+    def _scan(self, region: Region) -> None:
+        for op in region.ops:
+            for r in op.results:
+                self.defs[r.id] = (op, region)
+            for v in op.inputs():
+                self.uses[v.id] = self.uses.get(v.id, 0) + 1
+            for r in op.regions:
+                self._scan(r)
+
+
+def _visit(ctx: _Context, region: Region) -> None:
+    i = 0
+    while i < len(region.ops):
+        op = region.ops[i]
+        for r in op.regions:
+            _visit(ctx, r)
+        if op.opcode == "array" and op.attrs["fn"] == "lanesum" and op.operands[0].varying:
+            s = _Sinker(ctx, region, op.loc)
+            total = s.sink(op.operands[0], op.mask)
+            if s.profitable:
+                i = region.ops.index(op)  # a loop's new first accumulator went before it
+                region.ops[i:i] = s.ops
+                i += len(s.ops)
+                ctx.subst[op.result.id] = total
+                del region.ops[i]
+                continue
+        i += 1
+
+
+def _apply(region: Region, subst: dict[int, Value]) -> None:
+    def get(v: Value) -> Value:
+        while v.id in subst:
+            v = subst[v.id]
+        return v
+    for op in region.ops:
+        op.operands = [get(v) for v in op.operands]
+        if op.mask is not None:
+            op.mask = get(op.mask)
+        for r in op.regions:
+            _apply(r, subst)
+
+
+class _Sinker:
+    """Emits (into ``ops``) the uniform sum over the lanes of a mask of one value."""
+
+    def __init__(self, ctx: _Context, region: Region, loc) -> None:
+        self.ctx, self.region, self.loc = ctx, region, loc
+        self.ops: list[Op] = []
+        self.profitable = False
+
+    def emit(self, opcode: str, operands: list[Value], t, attrs=None, mask=None,
+             varying=False) -> Value:
+        v = Value(t, self.loc, "", varying)
+        self.ops.append(Op(opcode, list(operands), [v], self.loc, dict(attrs or {}), [],
+                           mask))
+        return v
+
+    def array(self, fn: str, operands: list[Value], t, params=None, mask=None,
+              varying=False) -> Value:
+        return self.emit("array", operands, t, {"fn": fn, "params": dict(params or {})},
+                         mask, varying)
+
+    def plain(self, x: Value, mask: Value | None) -> Value:
+        return self.array("lanesum", [x], x.type, mask=mask)
+
+    def sink(self, x: Value, mask: Value | None) -> Value:
+        found = self.ctx.defs.get(x.id)
+        if not x.varying or found is None or not isinstance(x.type, ArrayType):
+            return self.plain(x, mask)
+        op, where = found
+        fn = op.attrs.get("fn") if op.opcode == "array" else op.opcode
+        shape = x.type.shape
+        if fn in ("add", "sub") and all(isinstance(v.type, ArrayType) and v.type.shape == shape
+                                        and v.type.dtype == x.type.dtype
+                                        for v in op.operands):
+            a, b = (self.sink(v, mask) for v in op.operands)
+            return self.array(fn, [a, b], x.type)
+        if fn == "neg":
+            return self.array("neg", [self.sink(op.operands[0], mask)], x.type)
+        if fn in ("reshape", "sum") and op.opcode == "array" and op.mask is None \
+                and x.type.dtype == op.operands[0].type.dtype:
+            return self.array(fn, [self.sink(op.operands[0], mask)], x.type,
+                              op.attrs["params"])
+        if fn == "outer" and op.mask is None:
+            self.profitable = True
+            return self.array("lanesum_outer", list(op.operands), x.type, mask=mask)
+        if op.opcode == "select" and not isinstance(op.operands[0].type, ArrayType) \
+                and op.operands[0].varying:
+            return self.split(op, x, mask)
+        if op.opcode == "while" and op.attrs.get("varying") and where is self.region:
+            total = self.loop(op, x, mask)
+            if total is not None:
+                return total
+        return self.plain(x, mask)
+
+    def split(self, op: Op, x: Value, mask: Value | None) -> Value:
+        """``select(c, a, b)``: ``a`` over the lanes where ``c`` holds, ``b`` elsewhere."""
+        c, a, b = op.operands
+        not_c = self.emit("not", [c], BOOL, varying=True)
+        parts = []
+        for value, cond in ((a, c), (b, not_c)):
+            m = cond if mask is None else self.emit("bitand", [mask, cond], BOOL,
+                                                      varying=True)
+            parts.append(self.sink(value, m))
+        return self.array("add", parts, x.type)
+
+    def loop(self, op: Op, x: Value, mask: Value | None) -> Value | None:
+        """The uniform sum of loop accumulator ``x`` (see the module docstring), or None
+        where the loop does not have that shape."""
+        ctx = self.ctx
+        i = op.results.index(x)
+        before, body = op.regions
+        if mask is None or op.operands[0] is not mask or ctx.uses.get(x.id) != 1:
+            return None
+        b_arg, acc = before.args[i], body.args[i]
+        if before.terminator.operands[1 + i] is not b_arg or ctx.uses.get(b_arg.id) != 1:
+            return None
+        y = body.terminator.operands[i]
+        sel, _ = ctx.defs.get(y.id, (None, None))
+        if sel is None or sel.opcode != "select" or sel not in body.ops \
+                or sel.operands[2] is not acc or ctx.uses.get(y.id) != 1:
+            return None
+        loop_mask, s = sel.operands[0], sel.operands[1]
+        add, _ = ctx.defs.get(s.id, (None, None))
+        if add is None or add not in body.ops or add.opcode != "array" \
+                or add.attrs["fn"] != "add" or acc not in add.operands or add.mask is not None \
+                or ctx.uses.get(s.id) != 1 or ctx.uses.get(acc.id) != 2:
+            return None
+        inc = add.operands[1] if add.operands[0] is acc else add.operands[0]
+        if inc.type != x.type:
+            return None
+        zeros = self.uniform_zeros(op.operands[i])
+        if zeros is None:
+            return None
+        inner = _Sinker(ctx, body, add.loc)
+        step = inner.sink(inc, loop_mask)
+        total = inner.array("add", [acc, step], x.type)
+        at = body.ops.index(add)
+        body.ops[at:at + 1] = inner.ops
+        body.ops.remove(sel)
+        body.terminator.operands[i] = total
+        self.region.ops.insert(self.region.ops.index(op), zeros)
+        op.operands[i] = zeros.result
+        for v in (b_arg, acc, x):
+            v.varying = False
+        self.profitable = True
+        return x
+
+    def uniform_zeros(self, init: Value) -> Op | None:
+        """An op making uniform zeros like ``init`` where ``init`` is zeros made like a
+        uniform value (the reverse sweep's first accumulator), else None."""
+        found = self.ctx.defs.get(init.id)
+        if found is None:
+            return None
+        op = found[0]
+        if not (op.opcode == "array" and op.attrs["fn"] == "zeros_like"
+                and not op.operands[0].varying):
+            return None
+        return Op("array", list(op.operands), [Value(init.type, op.loc, "", False)], op.loc,
+                  dict(op.attrs), [], None)
