@@ -69,6 +69,8 @@ def _visit(ctx: _Context, region: Region) -> None:
         if op.opcode == "array" and op.attrs["fn"] == "lanesum" and op.operands[0].varying:
             s = _Sinker(ctx, region, op.loc)
             total = s.sink(op.operands[0], op.mask)
+            if s.profitable and total is None:  # a sum of zeros: lanesum as it was
+                s.profitable = False
             if s.profitable:
                 i = region.ops.index(op)  # a loop's new first accumulator went before it
                 region.ops[i:i] = s.ops
@@ -115,24 +117,33 @@ class _Sinker:
     def plain(self, x: Value, mask: Value | None) -> Value:
         return self.array("lanesum", [x], x.type, mask=mask)
 
-    def sink(self, x: Value, mask: Value | None) -> Value:
+    def sink(self, x: Value, mask: Value | None) -> Value | None:
+        """The uniform sum of ``x`` over ``mask``'s lanes; None: exactly zero (an
+        adjoint's ``zeros_like``, the arm of a select that did not use the weight)."""
         found = self.ctx.defs.get(x.id)
         if not x.varying or found is None or not isinstance(x.type, ArrayType):
             return self.plain(x, mask)
         op, where = found
         fn = op.attrs.get("fn") if op.opcode == "array" else op.opcode
         shape = x.type.shape
+        if fn == "zeros_like" and op.operands[0].type == x.type:
+            return None
         if fn in ("add", "sub") and all(isinstance(v.type, ArrayType) and v.type.shape == shape
                                         and v.type.dtype == x.type.dtype
                                         for v in op.operands):
             a, b = (self.sink(v, mask) for v in op.operands)
+            if b is None:
+                return a
+            if a is None:
+                return b if fn == "add" else self.array("neg", [b], x.type)
             return self.array(fn, [a, b], x.type)
         if fn == "neg":
-            return self.array("neg", [self.sink(op.operands[0], mask)], x.type)
+            a = self.sink(op.operands[0], mask)
+            return None if a is None else self.array("neg", [a], x.type)
         if fn in ("reshape", "sum") and op.opcode == "array" and op.mask is None \
                 and x.type.dtype == op.operands[0].type.dtype:
-            return self.array(fn, [self.sink(op.operands[0], mask)], x.type,
-                              op.attrs["params"])
+            a = self.sink(op.operands[0], mask)
+            return None if a is None else self.array(fn, [a], x.type, op.attrs["params"])
         if fn == "outer" and op.mask is None:
             self.profitable = True
             return self.array("lanesum_outer", list(op.operands), x.type, mask=mask)
@@ -154,7 +165,9 @@ class _Sinker:
             m = cond if mask is None else self.emit("bitand", [mask, cond], BOOL,
                                                       varying=True)
             parts.append(self.sink(value, m))
-        return self.array("add", parts, x.type)
+        parts = [p for p in parts if p is not None]
+        return self.array("add", parts, x.type) if len(parts) == 2 else (
+            parts[0] if parts else None)
 
     def loop(self, op: Op, x: Value, mask: Value | None) -> Value | None:
         """The uniform sum of loop accumulator ``x`` (see the module docstring), or None
@@ -186,27 +199,35 @@ class _Sinker:
             return None
         inner = _Sinker(ctx, body, add.loc)
         step = inner.sink(inc, loop_mask)
-        total = inner.array("add", [acc, step], x.type)
+        total = acc if step is None else inner.array("add", [acc, step], x.type)
         at = body.ops.index(add)
         body.ops[at:at + 1] = inner.ops
         body.ops.remove(sel)
         body.terminator.operands[i] = total
-        self.region.ops.insert(self.region.ops.index(op), zeros)
-        op.operands[i] = zeros.result
+        at = self.region.ops.index(op)
+        self.region.ops[at:at] = zeros
+        op.operands[i] = zeros[-1].result
         for v in (b_arg, acc, x):
             v.varying = False
         self.profitable = True
         return x
 
-    def uniform_zeros(self, init: Value) -> Op | None:
-        """An op making uniform zeros like ``init`` where ``init`` is zeros made like a
-        uniform value (the reverse sweep's first accumulator), else None."""
+    def uniform_zeros(self, init: Value) -> list[Op] | None:
+        """Ops making uniform zeros like ``init`` where ``init`` is zeros made like a
+        uniform value (the reverse sweep's first accumulator), else None.  Not
+        ``zeros_like``, which makes each lane its own array: ``where(True, 0, W)``."""
         found = self.ctx.defs.get(init.id)
         if found is None:
             return None
         op = found[0]
+        like = op.operands[0] if op.operands else None
         if not (op.opcode == "array" and op.attrs["fn"] == "zeros_like"
-                and not op.operands[0].varying):
+                and not like.varying and like.type == init.type):
             return None
-        return Op("array", list(op.operands), [Value(init.type, op.loc, "", False)], op.loc,
-                  dict(op.attrs), [], None)
+        true = Op("const", [], [Value(BOOL, op.loc, "", False)], op.loc, {"value": True})
+        zero = Op("const", [], [Value(init.type.dtype, op.loc, "", False)], op.loc,
+                  {"value": 0.0})
+        where = Op("array", [true.result, zero.result, like],
+                   [Value(init.type, op.loc, "", False)], op.loc,
+                   {"fn": "where", "params": {}})
+        return [true, zero, where]

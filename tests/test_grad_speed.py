@@ -1,0 +1,88 @@
+"""Gradients at speed (the gradients-at-speed issue): a uniform weight's batch gradient
+``lanesum(dW)`` is summed where its terms are made (one GEMM per outer product, a
+uniform accumulator in a loop's reverse), never as N per-example copies; each against
+the per-example oracle (the plain function's gradient, lane by lane)."""
+
+import numpy as np
+import pytest
+
+import hydra
+from hydra import lanesum
+from hydra.types import FLOAT64, INT64, ArrayType
+
+
+def rnn_loss(xs, n, Wx, Wh, b):
+    h = np.zeros(Wh.shape[0])
+    for t in range(n):
+        h = np.tanh(Wx @ xs[t] + Wh @ h + b)
+    return np.sum(h * h)
+
+
+d_rnn = hydra.grad(rnn_loss, argnums=(2, 3, 4))
+
+
+def rnn_step(xs, n, Wx, Wh, b):
+    dWx, dWh, db = d_rnn(xs, n, Wx, Wh, b)
+    return lanesum(dWx), lanesum(dWh), lanesum(db)
+
+
+def twice_loss(x, W, V):
+    h = np.tanh(W @ x)
+    if h[0] > 0.0:              # a per-lane branch: W used again on one side only
+        h = h + W @ h[:3]
+    return float(np.sum(V @ h)) + float(np.sum(W @ x) ** 2)
+
+
+d_twice = hydra.grad(twice_loss, argnums=(1, 2))
+
+
+def twice_step(x, W, V):
+    dW, dV = d_twice(x, W, V)
+    return lanesum(dW), lanesum(dV)
+
+
+def _oracle(loss, argnums, args, varying):
+    """The per-example gradients summed in Python."""
+    n = len(args[varying[0]])
+    total = None
+    for i in range(n):
+        one = [a[i] if k in varying else a for k, a in enumerate(args)]
+        one = [int(a) if isinstance(a, np.integer) else a for a in one]
+        g = hydra.grad(loss, argnums=argnums)(*one)
+        total = list(g) if total is None else [t + x for t, x in zip(total, g)]
+    return total
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_loops_weight_gradient_sums_per_trip_without_per_lane_copies(backend):
+    rng = np.random.default_rng(0)
+    N = 23
+    xs, n = rng.normal(size=(N, 5, 3)), rng.integers(0, 6, N)
+    Wx, Wh, b = rng.normal(size=(4, 3)) * .5, rng.normal(size=(4, 4)) * .5, rng.normal(size=4)
+    k = hydra.compile(rnn_step, varying=("xs", "n"), backend=backend)
+    got = k(xs, n, Wx, Wh, b)
+    for g, e in zip(got, _oracle(rnn_loss, (2, 3, 4), (xs, n, Wx, Wh, b), (0, 1))):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    text = k.dump_ir("predicated", types=[ArrayType(FLOAT64, 2, (5, 3)), INT64,
+                                          ArrayType(FLOAT64, 2, (4, 3)),
+                                          ArrayType(FLOAT64, 2, (4, 4)),
+                                          ArrayType(FLOAT64, 1, (4,))])
+    assert text.count("fn='lanesum_outer'") == 2 and "fn='outer'" not in text
+    # no loop carries a per-lane (v) matrix: the accumulators are uniform (u)
+    assert "v array[float64, (4, 4)]" not in text and "v array[float64, (4, 3)]" not in text
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_weight_used_twice_and_in_a_branch_sums_each_use_as_a_gemm(backend):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(17, 3))
+    W, V = rng.normal(size=(5, 3)), rng.normal(size=(2, 5))
+    k = hydra.compile(twice_step, varying="x", backend=backend)
+    for g, e in zip(k(X, W, V), _oracle(twice_loss, (1, 2), (X, W, V), (0,))):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    text = k.dump_ir("predicated", types=[ArrayType(FLOAT64, 1, (3,)),
+                                          ArrayType(FLOAT64, 2, (5, 3)),
+                                          ArrayType(FLOAT64, 2, (2, 5))])
+    # W @ x twice and V @ h outside the branch: GEMMs; the branch's use stays a lanesum
+    # of its outer products over the lanes that took it
+    assert text.count("fn='lanesum_outer'") == 3 and text.count("fn='outer'") == 1
