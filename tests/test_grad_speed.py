@@ -86,3 +86,41 @@ def test_a_weight_used_twice_and_in_a_branch_sums_each_use_as_a_gemm(backend):
     # W @ x twice and V @ h outside the branch: GEMMs; the branch's use stays a lanesum
     # of its outer products over the lanes that took it
     assert text.count("fn='lanesum_outer'") == 3 and text.count("fn='outer'") == 1
+
+
+def clipped_step(x, label, W, V, clip):
+    """DP-SGD's clipping: each lane's gradient scaled to norm <= clip, then summed."""
+    gW, gV = d_mlp(x, label, W, V)
+    norm = np.sqrt(np.sum(gW * gW) + np.sum(gV * gV))
+    scale = np.float64(min(1.0, clip / norm))
+    return lanesum(gW * scale), lanesum(gV / (1.0 / scale))
+
+
+def mlp_loss(x, label, W, V):
+    z = V @ np.tanh(W @ x)
+    s = z - z.max()
+    return np.log(np.sum(np.exp(s))) - s[label]
+
+
+d_mlp = hydra.grad(mlp_loss, argnums=(2, 3))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_per_example_clipping_never_makes_the_per_example_gradients(backend):
+    rng = np.random.default_rng(2)
+    X, labels = rng.normal(size=(19, 6)), rng.integers(0, 3, 19)
+    W, V = rng.normal(size=(5, 6)), rng.normal(size=(3, 5))
+    k = hydra.compile(clipped_step, varying=("x", "label"), backend=backend)
+    got = k(X, labels, W, V, 0.5)
+    expected = [0.0, 0.0]
+    for x, label in zip(X, labels):
+        gW, gV = d_mlp(x, int(label), W, V)
+        scale = min(1.0, 0.5 / np.sqrt(np.sum(gW ** 2) + np.sum(gV ** 2)))
+        expected = [expected[0] + gW * scale, expected[1] + gV * scale]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-11, atol=1e-12)
+    text = k.dump_ir("predicated", types=[ArrayType(FLOAT64, 1, (6,)), INT64,
+                                          ArrayType(FLOAT64, 2, (5, 6)),
+                                          ArrayType(FLOAT64, 2, (3, 5)), FLOAT64])
+    # the norms from the outer products' factors, the sums as GEMMs: no [N, 5, 6] array
+    assert "fn='outer'" not in text and text.count("fn='lanesum_outer'") == 2

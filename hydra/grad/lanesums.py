@@ -38,6 +38,7 @@ def sink_lanesums(fn: Function) -> None:
     if not any(op.opcode == "array" and op.attrs["fn"] == "lanesum" for op in fn.walk()):
         return
     ctx = _Context(fn)
+    _ghost_norms(ctx, fn.body)
     _visit(ctx, fn.body)
     if ctx.subst:
         _apply(fn.body, ctx.subst)
@@ -81,6 +82,45 @@ def _visit(ctx: _Context, region: Region) -> None:
         i += 1
 
 
+def _ghost_norms(ctx: _Context, region: Region) -> None:
+    """``np.sum(g * g)`` of an outer product ``g = np.outer(d, x)`` (a per-example
+    gradient's squared norm, DP-SGD's clipping) is ``sum(d * d) * sum(x * x)``: the
+    per-example gradient need not be made for its norm (Goodfellow 2015's trick)."""
+    i = 0
+    while i < len(region.ops):
+        op = region.ops[i]
+        for r in op.regions:
+            _ghost_norms(ctx, r)
+        outer = _square_of_outer(ctx, op)
+        if outer is not None:
+            s = _Sinker(ctx, region, op.loc)
+            sums = [s.array("sum", [s.array("mul", [v, v], v.type, varying=True)],
+                            op.result.type, {"axis": None, "keepdims": False},
+                            varying=True) for v in outer.operands]
+            product = s.emit("mul", sums, op.result.type, varying=True)
+            region.ops[i:i] = s.ops
+            i += len(s.ops)
+            ctx.subst[op.result.id] = product
+        i += 1
+
+
+def _square_of_outer(ctx: _Context, op: Op) -> Op | None:
+    if not (op.opcode == "array" and op.attrs["fn"] == "sum" and op.mask is None
+            and op.attrs["params"].get("axis") is None
+            and not op.attrs["params"].get("keepdims")):
+        return None
+    sq = ctx.defs.get(op.operands[0].id, (None,))[0]
+    if sq is None or sq.opcode != "array" or sq.attrs["fn"] != "mul" or sq.mask is not None \
+            or sq.operands[0] is not sq.operands[1]:
+        return None
+    outer = ctx.defs.get(sq.operands[0].id, (None,))[0]
+    if outer is None or outer.opcode != "array" or outer.attrs["fn"] != "outer" \
+            or outer.mask is not None or any(v.type.dtype != op.result.type
+                                             for v in outer.operands):
+        return None
+    return outer
+
+
 def _apply(region: Region, subst: dict[int, Value]) -> None:
     def get(v: Value) -> Value:
         while v.id in subst:
@@ -114,49 +154,81 @@ class _Sinker:
         return self.emit("array", operands, t, {"fn": fn, "params": dict(params or {})},
                          mask, varying)
 
-    def plain(self, x: Value, mask: Value | None) -> Value:
-        return self.array("lanesum", [x], x.type, mask=mask)
+    def scaled(self, x: Value, scale: Value | None) -> Value:
+        """``x * scale`` per lane (``scale`` a per-lane number), or ``x``."""
+        if scale is None:
+            return x
+        if scale.type != x.type.dtype:
+            scale = self.emit("cast", [scale], x.type.dtype, varying=True)
+        return self.array("mul", [x, scale], x.type, varying=True)
 
-    def sink(self, x: Value, mask: Value | None) -> Value | None:
-        """The uniform sum of ``x`` over ``mask``'s lanes; None: exactly zero (an
-        adjoint's ``zeros_like``, the arm of a select that did not use the weight)."""
+    def plain(self, x: Value, mask: Value | None, scale: Value | None = None) -> Value:
+        return self.array("lanesum", [self.scaled(x, scale)], x.type, mask=mask)
+
+    def sink(self, x: Value, mask: Value | None, scale: Value | None = None) -> Value | None:
+        """The uniform sum of ``x`` (times the per-lane number ``scale``) over
+        ``mask``'s lanes; None: exactly zero (an adjoint's ``zeros_like``, the arm of a
+        select that did not use the weight)."""
         found = self.ctx.defs.get(x.id)
         if not x.varying or found is None or not isinstance(x.type, ArrayType):
-            return self.plain(x, mask)
+            return self.plain(x, mask, scale)
         op, where = found
         fn = op.attrs.get("fn") if op.opcode == "array" else op.opcode
         shape = x.type.shape
         if fn == "zeros_like" and op.operands[0].type == x.type:
             return None
+        factor = self.factor(op, x)
+        if factor is not None:  # a per-example gradient scaled by its lane's number
+            y, f = factor
+            if scale is not None:
+                f = self.emit("mul", [scale, f], f.type, varying=True)
+            return self.sink(y, mask, f)
         if fn in ("add", "sub") and all(isinstance(v.type, ArrayType) and v.type.shape == shape
                                         and v.type.dtype == x.type.dtype
                                         for v in op.operands):
-            a, b = (self.sink(v, mask) for v in op.operands)
+            a, b = (self.sink(v, mask, scale) for v in op.operands)
             if b is None:
                 return a
             if a is None:
                 return b if fn == "add" else self.array("neg", [b], x.type)
             return self.array(fn, [a, b], x.type)
         if fn == "neg":
-            a = self.sink(op.operands[0], mask)
+            a = self.sink(op.operands[0], mask, scale)
             return None if a is None else self.array("neg", [a], x.type)
         if fn in ("reshape", "sum") and op.opcode == "array" and op.mask is None \
                 and x.type.dtype == op.operands[0].type.dtype:
-            a = self.sink(op.operands[0], mask)
+            a = self.sink(op.operands[0], mask, scale)
             return None if a is None else self.array(fn, [a], x.type, op.attrs["params"])
         if fn == "outer" and op.mask is None:
             self.profitable = True
-            return self.array("lanesum_outer", list(op.operands), x.type, mask=mask)
+            a, b = op.operands
+            return self.array("lanesum_outer", [self.scaled(a, scale), b], x.type, mask=mask)
         if op.opcode == "select" and not isinstance(op.operands[0].type, ArrayType) \
                 and op.operands[0].varying:
-            return self.split(op, x, mask)
-        if op.opcode == "while" and op.attrs.get("varying") and where is self.region:
+            return self.split(op, x, mask, scale)
+        if op.opcode == "while" and op.attrs.get("varying") and where is self.region \
+                and scale is None:
             total = self.loop(op, x, mask)
             if total is not None:
                 return total
-        return self.plain(x, mask)
+        return self.plain(x, mask, scale)
 
-    def split(self, op: Op, x: Value, mask: Value | None) -> Value:
+    def factor(self, op: Op, x: Value) -> tuple[Value, Value] | None:
+        """(y, s) where ``x`` is ``y * s`` or ``y / s`` (``1 / s`` made here) with ``s`` a
+        per-lane float number and ``y`` an array of ``x``'s type, else None."""
+        if op.opcode != "array" or op.attrs["fn"] not in ("mul", "truediv") or op.mask:
+            return None
+        a, b = op.operands
+        pairs = [(a, b), (b, a)] if op.attrs["fn"] == "mul" else [(a, b)]
+        for y, s in pairs:
+            if y.type == x.type and not isinstance(s.type, ArrayType) and s.type.kind == "f":
+                if op.attrs["fn"] == "truediv":
+                    one = self.emit("const", [], s.type, {"value": 1.0})
+                    s = self.emit("truediv", [one, s], s.type, varying=bool(s.varying))
+                return y, s
+        return None
+
+    def split(self, op: Op, x: Value, mask: Value | None, scale: Value | None) -> Value:
         """``select(c, a, b)``: ``a`` over the lanes where ``c`` holds, ``b`` elsewhere."""
         c, a, b = op.operands
         not_c = self.emit("not", [c], BOOL, varying=True)
@@ -164,7 +236,7 @@ class _Sinker:
         for value, cond in ((a, c), (b, not_c)):
             m = cond if mask is None else self.emit("bitand", [mask, cond], BOOL,
                                                       varying=True)
-            parts.append(self.sink(value, m))
+            parts.append(self.sink(value, m, scale))
         parts = [p for p in parts if p is not None]
         return self.array("add", parts, x.type) if len(parts) == 2 else (
             parts[0] if parts else None)
