@@ -137,9 +137,9 @@ def workload(name: str, scale: float):
         args = (x, label, *mlp.weights())
         if name == "mlp":
             return {"forward": mlp_forward, "gradient step": mlp_step}, ("x", "label"), args
-        return ({"non-private step": dp_sgd.mean_step, "DP-SGD step": dp_sgd.private_step},
-                ("x", "label", "noise_seed"),
-                (*args[:2], *args[2:], 1.0, 0.0))
+        x = np.random.default_rng(1).uniform(0.0, 1.0, (n, 64)).astype(np.float32)
+        return ({"non-private step": dp_sgd.mean_step, "DP-SGD step (clip, no noise)":
+                 dp_sgd.private_step}, ("x", "label"), (x, label, *dp_sgd.init(), 1.0))
     if name == "rnn":
         steps = max(4, int(200 * min(scale * 4, 1.0)))
         xs, lengths = rnn.sequences(n, steps)

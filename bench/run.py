@@ -8,7 +8,8 @@ process's time to its first result from a filled disk cache (``bench/startup.py`
 ``python -m bench firstcall [names...] [--against DIR]`` first calls, compile included,
 each in a fresh process, against Numba's (``bench/firstcall.py``); ``python -m bench
 random`` Monte Carlo pi with ``hydra.random`` against hand-written hashes
-(``bench/mcrandom.py``).
+(``bench/mcrandom.py``); ``python -m bench grad [--scale S] [--only rnn]`` training steps by
+``hydra.grad`` against their forward passes (``bench/grad.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -146,7 +147,8 @@ def main(argv=None) -> None:
                     help="with --gpu: the workloads at this many times their CPU size; with "
                          "ml: the number of examples at this many times ML.md's")
     ap.add_argument("--only", action="append", metavar="WORKLOAD",
-                    help="with ml: just this workload (mlp, rnn, early exit); may repeat")
+                    help="with ml, grad: just this workload (mlp, rnn, early exit, ...); may "
+                         "repeat")
     ap.add_argument("--against", metavar="DIR",
                     help="with startup, firstcall: also the hydra rows of the checkout in DIR")
     ap.add_argument("--boundscheck-cost", action="store_true",
@@ -171,6 +173,10 @@ def main(argv=None) -> None:
     if a.names == ["ml"]:
         from .ml import main as run_ml
         run_ml(a.scale, a.repeat, *([a.only] if a.only else []))
+        return
+    if a.names == ["grad"]:
+        from .grad import main as run_grad
+        run_grad(a.scale, a.repeat, a.only)
         return
     if a.names == ["async"]:
         from .asyncbench import main as run_async

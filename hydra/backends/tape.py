@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..types import ScalarType
+
 
 class Tape:
     """Per-lane stacks of records in one growable store."""
@@ -27,11 +29,11 @@ class Tape:
         self.columns: list[np.ndarray] = []
         self.size = 0
 
-    def _grow(self, need: int, values: list, varying: list[bool]) -> None:
+    def _grow(self, need: int, types: list) -> None:
         if not self.columns:  # a record's value: a lane's number or per-lane array
-            self.columns = [np.empty((0, *(np.shape(v)[1:] if vary else np.shape(v))),
-                                     dtype=np.asarray(v).dtype)
-                            for v, vary in zip(values, varying)]
+            self.columns = [np.empty((0, *(getattr(t, "shape", None) or ())),
+                                     dtype=(t.dtype if isinstance(t, ScalarType)
+                                            else t.dtype.dtype)) for t in types]
         cap = len(self.prev)
         if need <= cap:
             return
@@ -46,14 +48,17 @@ class Tape:
             columns.append(grown)
         self.columns = columns
 
-    def push(self, values: list, varying: list[bool], mask: np.ndarray) -> None:
-        """``values``: one per record slot, a varying one with the lane axis first."""
+    def push(self, values: list, varying: list[bool], mask: np.ndarray, types: list) -> None:
+        """``values``: one per record slot (of IR type ``types``), a varying one with
+        the lane axis first; None: not set on any lane yet (an ``undef``)."""
         lanes = np.nonzero(mask)[0]
         if not lanes.size:
             return
-        self._grow(self.size + lanes.size, values, varying)
+        self._grow(self.size + lanes.size, types)
         at = np.arange(self.size, self.size + lanes.size)
         for col, v, vary in zip(self.columns, values, varying):
+            if v is None:
+                continue  # never read back: the reverse pops it only where it was set
             v = np.asarray(v)
             col[at] = v[lanes] if vary else v  # a uniform value: the same for every lane
         self.prev[at] = self.head[lanes]
@@ -91,9 +96,17 @@ def _tape(h, op, env) -> Tape:
     return tape
 
 
+def _per_lane(v, x) -> bool:
+    """Does ``x`` (the value of IR value ``v``) hold one row per lane?  A varying value
+    the host kept as one number or array (the same on every lane) does not."""
+    ndim = len(getattr(v.type, "shape", None) or ())
+    return bool(v.varying) and np.ndim(x) == ndim + 1
+
+
 def tape_push(h, op, env) -> list:
-    _tape(h, op, env).push([env[v.id] for v in op.operands],
-                           [bool(v.varying) for v in op.operands], _mask(h, op, env))
+    values = [env[v.id] for v in op.operands]
+    _tape(h, op, env).push(values, [_per_lane(v, x) for v, x in zip(op.operands, values)],
+                           _mask(h, op, env), [v.type for v in op.operands])
     return []
 
 
