@@ -124,3 +124,40 @@ def test_per_example_clipping_never_makes_the_per_example_gradients(backend):
                                           ArrayType(FLOAT64, 2, (3, 5)), FLOAT64])
     # the norms from the outer products' factors, the sums as GEMMs: no [N, 5, 6] array
     assert "fn='outer'" not in text and text.count("fn='lanesum_outer'") == 2
+
+
+def exit_loss(x, Ws, E, tok, thr):
+    h = x + E[tok]              # a gather at a per-lane place: its adjoint a scatter-add
+    for l in range(Ws.shape[0]):  # noqa: E741
+        h = h + np.tanh(Ws[l] @ h)
+        if np.sum(h * h) > thr:
+            break
+    return float(np.sum(h))
+
+
+d_exit = hydra.grad(exit_loss, argnums=(1, 2))
+
+
+def exit_step(x, Ws, E, tok, thr):
+    gW, gE = d_exit(x, Ws, E, tok, thr)
+    return lanesum(gW), lanesum(gE)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_layer_stacks_gradient_is_summed_per_layer_and_a_gathers_scattered(backend):
+    """Early exit: in the reverse sweep (aligned with the forward loop) the layer index
+    popped from the tape is uniform, so ``Ws[l]`` is one matrix and its adjoint one GEMM
+    put in place ``l``; ``E[tok]``'s adjoint sums each row's lanes apart."""
+    rng = np.random.default_rng(5)
+    X, tok, thr = rng.normal(size=(21, 4)), rng.integers(0, 3, 21), rng.uniform(3, 30, 21)
+    Ws, E = rng.normal(size=(4, 4, 4)) * 0.4, rng.normal(size=(3, 4))
+    k = hydra.compile(exit_step, varying=("x", "tok", "thr"), backend=backend)
+    got = k(X, Ws, E, tok, thr)
+    exp = _oracle(exit_loss, (1, 2), (X, Ws, E, tok, thr), (0, 3, 4))
+    for g, e in zip(got, exp):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    text = k.dump_ir("predicated", types=[ArrayType(FLOAT64, 1, (4,)),
+                                          ArrayType(FLOAT64, 3, (4, 4, 4)),
+                                          ArrayType(FLOAT64, 2, (3, 4)), INT64, FLOAT64])
+    assert "v array[float64, (4, 4, 4)]" not in text and "v array[float64, (4, 4)]" not in text
+    assert "fn='outer'" not in text

@@ -2,7 +2,10 @@
 
 Takes: the ops as the gradient transformation emits them (``hydra.grad.transform``),
 after linearize: each carries the mask of the lanes that run it.
-Guarantees: each lane has its own stack per tape (the ``tape`` attribute).  A push
+Guarantees: each lane has its own stack per tape (the ``tape`` attribute).  The reverse
+sweep pops in the order its forward loop pushed, aligned (its trip j is every lane's
+trip j), so the lanes active at a pop pushed in the same forward trip, and a value
+pushed uniform pops uniform (the result the uniformity pass marks so).  A push
 stores one record (the op's operand values) for each *active* lane only; a pop gives
 each active lane the last record it pushed and removes it.  Storage is one list of
 records shared by the lanes, each record linked to the lane's previous one, so it
@@ -111,6 +114,12 @@ def tape_push(h, op, env) -> list:
 
 
 def tape_pop(h, op, env) -> list:
+    """A result the uniformity pass proved uniform (pushed uniform: the reverse runs
+    aligned with the forward loop, so every active lane popped the same value) is the
+    first active lane's, without the lane axis."""
     types = [r.type for r in op.results]
-    return _tape(h, op, env).pop(_mask(h, op, env), [t.dtype for t in types],
-                                 [getattr(t, "shape", None) or () for t in types])
+    mask = _mask(h, op, env)
+    out = _tape(h, op, env).pop(mask, [t.dtype for t in types],
+                                [getattr(t, "shape", None) or () for t in types])
+    first = int(np.argmax(mask))
+    return [x if r.varying else x[first] for r, x in zip(op.results, out)]

@@ -80,8 +80,8 @@ def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
     for op in fn.walk():
         prints = prints or op.opcode == "print"
         reason = op.attrs.get("sync")
-        if not reason or op.opcode == "print":
-            continue
+        if not reason or op.opcode == "print" or op.attrs.get("chunk_local"):
+            continue  # (hydra.grad's own trip count: a chunk's lanes are enough)
         name = _name(op)
         if op.opcode == "array" and op.cross_lane and name not in ARRAY_STAGED:
             refuse(op.loc, f"{name} of a per-lane array across Dask chunks is not supported",

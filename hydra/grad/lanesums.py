@@ -13,11 +13,15 @@ allows) with the ``lanesum`` of an array moved towards where its terms are made:
   lanes where ``c`` holds and ``b`` over the others;
 - ``lanesum(np.outer(d, x))`` (the adjoint of ``W @ x``) is ``lanesum_outer(d, x)``:
   one GEMM over the active rows, ``D.T @ X``;
-- ``lanesum(acc)`` of a per-lane accumulator that a varying loop carries (the reverse
-  sweep of a loop sums ``W``'s adjoint of every trip: ``acc + inc`` under the loop
-  mask, from zeros) becomes a uniform accumulator of ``lanesum(inc)`` over the lanes
-  active in each trip, and ``inc`` is sunk in turn: a loop that uses ``W @ h`` once per
-  trip makes one GEMM per trip, never an ``[N, *W.shape]`` array.
+- ``lanesum(acc)`` of a per-lane accumulator that a reverse sweep's loop carries (it
+  sums ``W``'s adjoint of every trip: ``acc + inc`` in the arm of the lanes whose trip
+  it is, from zeros) becomes a uniform accumulator of ``lanesum(inc)`` over those
+  lanes, and ``inc`` is sunk in turn: a loop that uses ``W @ h`` once per trip makes
+  one GEMM per trip, never an ``[N, *W.shape]`` array;
+- ``np.sum(g * g)`` of an outer product is the product of its factors' squared norms
+  (a per-example gradient's norm for DP-SGD's clipping), and ``lanesum(g * s)`` of a
+  per-lane number ``s`` scales the outer product's first factor: per-example clipping
+  makes no per-example gradient either.
 
 A term that none of these rules takes keeps its ``lanesum``; a ``lanesum`` none of
 whose terms is an outer product or a loop accumulator is left as it was.  Runs at the
@@ -121,6 +125,48 @@ def _square_of_outer(ctx: _Context, op: Op) -> Op | None:
     return outer
 
 
+#: a gather's place count up to which its adjoint's lanesum is a scatter-add of one
+#: sum per place (a layer's weights; an embedding table's rows stay a plain lanesum)
+MAX_PLACES = 64
+
+
+def _one_hot(ctx: _Context, op: Op, x: Value) -> tuple[Value, Value] | None:
+    """(i, rows) where ``x`` is the adjoint of a gather ``W[i]`` as ``hydra.grad``
+    writes it: ``where(reshape(arange(K), (K, 1..)) == i, reshape(rows, (1, ...)), 0)``."""
+    def made(v: Value, fn: str) -> Op | None:
+        found = ctx.defs.get(v.id, (None,))[0]
+        return found if found is not None and found.opcode == "array" \
+            and found.attrs["fn"] == fn else None
+    if op.opcode != "array" or op.attrs["fn"] != "where" or x.type.ndim < 1 \
+            or not 1 <= x.type.shape[0] <= MAX_PLACES:
+        return None
+    c, rows, zero = op.operands
+    z = ctx.defs.get(zero.id, (None,))[0]
+    if z is None or z.opcode != "const" or z.attrs["value"] != 0:
+        return None
+    eq, shaped = made(c, "eq"), made(rows, "reshape")
+    if eq is None or shaped is None or shaped.operands[0].type.shape != x.type.shape[1:]:
+        return None
+    places, index = eq.operands
+    iota = made(places, "reshape")
+    iota = iota and made(iota.operands[0], "arange")
+    if iota is None or isinstance(index.type, ArrayType) or iota.attrs["params"] != {
+            "start": 0, "stop": x.type.shape[0], "step": 1, "dtype": "int64"}:
+        return None
+    return index, shaped.operands[0]
+
+
+def _arm_mask(ctx: _Context, guard: Op) -> Value | None:
+    """The mask of a guarded ``if``'s then-arm: ``any(m.then)``'s operand, where
+    ``m.then`` is ``bitand`` of the enclosing mask and the condition."""
+    found = ctx.defs.get(guard.operands[0].id, (None,))[0]
+    if found is None or found.opcode != "any":
+        return None
+    m = found.operands[0]
+    made = ctx.defs.get(m.id, (None,))[0]
+    return m if made is not None and made.opcode == "bitand" else None
+
+
 def _apply(region: Region, subst: dict[int, Value]) -> None:
     def get(v: Value) -> Value:
         while v.id in subst:
@@ -206,8 +252,10 @@ class _Sinker:
         if op.opcode == "select" and not isinstance(op.operands[0].type, ArrayType) \
                 and op.operands[0].varying:
             return self.split(op, x, mask, scale)
-        if op.opcode == "while" and op.attrs.get("varying") and where is self.region \
-                and scale is None:
+        hot = _one_hot(self.ctx, op, x)
+        if hot is not None:
+            return self.scatter(x, *hot, mask, scale)
+        if op.opcode == "while" and where is self.region and scale is None:
             total = self.loop(op, x, mask)
             if total is not None:
                 return total
@@ -228,6 +276,31 @@ class _Sinker:
                 return y, s
         return None
 
+    def scatter(self, x: Value, index: Value, rows: Value, mask, scale) -> Value | None:
+        """The adjoint of a gather ``W[i]`` (``rows`` in place ``i`` of ``x``, zeros
+        elsewhere), summed over the lanes: a scatter-add.  A uniform ``i`` (a loop's
+        layer in lockstep) puts the one sum of ``rows`` in its place; a varying one
+        sums each place's lanes apart (a masked GEMM each: every lane's rows in one)."""
+        n = x.type.shape[0]
+        row_t = ArrayType(x.type.dtype, x.type.ndim - 1, x.type.shape[1:])
+        zero = self.emit("const", [], x.type.dtype, {"value": 0.0})
+        pieces = []
+        total = None if index.varying else self.sink(rows, mask, scale)
+        for j in range(n):
+            hit = self.emit("eq", [index, self.emit("const", [], index.type, {"value": j})],
+                            BOOL, varying=bool(index.varying))
+            if index.varying:
+                m = hit if mask is None else self.emit("bitand", [mask, hit], BOOL,
+                                                         varying=True)
+                part = self.sink(rows, m, scale)
+                pieces.append(part if part is not None else
+                              self.array("where", [hit, zero, zero], row_t))
+            elif total is None:
+                return None
+            else:
+                pieces.append(self.array("where", [hit, total, zero], row_t))
+        return self.array("stack", pieces, x.type, {"axis": 0})
+
     def split(self, op: Op, x: Value, mask: Value | None, scale: Value | None) -> Value:
         """``select(c, a, b)``: ``a`` over the lanes where ``c`` holds, ``b`` elsewhere."""
         c, a, b = op.operands
@@ -243,43 +316,54 @@ class _Sinker:
 
     def loop(self, op: Op, x: Value, mask: Value | None) -> Value | None:
         """The uniform sum of loop accumulator ``x`` (see the module docstring), or None
-        where the loop does not have that shape."""
+        where the loop does not have the shape of a reverse sweep's: a uniform loop
+        whose body is a guarded ``if`` (the lanes whose trip it is, ``m.then``) that
+        yields ``acc + inc``, the other lanes keeping ``acc`` by a select."""
         ctx = self.ctx
         i = op.results.index(x)
         before, body = op.regions
-        if mask is None or op.operands[0] is not mask or ctx.uses.get(x.id) != 1:
+        if mask is None or ctx.uses.get(x.id) != 1:
             return None
         b_arg, acc = before.args[i], body.args[i]
         if before.terminator.operands[1 + i] is not b_arg or ctx.uses.get(b_arg.id) != 1:
             return None
         y = body.terminator.operands[i]
-        sel, _ = ctx.defs.get(y.id, (None, None))
+        sel = ctx.defs.get(y.id, (None,))[0]
         if sel is None or sel.opcode != "select" or sel not in body.ops \
                 or sel.operands[2] is not acc or ctx.uses.get(y.id) != 1:
             return None
-        loop_mask, s = sel.operands[0], sel.operands[1]
-        add, _ = ctx.defs.get(s.id, (None, None))
-        if add is None or add not in body.ops or add.opcode != "array" \
+        guard = ctx.defs.get(sel.operands[1].id, (None,))[0]
+        if guard is None or guard.opcode != "if" or guard not in body.ops \
+                or ctx.uses.get(sel.operands[1].id) != 1:
+            return None
+        k = guard.results.index(sel.operands[1])
+        then = guard.regions[0]
+        arm_mask = _arm_mask(ctx, guard)
+        if arm_mask is None or mask not in ctx.defs[arm_mask.id][0].operands:
+            return None  # the arm's lanes are not the lanes summed over
+        s = then.terminator.operands[k]
+        add = ctx.defs.get(s.id, (None,))[0]
+        if add is None or add not in then.ops or add.opcode != "array" \
                 or add.attrs["fn"] != "add" or acc not in add.operands or add.mask is not None \
                 or ctx.uses.get(s.id) != 1 or ctx.uses.get(acc.id) != 2:
             return None
         inc = add.operands[1] if add.operands[0] is acc else add.operands[0]
-        if inc.type != x.type:
-            return None
         zeros = self.uniform_zeros(op.operands[i])
-        if zeros is None:
+        if inc.type != x.type or zeros is None:
             return None
-        inner = _Sinker(ctx, body, add.loc)
-        step = inner.sink(inc, loop_mask)
+        inner = _Sinker(ctx, then, add.loc)
+        step = inner.sink(inc, arm_mask)
         total = acc if step is None else inner.array("add", [acc, step], x.type)
-        at = body.ops.index(add)
-        body.ops[at:at + 1] = inner.ops
+        at = then.ops.index(add)
+        then.ops[at:at + 1] = inner.ops
+        then.terminator.operands[k] = total
+        guard.regions[1].terminator.operands[k] = acc
         body.ops.remove(sel)
-        body.terminator.operands[i] = total
+        body.terminator.operands[i] = guard.results[k]
         at = self.region.ops.index(op)
         self.region.ops[at:at] = zeros
         op.operands[i] = zeros[-1].result
-        for v in (b_arg, acc, x):
+        for v in (b_arg, acc, x, guard.results[k]):
             v.varying = False
         self.profitable = True
         return x

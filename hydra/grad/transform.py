@@ -357,8 +357,8 @@ class Transform:
         j = Value(INT64, op.loc, "trip")
         d_args = [Value(op.results[i].type, op.loc, f"d{op.results[i].name}")
                   for i in floats]
-        nbody = Region([j, *d_args])
-        with e.into(nbody):
+        live = Region()  # the trip of the lanes that ran it: pop, recompute, reverse
+        with e.into(live):
             if pushed:
                 popped = e.op("tape_pop", [], [body.args[i].type for i in pushed],
                               {"tape": tape}).results
@@ -377,16 +377,29 @@ class Transform:
             inner = _defined(body)
             keys = [k for k in found if k not in inner]
             accs = [Value(self.orig[k].type, op.loc, "acc") for k in keys]
-            nbody.args += accs
             acc_new = [e.add(a, found[k]) for a, k in zip(accs, keys)]
+            e.op("yield", [*d_new, *acc_new], [])
+        idle = Region()
+        with e.into(idle):
+            e.op("yield", [*d_args, *accs], [])
+        nbody = Region([j, *d_args, *accs])
+        with e.into(nbody):
+            ran = e.v("lt", [j, trips], BOOL)
+            arms = e.op("if", [ran], [a.type for a in [*d_args, *accs]], {}, [live, idle])
             j1 = e.v("sub", [j, e.const(1, INT64)], INT64)
-            e.op("yield", [j1, *d_new, *acc_new], [])
+            e.op("yield", [j1, *arms.results], [])
         acc0 = [e.zero(self.orig[k].type, self.env[k]) for k in keys]
         nb = Region([Value(a.type, a.loc, a.name) for a in nbody.args])
         with e.into(nb):
-            go = e.v("gt", [nb.args[0], e.const(0, INT64)], BOOL)
+            go = e.v("ge", [nb.args[0], e.const(0, INT64)], BOOL)
             e.op("condition", [go, *nb.args], [])
-        result = e.op("while", [trips, *d0, *acc0], [a.type for a in nbody.args], {},
+        # aligned with the forward sweep: reverse trip j is every lane's own trip j, so
+        # the lanes active in it are those active in forward trip j (a lane joins when j
+        # reaches its own count) and a value the forward trip had uniform is uniform
+        # again when popped (``Ws[l]`` stays one matrix, not one per lane)
+        most = e.v("intrinsic", [trips], INT64, {"name": "lanemax", "chunk_local": True})
+        last = e.v("sub", [most, e.const(1, INT64)], INT64)
+        result = e.op("while", [last, *d0, *acc0], [a.type for a in nbody.args], {},
                       [nb, nbody])
         outs = iter(result.results[1:])
         for i in floats:
