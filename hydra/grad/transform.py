@@ -124,6 +124,9 @@ class Transform:
         self.active: set[int] | None = None
         #: adjoint value id -> where it may be nonzero (a branch of a select / np.where)
         self.masks: dict[int, Value] = {}
+        #: original value id -> a value the reverse already has for it (a loop trip's
+        #: result: the next trip's popped state), so its replay skips the op
+        self.given: dict[int, Value] = {}
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -132,6 +135,10 @@ class Transform:
         their trips for the reverse; ``replay``: a recomputation (no print, assert)."""
         for op in region.ops[:-1]:
             if replay and op.opcode in ("print", "check"):
+                continue
+            if replay and op.results and all(r.id in self.given for r in op.results):
+                for r in op.results:
+                    self.env[r.id] = self.given[r.id]
                 continue
             with self.e.at(op.loc):
                 if op.opcode == "while" and record and any(
@@ -357,6 +364,11 @@ class Transform:
         j = Value(INT64, op.loc, "trip")
         d_args = [Value(op.results[i].type, op.loc, f"d{op.results[i].name}")
                   for i in floats]
+        # the state a trip yields is the next trip's popped state (the loop's result
+        # for a lane's last trip): carried back, so the replay need not recompute it
+        made = {r.id for o in body.ops[:-1] for r in o.results}
+        ends = [i for i in pushed if body.terminator.operands[i].id in made]
+        nxt = [Value(body.args[i].type, op.loc, "next") for i in ends]
         live = Region()  # the trip of the lanes that ran it: pop, recompute, reverse
         with e.into(live):
             if pushed:
@@ -367,7 +379,10 @@ class Transform:
             for i, a in enumerate(body.args):
                 if i not in pushed:  # loop-invariant: the loop's initial value
                     self.env[a.id] = self.env[op.operands[i].id]
+            saved, self.given = self.given, {
+                body.terminator.operands[i].id: v for i, v in zip(ends, nxt)}
             self.primal(body, record=True, replay=True)
+            self.given = saved
             seeds: dict = {}
             for i, d in zip(floats, d_args):
                 self.accumulate(seeds, body.terminator.operands[i], d)
@@ -378,14 +393,15 @@ class Transform:
             keys = [k for k in found if k not in inner]
             accs = [Value(self.orig[k].type, op.loc, "acc") for k in keys]
             acc_new = [e.add(a, found[k]) for a, k in zip(accs, keys)]
-            e.op("yield", [*d_new, *acc_new], [])
+            e.op("yield", [*d_new, *acc_new, *[self.env[body.args[i].id] for i in ends]], [])
         idle = Region()
         with e.into(idle):
-            e.op("yield", [*d_args, *accs], [])
-        nbody = Region([j, *d_args, *accs])
+            e.op("yield", [*d_args, *accs, *nxt], [])
+        nbody = Region([j, *d_args, *accs, *nxt])
         with e.into(nbody):
             ran = e.v("lt", [j, trips], BOOL)
-            arms = e.op("if", [ran], [a.type for a in [*d_args, *accs]], {}, [live, idle])
+            arms = e.op("if", [ran], [a.type for a in [*d_args, *accs, *nxt]], {},
+                        [live, idle])
             j1 = e.v("sub", [j, e.const(1, INT64)], INT64)
             e.op("yield", [j1, *arms.results], [])
         acc0 = [e.zero(self.orig[k].type, self.env[k]) for k in keys]
@@ -399,7 +415,8 @@ class Transform:
         # again when popped (``Ws[l]`` stays one matrix, not one per lane)
         most = e.v("intrinsic", [trips], INT64, {"name": "lanemax", "chunk_local": True})
         last = e.v("sub", [most, e.const(1, INT64)], INT64)
-        result = e.op("while", [last, *d0, *acc0], [a.type for a in nbody.args], {},
+        final = [self.env[op.results[i].id] for i in ends]
+        result = e.op("while", [last, *d0, *acc0, *final], [a.type for a in nbody.args], {},
                       [nb, nbody])
         outs = iter(result.results[1:])
         for i in floats:
