@@ -21,9 +21,11 @@ Every row runs forward and gradient kernels interleaved (``repeat`` rounds after
 warm-up), reports best and median milliseconds and the gradient / forward ratio of the
 best times, and checks each gradient against the numpy reference backend on the same
 inputs (max relative difference).  One thread (``HYDRA_THREADS=1``, set before the
-run) and all cores: run it twice.  The peers of the issue (PyTorch batched autograd,
-``torch.func`` ``vmap(grad)``, JAX ``jit(grad)`` / ``jit(vmap(grad))``) get rows only
-where they are importable; where not, the table says so.
+run) and all cores: run it twice.  The PyTorch peers (``bench/gradpeers.py``: batched
+autograd, ``torch.func`` ``vmap(grad)``, padded/packed RNNs, masked early exit,
+``vmap(grad)`` + clipping) run after hydra's rows, warmed up, and are checked against
+hydra's gradient step; JAX gets rows only where it is importable (not written yet: the
+table says whether it is installed).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import numpy as np
 
 import hydra
 from hydra import lanesum, nlanes
+
+from . import gradpeers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import digits_cnn  # noqa: E402  (the examples directory is not a package)
@@ -189,15 +193,33 @@ def run(name: str, scale: float, repeat: int) -> list[tuple]:
             times[row].append((time.perf_counter() - t) * 1e3)
     base = min(times[next(iter(times))])
     lanes = len(args[0])
-    return [(name, lanes, row, min(ts), statistics.median(ts), min(ts) / base, checks[row])
-            for row, ts in times.items()]
+    out = [(name, lanes, row, min(ts), statistics.median(ts), min(ts) / base, checks[row])
+           for row, ts in times.items()]
+    reference = kernels[list(kernels)[1]](*args)  # the gradient step the peers compute
+    for row, step in gradpeers.peers(name) or ():
+        try:
+            step(*args)
+        except Exception as e:  # noqa: BLE001 (a peer that refuses: its error is the row)
+            out.append((name, lanes, f"{row}: {type(e).__name__}: {str(e)[:80]}",
+                        float("nan"), float("nan"), float("nan"), float("nan")))
+            continue
+        ts = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            got = step(*args)
+            ts.append((time.perf_counter() - t) * 1e3)
+        out.append((name, lanes, row, min(ts), statistics.median(ts), min(ts) / base,
+                    max_rel(tuple(got), reference)))
+    return out
 
 
 def peers() -> str:
     have = [m for m in ("torch", "jax") if importlib.util.find_spec(m) is not None]
     missing = [m for m in ("torch", "jax") if m not in have]
-    return (f"peers: {', '.join(missing)} not installed on this machine: no rows for them"
-            if missing else "peers: torch and jax importable (rows not written yet)")
+    rows = "PyTorch rows: bench/gradpeers.py" if "torch" in have else ""
+    gone = f"{', '.join(missing)} not installed on this machine: no rows for it" \
+        if missing else "JAX rows not written yet"
+    return "peers: " + "; ".join(x for x in (rows, gone) if x)
 
 
 def cpu_model() -> str:
@@ -216,7 +238,8 @@ def main(scale: float = 1.0, repeat: int = 5, names=None) -> None:
     print(f"# bench grad: {cpu_model()}, {os.cpu_count()} cores, HYDRA_THREADS={threads}, "
           f"scale {scale}, {repeat} interleaved rounds")
     print(f"# {peers()}")
-    print("| workload | lanes | row | best ms | median ms | / first row | vs numpy reference |")
+    print("| workload | lanes | row | best ms | median ms | / first row | max rel. diff. "
+          "(hydra: vs numpy backend; peers: vs hydra's step) |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
         for w, lanes, row, best, med, ratio, err in run(name, scale, repeat):
