@@ -43,6 +43,7 @@ from ..types import BOOL, INT64, ArrayType, ScalarType
 from .arrays import EMITTED
 from .emit import Emitter, is_array
 from .analysis import active, useful
+from .checkpoint import segment
 from .functional import functionalize
 
 
@@ -127,6 +128,8 @@ class Transform:
         #: original value id -> a value the reverse already has for it (a loop trip's
         #: result: the next trip's popped state), so its replay skips the op
         self.given: dict[int, Value] = {}
+        #: ``hydra.grad(f, checkpoint=K)``: loop state saved every K trips (``checkpoint``)
+        self.checkpoint: int | None = None
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -184,7 +187,18 @@ class Transform:
         nb = self.copy_region(before, replay, [k_before], [k_before])
         nbody = Region(self.fresh_args(body.args) + [k_body])
         with self.e.into(nbody):
-            if pushed:
+            if pushed and self.checkpoint:  # a checkpoint every K trips: 0, K, 2K, ...
+                push, skip = Region(), Region()
+                with self.e.into(push):
+                    self.e.op("tape_push", [nbody.args[i] for i in pushed], [],
+                              {"tape": tape})
+                    self.e.op("yield", [], [])
+                with self.e.into(skip):
+                    self.e.op("yield", [], [])
+                at = self.e.v("mod", [k_body, self.e.const(self.checkpoint, INT64)], INT64)
+                self.e.op("if", [self.e.v("eq", [at, self.e.const(0, INT64)], BOOL)], [],
+                          {}, [push, skip])
+            elif pushed:
                 self.e.op("tape_push", [nbody.args[i] for i in pushed], [], {"tape": tape})
             self.primal(body, record=False, replay=replay)
             k1 = self.e.v("add", [k_body, self.e.const(1, INT64)], INT64)
@@ -367,29 +381,16 @@ class Transform:
         # the state a trip yields is the next trip's popped state (the loop's result
         # for a lane's last trip): carried back, so the replay need not recompute it
         made = {r.id for o in body.ops[:-1] for r in o.results}
-        ends = [i for i in pushed if body.terminator.operands[i].id in made]
+        ends = [] if self.checkpoint else [
+            i for i in pushed if body.terminator.operands[i].id in made]
         nxt = [Value(body.args[i].type, op.loc, "next") for i in ends]
         live = Region()  # the trip of the lanes that ran it: pop, recompute, reverse
         with e.into(live):
-            if pushed:
-                popped = e.op("tape_pop", [], [body.args[i].type for i in pushed],
-                              {"tape": tape}).results
-                for i, p in zip(pushed, popped):
-                    self.env[body.args[i].id] = p
-            for i, a in enumerate(body.args):
-                if i not in pushed:  # loop-invariant: the loop's initial value
-                    self.env[a.id] = self.env[op.operands[i].id]
-            saved, self.given = self.given, {
-                body.terminator.operands[i].id: v for i, v in zip(ends, nxt)}
-            self.primal(body, record=True, replay=True)
-            self.given = saved
-            seeds: dict = {}
-            for i, d in zip(floats, d_args):
-                self.accumulate(seeds, body.terminator.operands[i], d)
-            found = self.reverse(body, seeds)
-            d_new = [found.get(body.args[i].id)
-                     or e.zero(body.args[i].type, self.env[body.args[i].id]) for i in floats]
-            inner = _defined(body)
+            if self.checkpoint:
+                found, d_new, inner = segment(self, op, j, d_args, trips, floats)
+            else:
+                found, d_new = self.trip(op, d_args, floats, ends, nxt)
+                inner = _defined(body)
             keys = [k for k in found if k not in inner]
             accs = [Value(self.orig[k].type, op.loc, "acc") for k in keys]
             acc_new = [e.add(a, found[k]) for a, k in zip(accs, keys)]
@@ -398,8 +399,10 @@ class Transform:
         with e.into(idle):
             e.op("yield", [*d_args, *accs, *nxt], [])
         nbody = Region([j, *d_args, *accs, *nxt])
-        with e.into(nbody):
-            ran = e.v("lt", [j, trips], BOOL)
+        K = self.checkpoint
+        with e.into(nbody):  # (with checkpoints, j counts segments of K trips)
+            first = e.v("mul", [j, e.const(K, INT64)], INT64) if K else j
+            ran = e.v("lt", [first, trips], BOOL)
             arms = e.op("if", [ran], [a.type for a in [*d_args, *accs, *nxt]], {},
                         [live, idle])
             j1 = e.v("sub", [j, e.const(1, INT64)], INT64)
@@ -414,6 +417,9 @@ class Transform:
         # reaches its own count) and a value the forward trip had uniform is uniform
         # again when popped (``Ws[l]`` stays one matrix, not one per lane)
         most = e.v("intrinsic", [trips], INT64, {"name": "lanemax", "chunk_local": True})
+        if K:
+            most = e.v("floordiv", [e.v("add", [most, e.const(K - 1, INT64)], INT64),
+                                    e.const(K, INT64)], INT64)
         last = e.v("sub", [most, e.const(1, INT64)], INT64)
         final = [self.env[op.results[i].id] for i in ends]
         result = e.op("while", [last, *d0, *acc0, *final], [a.type for a in nbody.args], {},
@@ -425,12 +431,41 @@ class Transform:
             self.accumulate(adj, self.orig[k], next(outs))
 
 
-def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
+    def trip(self, op: Op, d_args: list[Value], floats: list[int], ends: list[int],
+             nxt: list[Value]) -> tuple[dict, list[Value]]:
+        """One reverse trip of loop ``op`` for the lanes whose trip it is: pop the state,
+        recompute the body's values (those it yields are ``nxt``: given), reverse it.
+        Returns the adjoints found (by original id) and the carried state's."""
+        tape, _, pushed = self.loops[id(op)]
+        body, e = op.regions[1], self.e
+        if pushed:
+            popped = e.op("tape_pop", [], [body.args[i].type for i in pushed],
+                          {"tape": tape}).results
+            for i, p in zip(pushed, popped):
+                self.env[body.args[i].id] = p
+        for i, a in enumerate(body.args):
+            if i not in pushed:  # loop-invariant: the loop's initial value
+                self.env[a.id] = self.env[op.operands[i].id]
+        saved, self.given = self.given, {
+            body.terminator.operands[i].id: v for i, v in zip(ends, nxt)}
+        self.primal(body, record=True, replay=True)
+        self.given = saved
+        seeds: dict = {}
+        for i, d in zip(floats, d_args):
+            self.accumulate(seeds, body.terminator.operands[i], d)
+        found = self.reverse(body, seeds)
+        return found, [found.get(body.args[i].id)
+                       or e.zero(body.args[i].type, self.env[body.args[i].id]) for i in floats]
+
+
+def differentiate(fn: Function, wrt: list[Value], n_out: int,
+                  checkpoint: int | None = None) -> Function:
     """The function that returns ``fn``'s ``n_out`` result leaves (the value first, a
     float scalar) and then the gradient of the value for each of ``wrt``."""
     functionalize(fn)
     check_differentiable(fn)
     t = Transform(fn)
+    t.checkpoint = checkpoint
     t.wrt = {p.id for p in wrt}
     t.useful = useful(fn, fn.body.terminator.operands[0])
     t.active = active(fn, t.wrt)
