@@ -20,7 +20,8 @@ one a per-example cross-entropy against a label (ML.md's shapes, scaled):
 Every row runs forward and gradient kernels interleaved (``repeat`` rounds after a
 warm-up), reports best and median milliseconds and the gradient / forward ratio of the
 best times, and checks each gradient against the numpy reference backend on the same
-inputs (max relative difference).  One thread (``HYDRA_THREADS=1``, set before the
+inputs (max relative difference), and the peak memory one call holds beyond its
+arguments (tracemalloc: NumPy's buffers; PyTorch's are not traced).  One thread (``HYDRA_THREADS=1``, set before the
 run) and all cores: run it twice.  The PyTorch peers (``bench/gradpeers.py``: batched
 autograd, ``torch.func`` ``vmap(grad)``, padded/packed RNNs, masked early exit,
 ``vmap(grad)`` + clipping) run after hydra's rows, warmed up, and are checked against
@@ -90,6 +91,7 @@ def early_exit_loss(x, label, Ws, bs, Wc, bc, thr):
 
 _mlp_grad = hydra.value_and_grad(mlp_loss, argnums=(2, 3, 4, 5, 6, 7))
 _rnn_grad = hydra.value_and_grad(rnn_loss, argnums=(3, 4, 5, 6))
+_rnn_grad_ck = hydra.value_and_grad(rnn_loss, argnums=(3, 4, 5, 6), checkpoint=16)
 _ee_grad = hydra.value_and_grad(early_exit_loss, argnums=(2, 3, 4, 5))
 
 
@@ -110,6 +112,13 @@ def rnn_forward(xs, n, label, Wx, Wh, b, Wo):
 
 def rnn_step(xs, n, label, Wx, Wh, b, Wo):
     loss, (gx, gh, gb, go) = _rnn_grad(xs, n, label, Wx, Wh, b, Wo)
+    k = nlanes()
+    return (lanesum(loss) / k, lanesum(gx) / k, lanesum(gh) / k, lanesum(gb) / k,
+            lanesum(go) / k)
+
+
+def rnn_step_checkpointed(xs, n, label, Wx, Wh, b, Wo):
+    loss, (gx, gh, gb, go) = _rnn_grad_ck(xs, n, label, Wx, Wh, b, Wo)
     k = nlanes()
     return (lanesum(loss) / k, lanesum(gx) / k, lanesum(gh) / k, lanesum(gb) / k,
             lanesum(go) / k)
@@ -149,7 +158,8 @@ def workload(name: str, scale: float):
         xs, lengths = rnn.sequences(n, steps)
         wx, wh, b = rnn.weights()
         wo = (rng.standard_normal((10, wh.shape[0])) / np.sqrt(wh.shape[0])).astype(np.float32)
-        return ({"forward": rnn_forward, "gradient step (BPTT)": rnn_step}, ("xs", "n", "label"),
+        return ({"forward": rnn_forward, "gradient step (BPTT)": rnn_step,
+                 "gradient step, checkpoint=16": rnn_step_checkpointed}, ("xs", "n", "label"),
                 (xs, lengths, rng.integers(0, 10, n), wx, wh, b, wo))
     if name == "early exit":
         ws, bs, wc, bc = early_exit.weights()
@@ -193,15 +203,15 @@ def run(name: str, scale: float, repeat: int) -> list[tuple]:
             times[row].append((time.perf_counter() - t) * 1e3)
     base = min(times[next(iter(times))])
     lanes = len(args[0])
-    out = [(name, lanes, row, min(ts), statistics.median(ts), min(ts) / base, checks[row])
-           for row, ts in times.items()]
+    out = [(name, lanes, row, min(ts), statistics.median(ts), min(ts) / base, checks[row],
+            peak_mib(kernels[row], args)) for row, ts in times.items()]
     reference = kernels[list(kernels)[1]](*args)  # the gradient step the peers compute
     for row, step in gradpeers.peers(name) or ():
         try:
             step(*args)
         except Exception as e:  # noqa: BLE001 (a peer that refuses: its error is the row)
             out.append((name, lanes, f"{row}: {type(e).__name__}: {str(e)[:80]}",
-                        float("nan"), float("nan"), float("nan"), float("nan")))
+                        float("nan"), float("nan"), float("nan"), float("nan"), float("nan")))
             continue
         ts = []
         for _ in range(repeat):
@@ -209,8 +219,20 @@ def run(name: str, scale: float, repeat: int) -> list[tuple]:
             got = step(*args)
             ts.append((time.perf_counter() - t) * 1e3)
         out.append((name, lanes, row, min(ts), statistics.median(ts), min(ts) / base,
-                    max_rel(tuple(got), reference)))
+                    max_rel(tuple(got), reference), float("nan")))  # (torch: not traced)
     return out
+
+
+def peak_mib(step, args) -> float:
+    """The most memory one call holds at once beyond its arguments, MiB (tracemalloc:
+    NumPy's and PyTorch's CPU buffers are traced; the call runs once more, traced)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        step(*args)
+        return tracemalloc.get_traced_memory()[1] / 2 ** 20
+    finally:
+        tracemalloc.stop()
 
 
 def peers() -> str:
@@ -239,12 +261,12 @@ def main(scale: float = 1.0, repeat: int = 5, names=None) -> None:
           f"scale {scale}, {repeat} interleaved rounds")
     print(f"# {peers()}")
     print("| workload | lanes | row | best ms | median ms | / first row | max rel. diff. "
-          "(hydra: vs numpy backend; peers: vs hydra's step) |")
-    print("|---|---|---|---|---|---|---|")
+          "(hydra: vs numpy backend; peers: vs hydra's step) | peak MiB |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in names:
-        for w, lanes, row, best, med, ratio, err in run(name, scale, repeat):
+        for w, lanes, row, best, med, ratio, err, mib in run(name, scale, repeat):
             print(f"| {w} | {lanes} | {row} | {best:.2f} | {med:.2f} | {ratio:.2f}x | "
-                  f"{err:.1e} |")
+                  f"{err:.1e} | {'n/a' if mib != mib else f'{mib:.1f}'} |", flush=True)
 
 
 if __name__ == "__main__":
