@@ -1,14 +1,18 @@
 """What the gradient transformation needs to know about a function before and after it
 runs (``hydra.grad.transform``).
 
-Takes: a typed structured function (before uniformity).  Guarantees: ``useful`` and
-``active`` are sets of value ids, to a fixpoint through operands, the values regions
+Takes: a typed structured function (before uniformity).  Guarantees:
+``check_differentiable`` raises the ``CompileError`` SPEC section 11 gives for the first
+op it refuses; ``useful`` and ``active`` are sets of value ids, to a fixpoint through operands, the values regions
 yield and the values loops carry; ``prune`` removes quiet ops nothing reads.
 """
 
 from __future__ import annotations
 
+from ..errors import CompileError
+from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Region, Value
+from .arrays import EMITTED
 
 
 def useful(fn: Function, value: Value) -> set[int]:
@@ -64,6 +68,16 @@ def active(fn: Function, wrt: set[int]) -> set[int]:
     return found
 
 
+def defined(region: Region) -> set[int]:
+    """The ids of the values ``region`` defines: its arguments, its ops' results and
+    their regions' arguments, nested."""
+    out = {a.id for a in region.args}
+    for op in region.walk():
+        out.update(r.id for r in op.results)
+        out.update(a.id for r in op.regions for a in r.args)
+    return out
+
+
 def prune(fn: Function) -> None:
     """Remove what nothing reads: the adjoints of operands that lead to no differentiated
     parameter (``W.T @ g`` for an ``x`` not differentiated: a GEMM that the later passes
@@ -91,3 +105,35 @@ def _prune(region: Region, used: set[int]) -> bool:
     return changed
 
 
+def check_differentiable(fn: Function) -> None:
+    """``CompileError`` at the first op that SPEC section 11 refuses inside ``fn``."""
+    for op in fn.walk():
+        if op.opcode in ("tape_push", "tape_pop"):
+            raise CompileError("hydra.grad: a gradient of a gradient through a loop is not "
+                               "supported yet (the inner gradient's tape has no adjoint)",
+                               op.loc)
+        if op.opcode == "array" and op.attrs["fn"] in EMITTED:
+            raise CompileError("hydra.grad: a gradient of a gradient through conv2d or "
+                               "max_pool2d is not supported yet (their adjoints have no "
+                               "adjoint)", op.loc)
+        if op.opcode in ("store", "array_store"):
+            raise CompileError(
+                "hydra.grad: a store into an argument or a captured array is not "
+                "differentiable (stores into a shared array, a caller's array or a view of "
+                "a varying argument never are; a lane's own arrays may be stored into)",
+                op.loc)
+        if op.cross_lane or op.opcode == "intrinsic" and INTRINSICS[op.attrs["name"]].effect:
+            raise CompileError(f"hydra.grad: {describe(op)} is not differentiable: cross-lane "
+                               f"operations and atomic_add inside the differentiated "
+                               f"function are not (SPEC section 11)", op.loc)
+
+
+def describe(op) -> str:
+    """The op as an error message names it."""
+    if op.opcode == "math":
+        return f"math function {op.attrs['fn']}"
+    if op.opcode == "array":
+        return f"array operation {op.attrs['fn']}"
+    if op.opcode == "intrinsic":
+        return f"{op.attrs['name']}()"
+    return f"operation {op.opcode}"

@@ -17,14 +17,7 @@ from __future__ import annotations
 
 from ..ir.core import Op, Region, Value
 from ..types import BOOL, INT64
-
-
-def _defined(region: Region) -> set[int]:
-    out = {a.id for a in region.args}
-    for op in region.walk():
-        out.update(r.id for r in op.results)
-        out.update(a.id for r in op.regions for a in r.args)
-    return out
+from .analysis import defined
 
 
 def segment(t, op: Op, s: Value, d_args: list[Value], trips: Value, floats: list[int]
@@ -71,5 +64,5 @@ def segment(t, op: Op, s: Value, d_args: list[Value], trips: Value, floats: list
     t.checkpoint = saved
     d_new = [found.get(init[k].id) or e.zero(body.args[k].type, t.env[init[k].id])
              for k in floats]
-    inner = _defined(trips_body) | _defined(cond) | {v.id for v in init + results}
+    inner = defined(trips_body) | defined(cond) | {v.id for v in init + results}
     return found, d_new, inner | {first.id, last.id}

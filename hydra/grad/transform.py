@@ -16,15 +16,22 @@ How (JAX's transpose rules on a structured IR, Enzyme's per-lane trip counts):
   loop's initial value) onto its own tape; the push carries the loop's mask after
   linearize, so each lane stores exactly the trips it ran.
 - **reverse sweep**: the ops backwards, each float result's adjoint handed to the rule
-  in its operation's registry record (``hydra.registry``, ``hydra.grad.rules``).  An
+  in its operation's registry record (``hydra.registry``, ``hydra.grad.rules``); only
+  values that depend on a differentiated parameter get adjoints (``active``).  An
   ``if`` becomes an ``if`` on the same per-lane condition whose arms recompute their
   forward values and reverse them, and yield the adjoints of the outer values they
   use (linearize turns the per-lane choice into selects: a lane's adjoint comes from
-  its own arm only).  A ``while`` becomes a loop that runs while the lane's counter is
-  above 0: each trip pops the lane's saved state, recomputes the body's forward values
-  (its own nested loops recorded then, to be reversed at once) and reverses the body.
-  So values inside a branch or a loop body are recomputed rather than stored: the
-  tape holds only loop state (the memory cost the guide states).
+  its own arm only).  A ``while`` becomes a loop aligned with the forward one: ``j``
+  counts down from the largest trip count (``lanemax``, chunk-local under Dask), and
+  the lanes whose count is above ``j`` pop their state, recompute the body's forward
+  values (its own nested loops recorded then, to be reversed at once) and reverse the
+  body.  Aligned, the lanes of reverse trip ``j`` are those of forward trip ``j``, so a
+  value pushed uniform pops uniform (the uniformity pass knows: ``tape_pop``).  The
+  state a trip yields (the next trip's popped state, the loop's result for a lane's
+  last trip) is carried back rather than recomputed (``given``).  So values inside a
+  branch or a loop body are recomputed rather than stored: the tape holds only loop
+  state (the memory cost the guide states); ``checkpoint=K`` stores even that only
+  every K trips (``hydra.grad.checkpoint``).
 - ``break``/``continue``/``return`` are flags the frontend carries already; ``print``
   and ``assert`` run once, in the forward sweep (recomputations drop them).
 """
@@ -37,13 +44,11 @@ import numpy as np
 
 from ..batching import ELEMENTWISE
 from ..errors import CompileError
-from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
-from .arrays import EMITTED
-from .emit import Emitter, is_array
-from .analysis import active, useful
+from .analysis import active, check_differentiable, defined, describe, useful
 from .checkpoint import segment
+from .emit import Emitter, is_array
 from .functional import functionalize
 
 
@@ -52,16 +57,6 @@ def is_float(t) -> bool:
     if isinstance(t, ArrayType):
         t = t.dtype
     return isinstance(t, ScalarType) and t.kind == "f"
-
-
-def describe(op: Op) -> str:
-    if op.opcode == "math":
-        return f"math function {op.attrs['fn']}"
-    if op.opcode == "array":
-        return f"array operation {op.attrs['fn']}"
-    if op.opcode == "intrinsic":
-        return f"{op.attrs['name']}()"
-    return f"operation {op.opcode}"
 
 
 def _record(op: Op):
@@ -73,39 +68,8 @@ def _record(op: Op):
     return record("op", op.opcode)
 
 
-def check_differentiable(fn: Function) -> None:
-    """``CompileError`` at the first op that SPEC section 11 refuses inside ``fn``."""
-    for op in fn.walk():
-        if op.opcode in ("tape_push", "tape_pop"):
-            raise CompileError("hydra.grad: a gradient of a gradient through a loop is not "
-                               "supported yet (the inner gradient's tape has no adjoint)",
-                               op.loc)
-        if op.opcode == "array" and op.attrs["fn"] in EMITTED:
-            raise CompileError("hydra.grad: a gradient of a gradient through conv2d or "
-                               "max_pool2d is not supported yet (their adjoints have no "
-                               "adjoint)", op.loc)
-        if op.opcode in ("store", "array_store"):
-            raise CompileError(
-                "hydra.grad: a store into an argument or a captured array is not "
-                "differentiable (stores into a shared array, a caller's array or a view of "
-                "a varying argument never are; a lane's own arrays may be stored into)",
-                op.loc)
-        if op.cross_lane or op.opcode == "intrinsic" and INTRINSICS[op.attrs["name"]].effect:
-            raise CompileError(f"hydra.grad: {describe(op)} is not differentiable: cross-lane "
-                               f"operations and atomic_add inside the differentiated "
-                               f"function are not (SPEC section 11)", op.loc)
-
-
 def _shape(v: Value) -> tuple:
     return v.type.shape if isinstance(v.type, ArrayType) else ()
-
-
-def _defined(region: Region) -> set[int]:
-    out = {a.id for a in region.args}
-    for op in region.walk():
-        out.update(r.id for r in op.results)
-        out.update(a.id for r in op.regions for a in r.args)
-    return out
 
 
 class Transform:
@@ -351,7 +315,7 @@ class Transform:
                 for y, g in zip(region.terminator.operands, gs):
                     self.accumulate(seeds, y, g)
                 found = self.reverse(region, seeds)
-            inner = _defined(region)
+            inner = defined(region)
             parts.append((new, {k: g for k, g in found.items() if k not in inner}))
         keys = self._outer_yield(parts)
         for new, outer in parts:
@@ -390,7 +354,7 @@ class Transform:
                 found, d_new, inner = segment(self, op, j, d_args, trips, floats)
             else:
                 found, d_new = self.trip(op, d_args, floats, ends, nxt)
-                inner = _defined(body)
+                inner = defined(body)
             keys = [k for k in found if k not in inner]
             accs = [Value(self.orig[k].type, op.loc, "acc") for k in keys]
             acc_new = [e.add(a, found[k]) for a, k in zip(accs, keys)]
