@@ -54,6 +54,7 @@ class _Context:
         self.uses: dict[int, int] = {}
         self._scan(fn.body)
         self.subst: dict[int, Value] = {}
+        self.params = fn.params
 
     def _scan(self, region: Region) -> None:
         for op in region.ops:
@@ -156,6 +157,17 @@ def _one_hot(ctx: _Context, op: Op, x: Value) -> tuple[Value, Value] | None:
     return index, shaped.operands[0]
 
 
+def _uniform_zeros_like(like: Value) -> list[Op]:
+    """Ops making uniform zeros of uniform ``like``'s type: ``where(True, 0, like)``
+    (``zeros_like`` makes each lane its own array)."""
+    t, loc = like.type, like.loc
+    true = Op("const", [], [Value(BOOL, loc, "", False)], loc, {"value": True})
+    zero = Op("const", [], [Value(t.dtype, loc, "", False)], loc, {"value": 0.0})
+    where = Op("array", [true.result, zero.result, like], [Value(t, loc, "", False)], loc,
+               {"fn": "where", "params": {}})
+    return [true, zero, where]
+
+
 def _arm_mask(ctx: _Context, guard: Op) -> Value | None:
     """The mask of a guarded ``if``'s then-arm: ``any(m.then)``'s operand, where
     ``m.then`` is ``bitand`` of the enclosing mask and the condition."""
@@ -193,6 +205,7 @@ class _Sinker:
         v = Value(t, self.loc, "", varying)
         self.ops.append(Op(opcode, list(operands), [v], self.loc, dict(attrs or {}), [],
                            mask))
+        self.ctx.defs[v.id] = (self.ops[-1], self.region)  # (the masks ``arm`` reads)
         return v
 
     def array(self, fn: str, operands: list[Value], t, params=None, mask=None,
@@ -255,6 +268,10 @@ class _Sinker:
         hot = _one_hot(self.ctx, op, x)
         if hot is not None:
             return self.scatter(x, *hot, mask, scale)
+        if op.opcode == "if" and op.attrs.get("guard") and where is self.region:
+            total = self.arm(op, x, mask, scale)
+            if total is not None:
+                return total
         if op.opcode == "while" and where is self.region and scale is None:
             total = self.loop(op, x, mask)
             if total is not None:
@@ -368,6 +385,37 @@ class _Sinker:
         self.profitable = True
         return x
 
+    def arm(self, op: Op, x: Value, mask: Value | None, scale: Value | None):
+        """``x`` of a guarded ``if`` (a per-lane branch, linearized) summed over its
+        then-arm's lanes (``mask``: ``m.then``, as the select after it chose): summed in
+        the arm, which yields the uniform sum (the guard is uniform); the other arm
+        yields zeros, made before the ``if`` like a uniform parameter of ``x``'s type."""
+        ctx = self.ctx
+        arm_mask = _arm_mask(ctx, op)
+        made = ctx.defs.get(mask.id, (None,))[0] if mask is not None else None
+        like = next((p for p in ctx.params if p.type == x.type and not p.varying), None)
+        if arm_mask is None or made is None or made.opcode != "bitand" or like is None \
+                or ctx.uses.get(x.id) != 1 \
+                or set(map(id, made.operands)) != set(
+                    map(id, ctx.defs[arm_mask.id][0].operands)):
+            return None
+        then, other = op.regions
+        k = op.results.index(x)
+        inner = _Sinker(ctx, then, op.loc)
+        total = inner.sink(then.terminator.operands[k], arm_mask, scale)
+        if total is None or not inner.profitable:
+            return None
+        then.ops[-1:-1] = inner.ops
+        zeros = _uniform_zeros_like(like)
+        at = self.region.ops.index(op)
+        self.region.ops[at:at] = zeros
+        then.terminator.operands.append(total)
+        other.terminator.operands.append(zeros[-1].result)
+        out = Value(x.type, op.loc, "", False)
+        op.results.append(out)
+        self.profitable = True
+        return out
+
     def uniform_zeros(self, init: Value) -> list[Op] | None:
         """Ops making uniform zeros like ``init`` where ``init`` is zeros made like a
         uniform value (the reverse sweep's first accumulator), else None.  Not
@@ -380,10 +428,4 @@ class _Sinker:
         if not (op.opcode == "array" and op.attrs["fn"] == "zeros_like"
                 and not like.varying and like.type == init.type):
             return None
-        true = Op("const", [], [Value(BOOL, op.loc, "", False)], op.loc, {"value": True})
-        zero = Op("const", [], [Value(init.type.dtype, op.loc, "", False)], op.loc,
-                  {"value": 0.0})
-        where = Op("array", [true.result, zero.result, like],
-                   [Value(init.type, op.loc, "", False)], op.loc,
-                   {"fn": "where", "params": {}})
-        return [true, zero, where]
+        return _uniform_zeros_like(like)
