@@ -10,7 +10,8 @@ allows) with the ``lanesum`` of an array moved towards where its terms are made:
 - ``lanesum(a + b)`` is ``lanesum(a) + lanesum(b)`` (and ``-``, unary ``-``),
   ``lanesum(reshape(a))`` is ``reshape(lanesum(a))``, ``lanesum(sum(a, axis))`` is
   ``sum(lanesum(a), axis)``, ``lanesum(select(c, a, b))`` sums ``a`` over the active
-  lanes where ``c`` holds and ``b`` over the others;
+  lanes where ``c`` holds and ``b`` over the others, a value a per-lane branch made
+  inside its arm (the guarded ``if`` yields the uniform sum, its other arm zeros);
 - ``lanesum(np.outer(d, x))`` (the adjoint of ``W @ x``) is ``lanesum_outer(d, x)``:
   one GEMM over the active rows, ``D.T @ X``;
 - ``lanesum(acc)`` of a per-lane accumulator that a reverse sweep's loop carries (it
