@@ -204,3 +204,26 @@ def test_checkpoint_must_be_a_positive_int():
     for bad in (0, -2, 1.5, True, "3"):
         with pytest.raises(TypeError, match="checkpoint must be a positive int"):
             hydra.grad(newton, checkpoint=bad)
+
+
+d_newton = hydra.grad(newton)
+
+
+def two_gradients(x, a, n):
+    """Two gradients through loops in one kernel (their tapes share ids: each runs its
+    forward and reverse before the next starts), one of them twice, with a uniform and
+    with a varying argument."""
+    return d_newton(a) + d_newton(x) + d_rnn(np.ones((5, 3)) * x, n, np.eye(4, 3),
+                                             np.eye(4) * 0.5, np.ones(4))[1].sum()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_two_gradients_through_loops_in_one_kernel(backend):
+    x, n = np.linspace(0.5, 3.0, 7), np.arange(7) % 6
+    k = hydra.compile(two_gradients, varying=("x", "n"), backend=backend)
+    got = k(x, 2.0, n)
+    for i in range(7):
+        want = 0.5 / np.sqrt(2.0) + 0.5 / np.sqrt(x[i]) + d_rnn(
+            np.ones((5, 3)) * x[i], int(n[i]), np.eye(4, 3), np.eye(4) * 0.5,
+            np.ones(4))[1].sum()
+        assert abs(got[i] - want) < 1e-9

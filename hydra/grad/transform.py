@@ -454,5 +454,24 @@ def inline(fn: Function, args: list[Value], region: Region) -> list[Value]:
     t = Transform(fn)
     t.e.region = region
     t.env.update({p.id: a for p, a in zip(fn.params, args)})
+    start = len(region.ops)
     t.primal(fn.body, record=False, replay=False)
+    token = next(_INLINED)  # this copy's tapes are its own (``number_tapes``)
+    for op in region.ops[start:]:
+        for o in [op, *(x for r in op.regions for x in r.walk())]:
+            if o.opcode in ("tape_push", "tape_pop"):
+                o.attrs["tape"] = f"{o.attrs['tape']}@{token}"
     return [t.env[v.id] for v in fn.body.terminator.operands]
+
+
+_INLINED = itertools.count()
+
+
+def number_tapes(fn: Function) -> None:
+    """Number ``fn``'s tapes 0, 1, ... in the order they first appear: two gradients
+    (or one twice) inlined into one kernel keep tapes of their own, and the numbers do
+    not depend on what was compiled before."""
+    ids: dict = {}
+    for op in fn.walk():
+        if op.opcode in ("tape_push", "tape_pop"):
+            op.attrs["tape"] = ids.setdefault(op.attrs["tape"], len(ids))

@@ -44,7 +44,10 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
             for a in region.args:
                 a.varying = False
     written = _written_temporaries(fn)
-    pushes = {op.attrs["tape"]: op for op in fn.walk() if op.opcode == "tape_push"}
+    pushes: dict = {}  # tape id -> its pushes (two gradients inlined may share an id)
+    for op in fn.walk():
+        if op.opcode == "tape_push":
+            pushes.setdefault(op.attrs["tape"], []).append(op)
     changed = True
     while changed:
         changed = _region(fn.body, written, pushes)
@@ -182,8 +185,10 @@ def _op(op: Op, written: set[int], pushes: dict) -> bool:
     elif op.opcode == "tape_pop" and op.attrs["tape"] in pushes:
         # hydra.grad's reverse runs aligned with its forward loop: a value pushed
         # uniform pops uniform (the lanes active in a reverse trip pushed in that trip)
-        for r, v in zip(op.results, pushes[op.attrs["tape"]].operands):
-            changed |= _mark(r, bool(v.varying))
+        same = pushes[op.attrs["tape"]]
+        for k, r in enumerate(op.results):
+            changed |= _mark(r, any(len(p.operands) <= k or p.operands[k].varying
+                                    for p in same))
     elif op.opcode in _ALWAYS_VARYING:
         for r in op.results:
             changed |= _mark(r, True)
