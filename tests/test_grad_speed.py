@@ -227,3 +227,17 @@ def test_two_gradients_through_loops_in_one_kernel(backend):
             np.ones((5, 3)) * x[i], int(n[i]), np.eye(4, 3), np.eye(4) * 0.5,
             np.ones(4))[1].sum()
         assert abs(got[i] - want) < 1e-9
+
+
+def test_a_loops_weight_gradient_on_dask_chunks():
+    """Under Dask the sums stay at the top level (its stages combine those): the loop's
+    per-lane accumulators are summed per chunk, then across chunks."""
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(9)
+    N = 13
+    xs, n = rng.normal(size=(N, 5, 3)), rng.integers(0, 6, N)
+    Wx, Wh, b = rng.normal(size=(4, 3)) * .5, rng.normal(size=(4, 4)) * .5, rng.normal(size=4)
+    k = hydra.compile(rnn_step, varying=("xs", "n"), backend="cpu")
+    got = k(da.from_array(xs, chunks=(5, 5, 3)), da.from_array(n, chunks=5), Wx, Wh, b)
+    for g, e in zip(got, k(xs, n, Wx, Wh, b)):
+        np.testing.assert_allclose(np.asarray(g), e, rtol=1e-12, atol=1e-12)

@@ -275,6 +275,7 @@ def _compile(spec: KernelSpec) -> Compiled:
         """The IR the client planned with (the same shapes and constants)."""
         fn = build_specialized(pyfunc, list(spec.types), varying=spec.varying,
                                shaped=True, pinned=dict(spec.shape_values))[0]
+        fn.notes["chunked"] = True  # as the client planned it (hydra.grad.lanesums)
         return offset_lanes(run_pipeline(fn, varying, check=CHECK_IR,
                                          linearized=linearized))
     fn = build()

@@ -316,7 +316,10 @@ class Program:
 
 def _staged(op: Op) -> bool:
     """A cross-lane op that runs across the chunks: the staged intrinsics, and the lane
-    reductions of per-lane arrays (elementwise over the lanes)."""
+    reductions of per-lane arrays (elementwise over the lanes); not hydra.grad's own
+    chunk-local trip count."""
+    if op.attrs.get("chunk_local"):
+        return False
     return _name(op) in (STAGED if op.opcode == "intrinsic" else ARRAY_STAGED)
 
 

@@ -29,7 +29,8 @@ whose terms is an outer product or a loop accumulator is left as it was.  Runs a
 start of ``simplify`` (whose dead-code elimination then removes the per-lane outer
 products and accumulators nothing reads any more).  The structured form (cuda, no
 linearize) has no loop mask to sum under: only the loop-free rules apply there, and
-only where the backend has ``lanesum_outer``.
+only where the backend has ``lanesum_outer``.  Under Dask (``fn.notes["chunked"]``)
+sums stay out of loops and branches: its stages combine only top-level sums.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ class _Context:
         self._scan(fn.body)
         self.subst: dict[int, Value] = {}
         self.params = fn.params
+        #: sums may move into loops and branches (not where Dask runs the kernel in
+        #: chunks: a cross-lane op there would be one round trip per trip; it stages
+        #: only top-level sums)
+        self.nested = not fn.notes.get("chunked")
 
     def _scan(self, region: Region) -> None:
         for op in region.ops:
@@ -269,11 +274,13 @@ class _Sinker:
         hot = _one_hot(self.ctx, op, x)
         if hot is not None:
             return self.scatter(x, *hot, mask, scale)
-        if op.opcode == "if" and op.attrs.get("guard") and where is self.region:
+        if op.opcode == "if" and op.attrs.get("guard") and where is self.region \
+                and self.ctx.nested:
             total = self.arm(op, x, mask, scale)
             if total is not None:
                 return total
-        if op.opcode == "while" and where is self.region and scale is None:
+        if op.opcode == "while" and where is self.region and scale is None \
+                and self.ctx.nested:
             total = self.loop(op, x, mask)
             if total is not None:
                 return total
