@@ -180,8 +180,10 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "stop_gradient": (("cast",), "hydra.stop_gradient(x): the value, with no gradient "
                                  "flowing back through it (hydra.grad)"),
     "chunk_local": (("intrinsic",), "a reduction hydra.grad makes for itself (a reverse "
-                                    "sweep's trip count): over the lanes of one piece of "
-                                    "a launch (a Dask chunk) is enough, never staged"),
+                                    "sweep's trip count, any upper bound of the active "
+                                    "lanes' counts is right): over any lanes that include "
+                                    "this one is enough (a Dask chunk, never staged; a GPU "
+                                    "thread's own lane)"),
     "_python": (("const",), "a Python int constant's exact value, which may exceed 64 bits "
                             "until it meets a type (frontend constant folding)"),
     "_numpy_layout": (("array",), "a written reshape reads the result, so its memory layout "
