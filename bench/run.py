@@ -10,7 +10,8 @@ each in a fresh process, against Numba's (``bench/firstcall.py``); ``python -m b
 profile`` what ``hydra.profile`` costs (``bench/profilecost.py``); ``python -m bench
 random`` Monte Carlo pi with ``hydra.random`` against hand-written hashes
 (``bench/mcrandom.py``); ``python -m bench cnn [--vgg19]`` per-example CNNs against PyTorch
-(``bench/cnn.py``).
+(``bench/cnn.py``); ``python -m bench grad [--scale S] [--only rnn]`` training steps by
+``hydra.grad`` against their forward passes (``bench/grad.py``).
 
 For each workload (mandelbrot, black-scholes, collatz, aobench, mc-pi, mc-pi-block) it
 times hydra's cpu backend on one core and on all cores, NumPy with masks, Numba @njit
@@ -149,7 +150,8 @@ def main(argv=None) -> None:
                     help="with --gpu: the workloads at this many times their CPU size; with "
                          "ml: the number of examples at this many times ML.md's")
     ap.add_argument("--only", action="append", metavar="WORKLOAD",
-                    help="with ml: just this workload (mlp, rnn, early exit); may repeat")
+                    help="with ml, grad: just this workload (mlp, rnn, early exit, ...); may "
+                         "repeat")
     ap.add_argument("--against", metavar="DIR",
                     help="with startup, firstcall: also the hydra rows of the checkout in DIR")
     ap.add_argument("--boundscheck-cost", action="store_true",
@@ -183,6 +185,10 @@ def main(argv=None) -> None:
     if a.names == ["profile"]:
         from .profilecost import main as run_profilecost
         run_profilecost(a.scale, a.repeat)
+        return
+    if a.names == ["grad"]:
+        from .grad import main as run_grad
+        run_grad(a.scale, a.repeat, a.only)
         return
     if a.names == ["async"]:
         from .asyncbench import main as run_async

@@ -269,7 +269,7 @@ def uses_d_looped(x, n):
 def test_gradient_kernels_on_dask_arrays():
     da = pytest.importorskip("dask.array")
     x, n = np.linspace(0.0, 1.0, 8), np.arange(8) % 4
-    for fn in (hydra.grad(looped), uses_d_looped):
+    for fn in (hydra.grad(looped), uses_d_looped, hydra.grad(looped, checkpoint=2)):
         k = hydra.compile(fn, varying=("x", "n"), backend="cpu")
         out = k(da.from_array(x, chunks=3), da.from_array(n, chunks=3)).compute()
         np.testing.assert_allclose(out, k(x, n), rtol=1e-12)

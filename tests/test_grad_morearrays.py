@@ -274,9 +274,9 @@ def scattered_curvature(x, i):
 
 @pytest.mark.parametrize("backend", ["numpy"])  # the same IR on cpu compiles for ~23 s here
 def test_a_gradient_of_a_gradient_through_the_layers_and_scatter_adds(backend):
-    """conv2d's, max_pool2d's and avg_pool2d's adjoints and the scatter-add (np.add.at) of a gather's
-    adjoint have rules of their own: second derivatives against differences of the
-    first (float64, per lane)."""
+    """conv2d's, max_pool2d's and avg_pool2d's adjoints and the scatter-add (np.add.at)
+    of a gather's adjoint have rules of their own: second derivatives against
+    differences of the first (float64, per lane)."""
     rng = np.random.default_rng(12)
     h = 1e-6
     first = hydra.compile(d_layers, varying="x", backend="numpy")

@@ -152,6 +152,7 @@ def _ir(kernel, types, values) -> tuple[Function, tuple]:
         fn, _, pinned = build_specialized(kernel.pyfunc, list(types), ints, kernel.varying,
                                           shaped=True)
         cache["names"][types] = cache["names"].get(types, frozenset()) | set(pinned)
+        fn.notes["chunked"] = True  # (no lanesum inside a loop: hydra.grad.lanesums)
         cache["built"][key()] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
                                  tuple(sorted(pinned.items())))
     return cache["built"][key()]

@@ -71,10 +71,12 @@ class GradShipped:
     argnums: int | tuple[int, ...]
     has_aux: bool
     with_value: bool
+    checkpoint: int | None = None
 
     @property
     def key(self) -> str:
-        text = repr((self.function.key, self.argnums, self.has_aux, self.with_value))
+        text = repr((self.function.key, self.argnums, self.has_aux, self.with_value,
+                     self.checkpoint))
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -88,7 +90,7 @@ def ship(pyfunc, _seen: dict | None = None) -> Shipped:
     if grad is not None:
         seen[id(pyfunc)] = GradShipped(ship(grad.__wrapped__, seen),
                                        grad.indices[0] if grad.single else grad.indices,
-                                       grad.has_aux, grad.with_value)
+                                       grad.has_aux, grad.with_value, grad.checkpoint)
         return seen[id(pyfunc)]
     parsed = parse_function(pyfunc)
     filename = parsed.filename
@@ -162,7 +164,8 @@ def rebuild(shipped: Shipped, _made: dict | None = None):
     if isinstance(shipped, GradShipped):
         from ..grad import GradFunction
         made[shipped.key] = GradFunction(rebuild(shipped.function, made), shipped.argnums,
-                                         None, shipped.has_aux, shipped.with_value)
+                                         None, shipped.has_aux, shipped.with_value,
+                                         shipped.checkpoint)
         return made[shipped.key]
     # errors and hydra's own source reader find the user's lines under the user's name
     # (where this process has the file as it was, e.g. the client itself, it stays)
@@ -276,6 +279,7 @@ def _compile(spec: KernelSpec) -> Compiled:
         """The IR the client planned with (the same shapes and constants)."""
         fn = build_specialized(pyfunc, list(spec.types), varying=spec.varying,
                                shaped=True, pinned=dict(spec.shape_values))[0]
+        fn.notes["chunked"] = True  # as the client planned it (hydra.grad.lanesums)
         return offset_lanes(run_pipeline(fn, varying, check=CHECK_IR,
                                          linearized=linearized, profile=sites))
     fn = build()

@@ -80,8 +80,8 @@ def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
     for op in fn.walk():
         prints = prints or op.opcode == "print"
         reason = op.attrs.get("sync")
-        if not reason or op.opcode == "print":
-            continue
+        if not reason or op.opcode == "print" or op.attrs.get("chunk_local"):
+            continue  # (hydra.grad's own trip count: a chunk's lanes are enough)
         name = _name(op)
         if op.opcode == "array" and op.cross_lane and name not in ARRAY_STAGED:
             refuse(op.loc, f"{name} of a per-lane array across Dask chunks is not supported",
@@ -316,7 +316,10 @@ class Program:
 
 def _staged(op: Op) -> bool:
     """A cross-lane op that runs across the chunks: the staged intrinsics, and the lane
-    reductions of per-lane arrays (elementwise over the lanes)."""
+    reductions of per-lane arrays (elementwise over the lanes); not hydra.grad's own
+    chunk-local trip count."""
+    if op.attrs.get("chunk_local"):
+        return False
     return _name(op) in (STAGED if op.opcode == "intrinsic" else ARRAY_STAGED)
 
 

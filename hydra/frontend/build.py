@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..grad.transform import number_tapes
 from ..ir.core import Function
 from ..types import ArrayType, Type
 from .arrayops import SHAPE_VALUES, SHAPED
@@ -24,7 +25,9 @@ def build_function(pyfunc, param_types: list[Type]) -> Function:
         return grad.build(param_types)
     parsed = parse_function(pyfunc)
     check_subset(parsed)
-    return build_unrolling(lambda: Builder(parsed).build(param_types))
+    fn = build_unrolling(lambda: Builder(parsed).build(param_types))
+    number_tapes(fn)  # (the tapes of the gradients it calls: one id each)
+    return fn
 
 
 def build_specialized(pyfunc, param_types: list[Type], known: dict | None = None,

@@ -34,17 +34,20 @@ def stop_gradient(x):
 stop_gradient.__hydra_stop_gradient__ = True
 
 
-def grad(fn, argnums=None, *, wrt=None, has_aux: bool = False) -> "GradFunction":
+def grad(fn, argnums=None, *, wrt=None, has_aux: bool = False,
+         checkpoint: int | None = None) -> "GradFunction":
     """The gradient of per-lane function ``fn`` (which returns one float scalar, or
     ``(scalar, aux)`` with ``has_aux``) with respect to ``argnums`` (default 0) or the
-    parameters named by ``wrt``."""
-    return GradFunction(fn, argnums, wrt, has_aux, with_value=False)
+    parameters named by ``wrt``.  ``checkpoint=K``: a loop's state is saved every K
+    trips and each segment recomputed in the reverse sweep (``hydra.grad.checkpoint``)."""
+    return GradFunction(fn, argnums, wrt, has_aux, with_value=False, checkpoint=checkpoint)
 
 
-def value_and_grad(fn, argnums=None, *, wrt=None, has_aux: bool = False) -> "GradFunction":
+def value_and_grad(fn, argnums=None, *, wrt=None, has_aux: bool = False,
+                   checkpoint: int | None = None) -> "GradFunction":
     """``fn``'s value and its gradient: ``(value, grad)`` (``((value, aux), grad)``
     with ``has_aux``)."""
-    return GradFunction(fn, argnums, wrt, has_aux, with_value=True)
+    return GradFunction(fn, argnums, wrt, has_aux, with_value=True, checkpoint=checkpoint)
 
 
 grad.__hydra_makes_grad__ = True
@@ -80,9 +83,15 @@ def _check_param(name: str, t: Type) -> None:
 class GradFunction:
     """``hydra.grad(fn, ...)``: see the module docstring."""
 
-    def __init__(self, fn, argnums, wrt, has_aux: bool, with_value: bool) -> None:
+    def __init__(self, fn, argnums, wrt, has_aux: bool, with_value: bool,
+                 checkpoint: int | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"hydra.grad needs a function, not {type(fn).__name__}")
+        if checkpoint is not None and (isinstance(checkpoint, bool) or not isinstance(
+                checkpoint, (int, np.integer)) or checkpoint < 1):
+            raise TypeError(f"hydra.grad: checkpoint must be a positive int (trips between "
+                            f"saved loop states), not {checkpoint!r}")
+        self.checkpoint = None if checkpoint is None else int(checkpoint)
         names = list(inspect.signature(fn).parameters)
         if argnums is not None and wrt is not None:
             raise TypeError("hydra.grad: give argnums or wrt, not both")
@@ -117,7 +126,8 @@ class GradFunction:
     def build(self, types: list[Type]):
         """The typed SSA of this gradient for arguments of ``types``."""
         from ..frontend.build import build_function
-        from .transform import differentiate, prune
+        from .analysis import prune
+        from .transform import differentiate
         for i in self.indices:
             _check_param(self.names[i], types[i])
         fn = build_function(self.__wrapped__, list(types))
@@ -142,7 +152,7 @@ class GradFunction:
         for t in types:
             starts.append(starts[-1] + _leaf_count(t))
         wrt = [p for i in self.indices for p in fn.params[starts[i]:starts[i + 1]]]
-        out = differentiate(fn, wrt, len(leaves))
+        out = differentiate(fn, wrt, len(leaves), self.checkpoint)
         aux_tree = tree.children[1] if self.has_aux else None
         grads = [_tree(types[i]) for i in self.indices]
         grads = grads[0] if self.single else _tuple(grads)

@@ -16,15 +16,22 @@ How (JAX's transpose rules on a structured IR, Enzyme's per-lane trip counts):
   loop's initial value) onto its own tape; the push carries the loop's mask after
   linearize, so each lane stores exactly the trips it ran.
 - **reverse sweep**: the ops backwards, each float result's adjoint handed to the rule
-  in its operation's registry record (``hydra.registry``, ``hydra.grad.rules``).  An
+  in its operation's registry record (``hydra.registry``, ``hydra.grad.rules``); only
+  values that depend on a differentiated parameter get adjoints (``active``).  An
   ``if`` becomes an ``if`` on the same per-lane condition whose arms recompute their
   forward values and reverse them, and yield the adjoints of the outer values they
   use (linearize turns the per-lane choice into selects: a lane's adjoint comes from
-  its own arm only).  A ``while`` becomes a loop that runs while the lane's counter is
-  above 0: each trip pops the lane's saved state, recomputes the body's forward values
-  (its own nested loops recorded then, to be reversed at once) and reverses the body.
-  So values inside a branch or a loop body are recomputed rather than stored: the
-  tape holds only loop state (the memory cost the guide states).
+  its own arm only).  A ``while`` becomes a loop aligned with the forward one: ``j``
+  counts down from the largest trip count (``lanemax``, chunk-local under Dask), and
+  the lanes whose count is above ``j`` pop their state, recompute the body's forward
+  values (its own nested loops recorded then, to be reversed at once) and reverse the
+  body.  Aligned, the lanes of reverse trip ``j`` are those of forward trip ``j``, so a
+  value pushed uniform pops uniform (the uniformity pass knows: ``tape_pop``).  The
+  state a trip yields (the next trip's popped state, the loop's result for a lane's
+  last trip) is carried back rather than recomputed (``given``).  So values inside a
+  branch or a loop body are recomputed rather than stored: the tape holds only loop
+  state (the memory cost the guide states); ``checkpoint=K`` stores even that only
+  every K trips (``hydra.grad.checkpoint``).
 - ``break``/``continue``/``return`` are flags the frontend carries already; ``print``
   and ``assert`` run once, in the forward sweep (recomputations drop them).
 """
@@ -37,9 +44,10 @@ import numpy as np
 
 from ..batching import ELEMENTWISE
 from ..errors import CompileError
-from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
+from .analysis import active, check_differentiable, defined, describe, useful
+from .checkpoint import segment
 from .emit import Emitter, is_array
 from .functional import functionalize
 
@@ -51,16 +59,6 @@ def is_float(t) -> bool:
     return isinstance(t, ScalarType) and t.kind == "f"
 
 
-def describe(op: Op) -> str:
-    if op.opcode == "math":
-        return f"math function {op.attrs['fn']}"
-    if op.opcode == "array":
-        return f"array operation {op.attrs['fn']}"
-    if op.opcode == "intrinsic":
-        return f"{op.attrs['name']}()"
-    return f"operation {op.opcode}"
-
-
 def _record(op: Op):
     from ..registry import record  # the registry imports the rules: import it late
     if op.opcode in ("math", "array"):
@@ -70,55 +68,8 @@ def _record(op: Op):
     return record("op", op.opcode)
 
 
-def check_differentiable(fn: Function) -> None:
-    """``CompileError`` at the first op that SPEC section 11 refuses inside ``fn``."""
-    for op in fn.walk():
-        if op.opcode in ("tape_push", "tape_pop"):
-            raise CompileError("hydra.grad: a gradient of a gradient through a loop is not "
-                               "supported yet (the inner gradient's tape has no adjoint)",
-                               op.loc)
-        if op.opcode in ("store", "array_store"):
-            raise CompileError(
-                "hydra.grad: a store into an argument or a captured array is not "
-                "differentiable (stores into a shared array, a caller's array or a view of "
-                "a varying argument never are; a lane's own arrays may be stored into)",
-                op.loc)
-        if op.cross_lane or op.opcode == "intrinsic" and INTRINSICS[op.attrs["name"]].effect:
-            raise CompileError(f"hydra.grad: {describe(op)} is not differentiable: cross-lane "
-                               f"operations and atomic_add inside the differentiated "
-                               f"function are not (SPEC section 11)", op.loc)
-
-
-def useful(fn: Function, value: Value) -> set[int]:
-    """The ids of the values ``value`` depends on (through operands, the values regions
-    yield and the values loops carry), to a fixpoint: a loop none of whose results is
-    among them needs no tape (an aux output's loop, a loop of prints)."""
-    found = {value.id}
-    changed = True
-    while changed:
-        changed = False
-        for op in fn.walk():
-            args = [a for r in op.regions for a in r.args]
-            if not any(v.id in found for v in op.results + args):
-                continue
-            needed = list(op.inputs()) + [v for r in op.regions for v in r.terminator.inputs()]
-            for v in needed:
-                if v.id not in found:
-                    found.add(v.id)
-                    changed = True
-    return found
-
-
 def _shape(v: Value) -> tuple:
     return v.type.shape if isinstance(v.type, ArrayType) else ()
-
-
-def _defined(region: Region) -> set[int]:
-    out = {a.id for a in region.args}
-    for op in region.walk():
-        out.update(r.id for r in op.results)
-        out.update(a.id for r in op.regions for a in r.args)
-    return out
 
 
 class Transform:
@@ -134,8 +85,15 @@ class Transform:
         self.wrt: set[int] = set()  # the parameters differentiated
         #: the original values the differentiated value depends on (``useful``)
         self.useful: set[int] = set()
+        #: the original values that depend on a differentiated parameter (``active``)
+        self.active: set[int] | None = None
         #: adjoint value id -> where it may be nonzero (a branch of a select / np.where)
         self.masks: dict[int, Value] = {}
+        #: original value id -> a value the reverse already has for it (a loop trip's
+        #: result: the next trip's popped state), so its replay skips the op
+        self.given: dict[int, Value] = {}
+        #: ``hydra.grad(f, checkpoint=K)``: loop state saved every K trips (``checkpoint``)
+        self.checkpoint: int | None = None
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -144,6 +102,10 @@ class Transform:
         their trips for the reverse; ``replay``: a recomputation (no print, assert)."""
         for op in region.ops[:-1]:
             if replay and op.opcode in ("print", "check"):
+                continue
+            if replay and op.results and all(r.id in self.given for r in op.results):
+                for r in op.results:
+                    self.env[r.id] = self.given[r.id]
                 continue
             with self.e.at(op.loc):
                 if op.opcode == "while" and record and any(
@@ -189,7 +151,18 @@ class Transform:
         nb = self.copy_region(before, replay, [k_before], [k_before])
         nbody = Region(self.fresh_args(body.args) + [k_body])
         with self.e.into(nbody):
-            if pushed:
+            if pushed and self.checkpoint:  # a checkpoint every K trips: 0, K, 2K, ...
+                push, skip = Region(), Region()
+                with self.e.into(push):
+                    self.e.op("tape_push", [nbody.args[i] for i in pushed], [],
+                              {"tape": tape})
+                    self.e.op("yield", [], [])
+                with self.e.into(skip):
+                    self.e.op("yield", [], [])
+                at = self.e.v("mod", [k_body, self.e.const(self.checkpoint, INT64)], INT64)
+                self.e.op("if", [self.e.v("eq", [at, self.e.const(0, INT64)], BOOL)], [],
+                          {}, [push, skip])
+            elif pushed:
                 self.e.op("tape_push", [nbody.args[i] for i in pushed], [], {"tape": tape})
             self.primal(body, record=False, replay=replay)
             k1 = self.e.v("add", [k_body, self.e.const(1, INT64)], INT64)
@@ -229,7 +202,8 @@ class Transform:
         return e.cast(g, t)
 
     def accumulate(self, adj: dict, v: Value, g: Value | None) -> None:
-        if g is None or not is_float(v.type):
+        if g is None or not is_float(v.type) or (self.active is not None
+                                                 and v.id not in self.active):
             return
         mask = self.masks.get(g.id)
         g = self.fit(g, v.type, self.env.get(v.id))
@@ -341,7 +315,7 @@ class Transform:
                 for y, g in zip(region.terminator.operands, gs):
                     self.accumulate(seeds, y, g)
                 found = self.reverse(region, seeds)
-            inner = _defined(region)
+            inner = defined(region)
             parts.append((new, {k: g for k, g in found.items() if k not in inner}))
         keys = self._outer_yield(parts)
         for new, outer in parts:
@@ -361,42 +335,58 @@ class Transform:
         tape, trips, pushed = self.loops[id(op)]
         before, body = op.regions
         e = self.e
-        floats = [i for i, r in enumerate(op.results) if is_float(r.type)]
+        floats = [i for i, r in enumerate(op.results) if is_float(r.type)
+                  and (self.active is None or r.id in self.active)]
         d0 = [gs[i] or e.zero(op.results[i].type, self.env[op.results[i].id])
               for i in floats]
         j = Value(INT64, op.loc, "trip")
         d_args = [Value(op.results[i].type, op.loc, f"d{op.results[i].name}")
                   for i in floats]
-        nbody = Region([j, *d_args])
-        with e.into(nbody):
-            if pushed:
-                popped = e.op("tape_pop", [], [body.args[i].type for i in pushed],
-                              {"tape": tape}).results
-                for i, p in zip(pushed, popped):
-                    self.env[body.args[i].id] = p
-            for i, a in enumerate(body.args):
-                if i not in pushed:  # loop-invariant: the loop's initial value
-                    self.env[a.id] = self.env[op.operands[i].id]
-            self.primal(body, record=True, replay=True)
-            seeds: dict = {}
-            for i, d in zip(floats, d_args):
-                self.accumulate(seeds, body.terminator.operands[i], d)
-            found = self.reverse(body, seeds)
-            d_new = [found.get(body.args[i].id)
-                     or e.zero(body.args[i].type, self.env[body.args[i].id]) for i in floats]
-            inner = _defined(body)
+        # the state a trip yields is the next trip's popped state (the loop's result
+        # for a lane's last trip): carried back, so the replay need not recompute it
+        made = {r.id for o in body.ops[:-1] for r in o.results}
+        ends = [] if self.checkpoint else [
+            i for i in pushed if body.terminator.operands[i].id in made]
+        nxt = [Value(body.args[i].type, op.loc, "next") for i in ends]
+        live = Region()  # the trip of the lanes that ran it: pop, recompute, reverse
+        with e.into(live):
+            if self.checkpoint:
+                found, d_new, inner = segment(self, op, j, d_args, trips, floats)
+            else:
+                found, d_new = self.trip(op, d_args, floats, ends, nxt)
+                inner = defined(body)
             keys = [k for k in found if k not in inner]
             accs = [Value(self.orig[k].type, op.loc, "acc") for k in keys]
-            nbody.args += accs
             acc_new = [e.add(a, found[k]) for a, k in zip(accs, keys)]
+            e.op("yield", [*d_new, *acc_new, *[self.env[body.args[i].id] for i in ends]], [])
+        idle = Region()
+        with e.into(idle):
+            e.op("yield", [*d_args, *accs, *nxt], [])
+        nbody = Region([j, *d_args, *accs, *nxt])
+        K = self.checkpoint
+        with e.into(nbody):  # (with checkpoints, j counts segments of K trips)
+            first = e.v("mul", [j, e.const(K, INT64)], INT64) if K else j
+            ran = e.v("lt", [first, trips], BOOL)
+            arms = e.op("if", [ran], [a.type for a in [*d_args, *accs, *nxt]], {},
+                        [live, idle])
             j1 = e.v("sub", [j, e.const(1, INT64)], INT64)
-            e.op("yield", [j1, *d_new, *acc_new], [])
+            e.op("yield", [j1, *arms.results], [])
         acc0 = [e.zero(self.orig[k].type, self.env[k]) for k in keys]
         nb = Region([Value(a.type, a.loc, a.name) for a in nbody.args])
         with e.into(nb):
-            go = e.v("gt", [nb.args[0], e.const(0, INT64)], BOOL)
+            go = e.v("ge", [nb.args[0], e.const(0, INT64)], BOOL)
             e.op("condition", [go, *nb.args], [])
-        result = e.op("while", [trips, *d0, *acc0], [a.type for a in nbody.args], {},
+        # aligned with the forward sweep: reverse trip j is every lane's own trip j, so
+        # the lanes active in it are those active in forward trip j (a lane joins when j
+        # reaches its own count) and a value the forward trip had uniform is uniform
+        # again when popped (``Ws[l]`` stays one matrix, not one per lane)
+        most = e.v("intrinsic", [trips], INT64, {"name": "lanemax", "chunk_local": True})
+        if K:
+            most = e.v("floordiv", [e.v("add", [most, e.const(K - 1, INT64)], INT64),
+                                    e.const(K, INT64)], INT64)
+        last = e.v("sub", [most, e.const(1, INT64)], INT64)
+        final = [self.env[op.results[i].id] for i in ends]
+        result = e.op("while", [last, *d0, *acc0, *final], [a.type for a in nbody.args], {},
                       [nb, nbody])
         outs = iter(result.results[1:])
         for i in floats:
@@ -405,14 +395,44 @@ class Transform:
             self.accumulate(adj, self.orig[k], next(outs))
 
 
-def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
+    def trip(self, op: Op, d_args: list[Value], floats: list[int], ends: list[int],
+             nxt: list[Value]) -> tuple[dict, list[Value]]:
+        """One reverse trip of loop ``op`` for the lanes whose trip it is: pop the state,
+        recompute the body's values (those it yields are ``nxt``: given), reverse it.
+        Returns the adjoints found (by original id) and the carried state's."""
+        tape, _, pushed = self.loops[id(op)]
+        body, e = op.regions[1], self.e
+        if pushed:
+            popped = e.op("tape_pop", [], [body.args[i].type for i in pushed],
+                          {"tape": tape}).results
+            for i, p in zip(pushed, popped):
+                self.env[body.args[i].id] = p
+        for i, a in enumerate(body.args):
+            if i not in pushed:  # loop-invariant: the loop's initial value
+                self.env[a.id] = self.env[op.operands[i].id]
+        saved, self.given = self.given, {
+            body.terminator.operands[i].id: v for i, v in zip(ends, nxt)}
+        self.primal(body, record=True, replay=True)
+        self.given = saved
+        seeds: dict = {}
+        for i, d in zip(floats, d_args):
+            self.accumulate(seeds, body.terminator.operands[i], d)
+        found = self.reverse(body, seeds)
+        return found, [found.get(body.args[i].id)
+                       or e.zero(body.args[i].type, self.env[body.args[i].id]) for i in floats]
+
+
+def differentiate(fn: Function, wrt: list[Value], n_out: int,
+                  checkpoint: int | None = None) -> Function:
     """The function that returns ``fn``'s ``n_out`` result leaves (the value first, a
     float scalar) and then the gradient of the value for each of ``wrt``."""
     functionalize(fn)
     check_differentiable(fn)
     t = Transform(fn)
+    t.checkpoint = checkpoint
     t.wrt = {p.id for p in wrt}
     t.useful = useful(fn, fn.body.terminator.operands[0])
+    t.active = active(fn, t.wrt)
     t.primal(fn.body, record=True, replay=False)
     leaves = fn.body.terminator.operands[:n_out]
     e = t.e
@@ -428,38 +448,30 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int) -> Function:
     return out
 
 
-def prune(fn: Function) -> None:
-    """Remove what nothing reads: the adjoints of operands that lead to no differentiated
-    parameter (``W.T @ g`` for an ``x`` not differentiated: a GEMM that the later passes
-    would keep, once linearize gives it a mask).  Only ops that neither have an effect
-    nor may raise go, and ``if``s of such ops; loops stay."""
-    changed = True
-    while changed:
-        used = {v.id for op in fn.walk() for v in op.inputs()}
-        changed = _prune(fn.body, used)
-
-
-def _prune(region: Region, used: set[int]) -> bool:
-    changed, kept = False, []
-    for op in region.ops:
-        for r in op.regions:
-            changed |= _prune(r, used)
-        quiet = not (op.info.terminator or op.effect or op.traps or op.opcode == "while")
-        if quiet and not any(r.id in used for r in op.results) and not any(
-                o.effect or o.traps or o.opcode == "while" for r in op.regions
-                for o in r.walk()):
-            changed = True
-            continue
-        kept.append(op)
-    region.ops = kept
-    return changed
-
-
 def inline(fn: Function, args: list[Value], region: Region) -> list[Value]:
     """Copy ``fn``'s body into ``region`` with its parameters bound to ``args`` (a
     gradient called inside a kernel); returns the copies of its result leaves."""
     t = Transform(fn)
     t.e.region = region
     t.env.update({p.id: a for p, a in zip(fn.params, args)})
+    start = len(region.ops)
     t.primal(fn.body, record=False, replay=False)
+    token = next(_INLINED)  # this copy's tapes are its own (``number_tapes``)
+    for op in region.ops[start:]:
+        for o in [op, *(x for r in op.regions for x in r.walk())]:
+            if o.opcode in ("tape_push", "tape_pop"):
+                o.attrs["tape"] = f"{o.attrs['tape']}@{token}"
     return [t.env[v.id] for v in fn.body.terminator.operands]
+
+
+_INLINED = itertools.count()
+
+
+def number_tapes(fn: Function) -> None:
+    """Number ``fn``'s tapes 0, 1, ... in the order they first appear: two gradients
+    (or one twice) inlined into one kernel keep tapes of their own, and the numbers do
+    not depend on what was compiled before."""
+    ids: dict = {}
+    for op in fn.walk():
+        if op.opcode in ("tape_push", "tape_pop"):
+            op.attrs["tape"] = ids.setdefault(op.attrs["tape"], len(ids))

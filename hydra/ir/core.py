@@ -158,7 +158,8 @@ OPCODES: dict[str, OpInfo] = {
                         "`tape` (hydra.grad: loop state the reverse sweep needs)",
                         effect=True, results=0, attrs=("tape",), memory=PURE),
     "tape_pop": OpInfo("pop each active lane's last record from tape `tape`: its values "
-                       "(hydra.grad's reverse sweep)", effect=True, operands=0,
+                       "(hydra.grad's reverse sweep, aligned with the forward loop: a "
+                       "value pushed uniform pops uniform)", effect=True, operands=0,
                        results=None, attrs=("tape",), memory=PURE),
     # hydra.profile's counters (passes/instrument): the profiler's own storage, no memory
     # the kernel can see; an effect, so never removed and masked by linearize
@@ -183,6 +184,11 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
                          "the gradient (hydra.grad)"),
     "stop_gradient": (("cast",), "hydra.stop_gradient(x): the value, with no gradient "
                                  "flowing back through it (hydra.grad)"),
+    "chunk_local": (("intrinsic",), "a reduction hydra.grad makes for itself (a reverse "
+                                    "sweep's trip count, any upper bound of the active "
+                                    "lanes' counts is right): over any lanes that include "
+                                    "this one is enough (a Dask chunk, never staged; a GPU "
+                                    "thread's own lane)"),
     "_python": (("const",), "a Python int constant's exact value, which may exceed 64 bits "
                             "until it meets a type (frontend constant folding)"),
     "_numpy_layout": (("array",), "a written reshape reads the result, so its memory layout "

@@ -16,16 +16,20 @@ behaviour with fewer ops:
   ``if`` result nobody reads is dropped from both arms; a loop-carried value
   that is read by nothing but its own update chain is dropped from the loop.
 
-Ops with side effects, traps (they may raise) or masks are kept.
+Ops with side effects, traps (they may raise) or masks are kept.  First, a
+``lanesum`` of a weight's gradient is moved to where its terms are made
+(``hydra.grad.lanesums``: one GEMM per outer product, a uniform accumulator in a loop).
 """
 
 from __future__ import annotations
 
+from ..grad.lanesums import sink_lanesums
 from ..intrinsics import INTRINSICS
 from ..ir.core import OPCODES, Function, Op, Region, Value
 
 
 def simplify(fn: Function) -> Function:
+    sink_lanesums(fn)
     while True:
         subst: dict[int, Value] = {}
         changed = _fold_region(fn.body, subst)

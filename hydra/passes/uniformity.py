@@ -10,6 +10,8 @@ Guarantees: every value (op results, region arguments, parameters) has
 - a pure op is varying if an operand is (intrinsics follow their table rule);
 - the results of an ``if`` are varying if its condition is, or a yielded value is
   (*sync dependence*: lanes that took different arms hold different values);
+- a value ``hydra.grad``'s tape pops is varying if it was pushed varying (its reverse
+  sweep runs aligned with the forward loop);
 - a loop-carried value is varying if its initial or its yielded value is; the
   results of a ``while`` whose condition is varying are all varying, even those
   that are uniform inside the loop (*temporal divergence*: lanes leave at
@@ -31,8 +33,6 @@ from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
 _ALWAYS_VARYING = {"local_array", "entry_mask", "tape_pop"}
-
-
 def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
     owners = fn.notes.get("param_owners", {})  # a container's leaves: its parameter
     for p, name in zip(fn.params, fn.param_names):
@@ -44,9 +44,13 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
             for a in region.args:
                 a.varying = False
     written = _written_temporaries(fn)
+    pushes: dict = {}  # tape id -> its pushes (two gradients inlined may share an id)
+    for op in fn.walk():
+        if op.opcode == "tape_push":
+            pushes.setdefault(op.attrs["tape"], []).append(op)
     changed = True
     while changed:
-        changed = _region(fn.body, written)
+        changed = _region(fn.body, written, pushes)
     _check_uniform_operands(fn)
     check_stores(fn)
     return fn
@@ -139,17 +143,17 @@ def _mark(v: Value, varying: bool) -> bool:
     return False
 
 
-def _region(region: Region, written: set[int]) -> bool:
+def _region(region: Region, written: set[int], pushes: dict) -> bool:
     changed = False
     for op in region.ops:
-        changed |= _op(op, written)
+        changed |= _op(op, written, pushes)
     return changed
 
 
-def _op(op: Op, written: set[int]) -> bool:
+def _op(op: Op, written: set[int], pushes: dict) -> bool:
     changed = False
     for region in op.regions:
-        changed |= _region(region, written)
+        changed |= _region(region, written, pushes)
     inputs = any(v.varying for v in op.operands)
     if op.opcode == "if":
         cond = op.operands[0].varying
@@ -178,6 +182,13 @@ def _op(op: Op, written: set[int]) -> bool:
             changed |= _mark(op.result, INTRINSICS[fn].varying([v.varying for v in op.operands]))
     elif op.opcode in _ALWAYS_UNIFORM:
         pass
+    elif op.opcode == "tape_pop" and op.attrs["tape"] in pushes:
+        # hydra.grad's reverse runs aligned with its forward loop: a value pushed
+        # uniform pops uniform (the lanes active in a reverse trip pushed in that trip)
+        same = pushes[op.attrs["tape"]]
+        for k, r in enumerate(op.results):
+            changed |= _mark(r, any(len(p.operands) <= k or p.operands[k].varying
+                                    for p in same))
     elif op.opcode in _ALWAYS_VARYING:
         for r in op.results:
             changed |= _mark(r, True)

@@ -1,0 +1,61 @@
+"""The gradients-at-speed examples run at small sizes and say what they promise:
+DP-SGD learns the digits, the ODE solver's sensitivities agree with finite
+differences, the Greeks agree with the closed forms."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+
+def test_dp_sgd_learns_the_digits_privately(capsys):
+    import dp_sgd
+    out = dp_sgd.main(["--epochs", "5", "--batch", "128", "--backend", "cpu"])
+    assert out["noise multiplier"] == 1.1 and out["clipping norm"] == 1.0
+    assert out["batch"] == 128
+    assert out["accuracy"] > 0.6 and out["non-private accuracy"] > 0.8
+    assert "noise multiplier 1.1, clipping norm 1.0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_dp_sgd_step_clips_each_example_against_the_oracle(backend):
+    import hydra
+    import dp_sgd
+    x, y, _, _ = dp_sgd.load(limit=80)
+    params = dp_sgd.init(hidden=16)
+    k = hydra.compile(dp_sgd.private_step, varying=("x", "label"), backend=backend)
+    _, *sums = k(x[:40], y[:40], *params, 0.3)
+    expected = [0.0] * 4
+    for i in range(40):
+        _, g = dp_sgd.grads_one(x[i], int(y[i]), *params)
+        norm = np.sqrt(sum(float(np.sum(np.asarray(a, np.float64) ** 2)) for a in g))
+        expected = [e + np.asarray(a) * min(1.0, 0.3 / norm) for e, a in zip(expected, g)]
+    for s, e in zip(sums, expected):
+        np.testing.assert_allclose(s, e, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_ode_sensitivities_agree_with_finite_differences(backend):
+    import contextlib
+    import io
+
+    import ode_sensitivity
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        out = ode_sensitivity.main(["--lanes", "12", "--check", "4", "--backend", backend])
+    assert out["worst"] < 1e-5
+    assert out["steps"].min() < out["steps"].max()  # each lane its own number of steps
+    assert "against central differences" in printed.getvalue()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_greeks_agree_with_the_closed_forms(backend):
+    import greeks
+    out = greeks.main(["--options", "2000", "--paths", "20000", "--repeat", "1",
+                       "--backend", backend])
+    assert max(out["errors"].values()) < 1e-12
+    price, delta = out["mc"]
+    assert abs(price - out["exact"][0]) < 0.3 and abs(delta - out["exact"][1]) < 0.03
