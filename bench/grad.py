@@ -22,8 +22,9 @@ warm-up), reports best and median milliseconds and the gradient / forward ratio 
 best times, and checks each gradient against the numpy reference backend on the same
 inputs (max relative difference), and the peak memory one call holds beyond its
 arguments (tracemalloc: NumPy's buffers; PyTorch's are not traced).  One thread
-(``HYDRA_THREADS=1``, set before the run) and all cores: run it twice.  The PyTorch peers (``bench/gradpeers.py``: batched
-autograd, ``torch.func`` ``vmap(grad)``, padded/packed RNNs, masked early exit,
+(``HYDRA_THREADS=1``, set before the run) and all cores: run it twice.  The PyTorch
+peers (``bench/gradpeers.py``: batched autograd, ``torch.func`` ``vmap(grad)``,
+padded/packed RNNs, masked early exit,
 ``vmap(grad)`` + clipping) run after hydra's rows, warmed up, and are checked against
 hydra's gradient step; JAX gets rows only where it is importable (not written yet: the
 table says whether it is installed).
