@@ -222,6 +222,10 @@ class OpEmitter:
         if n == "array_dim":
             axis = op.attrs["axis"] + (1 if op.operands[0].id in self.frame.prefixed else 0)
             return f"np.int64({o[0]}.shape[{axis}])"
+        if n == "intrinsic" and op.attrs.get("chunk_local") and op.attrs["name"] == "lanemax":
+            # hydra.grad's bound on a loop's reverse trips (``lanemax`` of the trip
+            # counts): any upper bound of this lane's is right, and one thread is one lane
+            return f"{np_type(t)}({o[0]})"
         if n == "intrinsic":
             return INTRINSICS[op.attrs["name"]].lowerings["cuda"](op)
         raise AssertionError(f"{n} is not in EXPR_OPS")
