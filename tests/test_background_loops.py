@@ -3,6 +3,7 @@ kernel's first call runs a fused chain's and an np.stack's ops with NumPy while 
 loops build after the call; later calls use the loops; every call gives the same bits."""
 
 import numpy as np
+import pytest
 
 import hydra
 from hydra.backends.cpu import background, nativeloops
@@ -56,3 +57,27 @@ def test_off_and_cached_kernels_build_in_the_call(monkeypatch, tmp_path):
     k2 = hydra.compile(chain, varying="x", backend="cpu", cache=True)
     k2(x2, b2)
     assert all(loop._fns for loop in _fused_kernels(k2, (x2, b2)))
+
+
+def test_background_builds_leave_the_callers_streams_alone(monkeypatch):
+    """Numba colours the error messages it builds while typing a loop through colorama,
+    whose init()/deinit() swap sys.stdout for the whole process: from the build thread
+    that undid the caller's redirect_stdout (pytest's capsys lost an example's output).
+    Before its first build, the build thread makes numba's messages plain."""
+    from numba.core import errors
+    if not hasattr(errors, "ColorShell"):
+        pytest.skip("numba colours no messages here (colorama is not installed)")
+    calls = []
+    for name in ("init", "reinit", "deinit"):
+        monkeypatch.setattr(errors, name, lambda *a, name=name, **k: calls.append(name))
+    saved = errors._termcolor_inst
+    try:
+        errors._termcolor_inst = None  # numba's own scheme, as at first use
+        errors.termcolor().errmsg("x")
+        assert "init" in calls  # the hazard: a global stream swap per message
+        calls.clear()
+        background.plain_numba_messages()
+        assert errors.termcolor().errmsg("x") == "x" and not calls
+    finally:
+        errors._termcolor_inst = saved
+        background.plain_numba_messages()  # as the build thread left it, if it runs

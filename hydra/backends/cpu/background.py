@@ -100,6 +100,7 @@ def release() -> None:
             _jobs.put(job)
         _held.clear()
         if not _worker:
+            plain_numba_messages()
             t = threading.Thread(target=_work, name="hydra loop builds", daemon=True)
             _worker.append(t)
             t.start()
@@ -109,6 +110,31 @@ def wait() -> None:
     """Block until every queued build has finished (tests, benchmarks)."""
     release()
     _jobs.join()
+
+
+def plain_numba_messages() -> None:
+    """Numba's error messages without colour, before the first background build.
+
+    Where colorama is installed, numba colours each error message it builds inside a
+    ``colorama.init()`` / ``deinit()`` pair, which replaces ``sys.stdout`` and
+    ``sys.stderr`` for the whole process and then puts back the streams it saw.  Numba
+    builds such messages while it types a loop (the overloads it tries and drops), so a
+    build on this thread put back, in the middle of the caller's work, the streams of
+    before: a ``contextlib.redirect_stdout`` or pytest's ``capsys`` of the caller lost
+    what it printed (seen in the test suite).  Plain messages touch no stream.  (Numba's
+    own switch, ``NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING``, is read once, when numba
+    is imported.)"""
+    from numba.core import errors
+    if type(errors.termcolor()).__name__ != "HighlightColorScheme":
+        return
+
+    class Plain(errors._DummyColorScheme):  # what numba uses without colorama
+        def code(self, msg):
+            return msg
+
+        errmsg = filename = indicate = highlight = reset = code
+
+    errors._termcolor_inst = Plain()
 
 
 def _work() -> None:
