@@ -11,16 +11,14 @@ every lane's gradient is finite."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import os
-import tempfile
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hydra
+from test_random_programs import load  # prog from source in a real file
 from tests.gradcheck import check
 
 HEADER = "import math\n\n\n"
@@ -125,18 +123,8 @@ def programs(draw):
     return Writer(draw).program()
 
 
-def _load(source: str):
-    fd, path = tempfile.mkstemp(suffix=".py", prefix="hydra_grad_prog_")
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.prog
-
-
 def _run(source: str, backend: str) -> None:
-    prog = _load(source)
+    prog = load(source)
     k = hydra.compile(hydra.grad(prog, argnums=(0, 1)), varying=("y", "z", "n"),
                       backend=backend)
     rng = np.random.default_rng(len(source))

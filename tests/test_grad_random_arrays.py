@@ -20,15 +20,14 @@ whose compile costs ~10 s here).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
-import tempfile
 
 import numpy as np
 import pytest
 
 import hydra
+from test_random_programs import load  # prog from source in a real file
 from tests.gradcheck import check_arrays
 
 HEADER = "import numpy as np\n\n\n"
@@ -132,19 +131,9 @@ class Writer:
         return HEADER + "\n".join(self.lines) + "\n"
 
 
-def _load(source: str):
-    fd, path = tempfile.mkstemp(suffix=".py", prefix="hydra_grad_arrays_")
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.prog
-
-
 def _run(seed: int, backend: str) -> None:
     source = Writer(seed).program()
-    prog = _load(source)
+    prog = load(source)
     k = hydra.compile(hydra.grad(prog, argnums=(0, 1)), varying=("x", "n"), backend=backend)
     rng = np.random.default_rng(seed)
     W = rng.uniform(-1, 1, (3, 4))
