@@ -4,10 +4,7 @@ trees, no warp intrinsics) runs with 32-thread blocks, so that a few dozen lanes
 several blocks and the grid-level combine; the "warp" variant (shuffles, ballots,
 activemask) needs a GPU: ``test_gpu_*`` skip here and run on one."""
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,6 +15,7 @@ from hydra import atomic_add, broadcast, lane, laneall, laneany, lanemax, lanemi
     lanesum, prefixsum, rotate, shuffle
 from hydra.backends import available
 from hydra.errors import InactiveLaneError, KernelIndexError
+from test_cuda_typing import typed_in_a_child
 
 pytestmark = pytest.mark.skipif(not available("cuda"), reason="numba.cuda unusable here")
 
@@ -221,7 +219,6 @@ def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path)
     """The warp variant never runs here: numba-cuda types and lowers it (shuffles,
     ballots, activemask included) to LLVM IR for the CUDA target, without a GPU."""
     from hydra.backends.cuda import warpkernels
-    path = tmp_path / "kernels.json"
     # every reduction of float64 and int32 (bool: any/all/sum), the rest of float32 and
     # int64: each construct once per kind of type, in a third of the time of them all
     cases = [c for c in warpkernels.typing_cases(True)
@@ -230,14 +227,7 @@ def test_the_warp_and_block_kernels_type_and_lower_for_the_cuda_target(tmp_path)
              or c[1] == "scan_totals" and c[2][0][0] in ("float32", "int64")
              or c[1].startswith("atomic") and c[2][1][0] in ("uint32", "int64")
              or c[2][1][0] == "bool"]
-    path.write_text(json.dumps(cases))
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 and "compile_cuda" in done.stderr:
-        pytest.skip(f"numba-cuda cannot compile here: {done.stderr[-300:]}")
-    assert done.returncode == 0, done.stderr[-3000:]
-    failures = json.loads(done.stdout.strip().splitlines()[-1])
+    failures = typed_in_a_child(tmp_path, cases, CHILD)
     assert not failures, "\n".join(failures)
 
 

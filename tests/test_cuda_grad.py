@@ -86,21 +86,8 @@ def test_a_tape_between_phases_is_kept_by_the_host():
 def test_the_tape_kernel_types_and_lowers_for_the_cuda_target(tmp_path):
     """The one kernel of a loop's gradient (tape stores, the depth in a register, the
     overflow word) compiled to LLVM IR for the CUDA target, without a GPU."""
-    import json
-    import os
-    import subprocess
-    import sys
-    sys.path.insert(0, os.path.dirname(__file__))
     import test_cuda_typing as typing_test
     found = typing_test._kernels(hydra.value_and_grad(trips),
                                  (np.arange(3.0), np.arange(3)), ("x", "n"))
     assert len(found) == 1 and "tape0_0[sp0, lane]" in found[0][0]
-    path = tmp_path / "kernels.json"
-    path.write_text(json.dumps(found))
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    done = subprocess.run([sys.executable, "-c", typing_test.CHILD, str(path)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 and "compile_cuda" in done.stderr:
-        pytest.skip(f"numba-cuda cannot compile here: {done.stderr[-300:]}")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert typing_test.typed_in_a_child(tmp_path, found) == []

@@ -118,15 +118,22 @@ def _kernels(fn, args, varying):
             for src, entry, params, outs in kernels(choice)]
 
 
-def test_generated_kernels_type_and_lower_for_the_cuda_target(tmp_path):
-    found = [k for fn, args, varying in CASES for k in _kernels(fn, args, varying)]
+def typed_in_a_child(tmp_path, cases: list, child: str = CHILD) -> list[str]:
+    """The failures of ``child`` (a program typing and lowering the kernel ``cases`` for
+    the CUDA target) run with the simulator off; skips where numba-cuda cannot compile
+    at all."""
     path = tmp_path / "kernels.json"
-    path.write_text(json.dumps(found))
+    path.write_text(json.dumps(cases))
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], env=env,
+    done = subprocess.run([sys.executable, "-c", child, str(path)], env=env,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0 and "compile_cuda" in done.stderr:
         pytest.skip(f"numba-cuda cannot compile here: {done.stderr[-300:]}")
     assert done.returncode == 0, done.stderr[-3000:]
-    failures = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_generated_kernels_type_and_lower_for_the_cuda_target(tmp_path):
+    found = [k for fn, args, varying in CASES for k in _kernels(fn, args, varying)]
+    failures = typed_in_a_child(tmp_path, found)
     assert not failures, "\n".join(failures)
