@@ -416,7 +416,7 @@ def test_errors(name, backend):
 
 # ---- hydra.nn's plain definitions (they are the oracle above) ------------------------
 
-def _conv_loops(x, w, b, stride, padding):
+def conv_loops(x, w, b, stride, padding):
     c, h, wd = x.shape
     o, _, kh, kw = w.shape
     xp = np.zeros((c, h + 2 * padding, wd + 2 * padding))
@@ -435,7 +435,7 @@ def test_nn_plain_definitions():
     x, w, b = _v(1, 2, 7, 6)[0], _u(3, 2, 3, 2), _u(3)
     for stride, padding, bias in ((1, 0, b), (2, 1, None), (1, 2, b), (3, 0, b)):
         np.testing.assert_allclose(nn.conv2d(x, w, bias, stride=stride, padding=padding),
-                                   _conv_loops(x, w, bias, stride, padding), rtol=1e-12)
+                                   conv_loops(x, w, bias, stride, padding), rtol=1e-12)
     pooled = nn.max_pool2d(x, 2)
     assert pooled.shape == (2, 3, 3) and pooled[1, 2, 0] == x[1, 4:6, 0:2].max()
     assert nn.max_pool2d(x, 3, stride=1).shape == (2, 5, 4)
