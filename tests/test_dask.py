@@ -190,6 +190,22 @@ def test_lane_private_writes_reach_the_caller_at_compute(where):
     assert np.array_equal(out, out0) and np.array_equal(hist, hist0)
 
 
+def fill_rows(x, out):
+    out[lane()] = np.full(3, x * 2)
+
+
+def test_lane_private_row_stores_reach_the_caller_at_compute(where):
+    """A sub-array store into a uniform argument at the lane's own row is a write the
+    chunks send back, as a scalar store is (on worker processes it was lost)."""
+    x = np.arange(10, dtype=np.int64)
+    out, expected = np.zeros((10, 3), np.int64), np.zeros((10, 3), np.int64)
+    call = hydra.compile(fill_rows, varying="x")(da.from_array(x, chunks=4), out)
+    assert isinstance(call, DaskCall) and not out.any()
+    compute(call, where)
+    hydra.compile(fill_rows, varying="x")(x, expected)
+    assert np.array_equal(out, expected) and expected[9, 2] == 18
+
+
 def bad_index(x, a):
     return a[lane() * 2] + x
 
@@ -237,14 +253,25 @@ def test_refused_before_anything_runs():
 
     def of_an_array(v):
         return prefixsum(np.zeros(3) + v)
+
+    def rows_crosswrite(v, a):  # a sub-array store at other lanes' rows
+        a[(lane() + 1) % nlanes()] = np.full(2, v)
+
+    def reads_neighbour_row(v, a):  # another chunk's row, written in this call
+        a[lane()] = np.full(2, v)
+        return a[(lane() + 1) % nlanes()].sum()
     cases = [(swap, "shuffle across Dask chunks"),
              (in_loop, "lanesum inside a loop"),
              (of_an_array, r"prefixsum of a per-lane array across Dask chunks(.|\n)*"
                            r"hint: the lane reductions of per-lane arrays are"),
-             (crosswrite, "lanes write at other lanes' indices")]
+             (crosswrite, "lanes write at other lanes' indices"),
+             (rows_crosswrite, "lanes write at other lanes' indices"),
+             (reads_neighbour_row, "at this lane's own index, which other lanes may read")]
     for fn, words in cases:
         k = hydra.compile(fn, varying="v")
-        args = (x, np.zeros(3, np.int64)) if fn is crosswrite else (x,)
+        args = (x, np.zeros(3, np.int64)) if fn is crosswrite else \
+            (x, np.zeros((8, 2), np.int64)) if fn in (rows_crosswrite, reads_neighbour_row) \
+            else (x,)
         with pytest.raises(hydra.HydraError, match=words) as err:
             k(*args)
         assert f"{__file__}:" in str(err.value)

@@ -164,9 +164,9 @@ def _check_writes(fn: Function, flat_values: list) -> list[int]:
     index = {p.id: i for i, p in enumerate(fn.params)}
     written = []
     for op in fn.walk():
-        if op.opcode != "store":
+        array = op.written_array  # a store or a sub-array store (atomic_add: _only_added)
+        if array is None or op.opcode == "intrinsic":
             continue
-        array = op.operands[0]
         name = array.name or "an array"
         if array.id not in index:
             if not array.varying:

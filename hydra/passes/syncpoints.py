@@ -9,10 +9,13 @@ An op is a sync point if it is
 - a cross-lane intrinsic (it reads every active lane's current value), or
   ``atomic_add`` (every lane's update must land before anyone reads the array);
 - a ``print`` (lockstep output: all lanes' first print before any second print);
-- a load from, or store to, a shared array (a uniform argument or a captured
-  array) that the kernel also writes, unless every access to that array is
-  *lane-private*: indexed by exactly ``lane()`` on its first axis, so no lane can
-  read or overwrite an element another lane touched.
+- an access to a shared array (a uniform argument or a captured array) that the
+  kernel also writes, unless every access to that array is *lane-private*: indexed by
+  exactly ``lane()`` on its first axis, so no lane can read or overwrite an element
+  another lane touched.  Accesses are the scalar loads and stores, the sub-array
+  stores (``acc[i] = v``) and every array operation that reads the array or takes a
+  view of it (``acc[i].sum()``, ``acc.sum()``, ``acc @ x``): its ``Op.memory``.
+  Uniform views of it (``acc.T``, ``acc.reshape(...)``) count as the array itself.
 
 Per-lane arrays (``np.zeros`` in a kernel, varying arguments) are private to
 their lane and never sync.  Distinct array arguments are assumed not to alias
@@ -26,36 +29,53 @@ index each op writes or reads a shared array at.
 from __future__ import annotations
 
 from ..ir.core import Function, Op, Value
+from ..types import ArrayType
+
+#: array functions whose result is a view of their first operand
+VIEW_FNS = ("getitem", "reshape", "transpose")
 
 
 def find_sync_points(fn: Function) -> Function:
     ops = list(fn.walk())
     lane_values = lane_indices(ops)
-    accesses: dict[int, list[Op]] = {}
+    roots = _uniform_view_roots(ops)
+    accesses: dict[int, list[tuple[Op, bool]]] = {}  # (op, reached without a view)
+    shared: dict[int, Value] = {}  # id(op) -> the shared array it reaches
     written: set[int] = set()
     for op in ops:
-        array = op.operands[0] if op.opcode == "load" else op.written_array
-        if array is not None and not array.varying:  # per-lane arrays are lane-private
-            accesses.setdefault(array.id, []).append(op)
-            if op.opcode != "load":
-                written.add(array.id)
+        if len(op.results) == 1 and op.result.id in roots:
+            continue  # making a uniform view accesses nothing: its uses do
+        m, writes = op.memory, op.written_array
+        for array in (op.operands[i] for i in (*m.reads, *m.aliases, *m.writes)):
+            if array.varying or not isinstance(array.type, ArrayType):
+                continue  # per-lane arrays are lane-private
+            root = roots.get(array.id, array)
+            accesses.setdefault(root.id, []).append((op, root is array))
+            shared[id(op)] = root
+            if array is writes:
+                written.add(root.id)
     shared_hazard = set()
     for array_id in written:
-        if not all(lane_private(op, lane_values) for op in accesses[array_id]):
+        if not all(direct and lane_private(op, lane_values)
+                   for op, direct in accesses[array_id]):
             shared_hazard.add(array_id)
     points = []
     for op in ops:
         reason = None
+        root = shared.get(id(op))
         if op.cross_lane:
             reason = f"cross-lane {op.attrs.get('name') or op.attrs['fn']}"
         elif op.opcode == "print":
             reason = "print in lane order"
-        elif op.opcode in ("load", "store") and op.operands[0].id in shared_hazard:
-            name = op.operands[0].name or "an array"
-            reason = (f"load of {name} may read another lane's store" if op.opcode == "load"
-                      else f"store of {name} at this lane's own index, which other lanes "
-                           f"may read" if lane_private(op, lane_values)
-                      else f"store of {name}, which lanes write at other lanes' indices")
+        elif root is not None and root.id in shared_hazard:
+            name = root.name or "an array"
+            reason = (f"store of {name} at this lane's own index, which other lanes "
+                      f"may read" if op.written_array is root
+                      and lane_private(op, lane_values)
+                      else f"store of {name}, which lanes write at other lanes' indices"
+                      if op.written_array is not None
+                      else f"{'load' if op.opcode == 'load' else 'read'} of {name} may "
+                           f"read another lane's store")
         if reason:
             op.attrs["sync"] = reason
             points.append((op.loc, reason))
@@ -78,12 +98,30 @@ def lane_indices(ops: list[Op]) -> set[int]:
 
 
 def first_index(op: Op) -> Value | None:
-    """The index by which ``op`` (a load, store, ``array_store`` or ``atomic_add``)
-    reaches its array's first axis; None where that is a slice (a whole axis)."""
-    if op.opcode == "array_store":
+    """The index by which ``op`` (a load, store, ``array_store``, ``atomic_add`` or an
+    array ``getitem``) reaches its array's first axis; None where that is a slice (a
+    whole axis) or the op reads the whole array (any other array operation)."""
+    if op.opcode == "array_store" or op.opcode == "array" and op.attrs["fn"] == "getitem":
         spec = op.attrs["params"]["index"]
-        return op.operands[2] if spec and spec[0][0] == "int" else None
+        at = 2 if op.opcode == "array_store" else 1
+        return op.operands[at] if spec and spec[0][0] == "int" else None
+    if op.opcode == "array":
+        return None
     return op.operands[1]
+
+
+def _uniform_view_roots(ops: list[Op]) -> dict[int, Value]:
+    """Uniform views of shared arrays (``acc.T``, ``acc.reshape(...)``, ``acc[1:]``), by
+    id, to the shared array they view: an access through one reaches that array.  (A
+    view's first axis is not the array's, so no access through one is lane-private.)"""
+    roots: dict[int, Value] = {}
+    for op in ops:
+        if op.opcode == "array" and op.attrs["fn"] in VIEW_FNS and op.results \
+                and not op.result.varying and isinstance(op.result.type, ArrayType):
+            base = op.operands[0]
+            if not base.varying:
+                roots[op.result.id] = roots.get(base.id, base)
+    return roots
 
 
 def lane_private(op: Op, lane_values: set[int]) -> bool:
