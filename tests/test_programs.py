@@ -286,6 +286,14 @@ def test_helpers_closures_lambdas_globals(backend, lanes):
     check_against_oracle(make_closure(2, 7), [x], lanes, ("x",), backend)
     check_against_oracle(uses_lambda, [x], lanes, ("x",), backend)
     check_against_oracle(lambda x: x * 3 - 1 if x > 2 else x, [x], lanes, ("x",), backend)
+    for closure in two_closures_on_one_line(3):
+        check_against_oracle(closure, [x], lanes, ("x",), backend)
+
+
+def two_closures_on_one_line(c):
+    """Same parameters and free names: only the columns tell their sources apart (the
+    second compiled as the first before)."""
+    return (lambda x: x + c), (lambda x: x * c)
 
 
 # --- arguments and results -------------------------------------------------------------

@@ -129,7 +129,13 @@ def _find_lambda(fn, lines: list[str], first: int) -> ast.Lambda:
     matching = [n for n in candidates if tuple(a.arg for a in n.args.args) == args]
     if len(matching) >= 1:
         if len(matching) > 1:
-            # Several lambdas on one line with the same parameters: match by bytecode.
+            # Several lambdas on one line with the same parameters: the one whose span
+            # holds the code's own columns (Python 3.11+), else the same bytecode (which
+            # a closure's free names, loaded from cells, defeat: compiled alone they are
+            # globals).
+            inside = _spanning(matching, fn.__code__)
+            if inside is not None:
+                return inside
             for node in matching:
                 code = compile(ast.Expression(node), filename, "eval")
                 inner = next(c for c in code.co_consts if isinstance(c, types.CodeType))
@@ -137,3 +143,21 @@ def _find_lambda(fn, lines: list[str], first: int) -> ast.Lambda:
                     return node
         return matching[0]
     raise CompileError("cannot find the source of this lambda", Loc(filename, want))
+
+
+def _spanning(nodes: list[ast.Lambda], code: types.CodeType) -> ast.Lambda | None:
+    """The innermost of ``nodes`` whose source span holds every column ``code``'s
+    instructions come from (``co_positions``, Python 3.11+); None where unknown."""
+    positions = getattr(code, "co_positions", None)
+    if positions is None:
+        return None
+    spans = [(line, col, end_line, end_col) for line, end_line, col, end_col in positions()
+             if line is not None and col is not None and end_col is not None
+             and (line, col, end_col) != (code.co_firstlineno, 0, 0)]
+    if not spans:
+        return None
+    start, end = min((s[0], s[1]) for s in spans), max((s[2], s[3]) for s in spans)
+    holding = [n for n in nodes if (n.lineno, n.col_offset) <= start
+               and end <= (n.end_lineno, n.end_col_offset)]
+    return max(holding, key=lambda n: (n.lineno, n.col_offset)) if holding else None
+
