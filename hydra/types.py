@@ -91,8 +91,6 @@ class TreeType(Type):
 
 BOOL = ScalarType("bool")
 INT64 = ScalarType("int64")
-INT32 = ScalarType("int32")
-UINT32 = ScalarType("uint32")
 UINT64 = ScalarType("uint64")
 FLOAT32 = ScalarType("float32")
 FLOAT64 = ScalarType("float64")

@@ -79,8 +79,8 @@ def main(mode: str) -> None:
                 out[f"{name}/{threads}"] = digest(res if res is not None else args[-1])
             except hydra.HydraError as e:
                 out[f"{name}/{threads}"] = f"{type(e).__name__}: {e}"
-    from hydra.backends.cpu import native
-    print(json.dumps({"results": out, "built": len(native.BUILT),
+    from hydra.backends.machinecode import functions
+    print(json.dumps({"results": out, "built": len(functions.BUILT),
                       "numba": "numba" in sys.modules, "scipy": "scipy" in sys.modules}))
 
 

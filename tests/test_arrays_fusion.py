@@ -10,7 +10,7 @@ from arrays_oracle import per_example
 
 import hydra
 from hydra import lanemax, lanemin, laneprod, lanesum
-from hydra.backends.cpu import background
+from hydra.backends.machinecode import background
 from hydra.executor import fuse
 from hydra.errors import CompileError
 

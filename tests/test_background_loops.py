@@ -1,4 +1,4 @@
-"""Generated loops built in the background (hydra/backends/cpu/background.py): a
+"""Generated loops built in the background (hydra/backends/machinecode/background.py): a
 kernel's first call runs a fused chain's and an np.stack's ops with NumPy while their
 loops build after the call; later calls use the loops; every call gives the same bits."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra.backends.cpu import background, nativeloops
+from hydra.backends.machinecode import background, loops
 from hydra.executor import fuse
 
 
@@ -29,12 +29,12 @@ def test_first_call_runs_numpy_then_the_loop(monkeypatch):
     ref = hydra.compile(chain, varying="x", backend="numpy")(x, b)
     k = hydra.compile(chain, varying="x", backend="cpu")
     background.wait()  # other tests' builds
-    built = len(nativeloops.BUILT)
+    built = len(loops.BUILT)
     first = k(x, b)
-    assert len(nativeloops.BUILT) == built  # nothing built during the call
+    assert len(loops.BUILT) == built  # nothing built during the call
     assert not any(loop._fns for loop in _fused_kernels(k, (x, b)))
     background.wait()
-    assert len(nativeloops.BUILT) >= built + 2  # the chain and the stack, after it
+    assert len(loops.BUILT) >= built + 2  # the chain and the stack, after it
     assert all(loop._fns for loop in _fused_kernels(k, (x, b)))
     later = k(x, b)
     for got in (first, later):

@@ -1,5 +1,5 @@
 """The fused loops of per-lane array chains in the disk cache (``cache=True``,
-hydra/backends/cpu/nativeloops.py): a new process loads them without compiling and
+hydra/backends/machinecode/loops.py): a new process loads them without compiling and
 without importing numba; damaged entries and entries for another CPU are misses that are
 rebuilt; racing processes are safe; loops that differ only in the arguments' strides or
 dtypes get entries of their own."""
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra.backends.cpu import nativeloops
+from hydra.backends.machinecode import loops
 
 # a fused chain (maximum of an affine map), an np.stack of per-lane views (one generated
 # copy loop) and two small per-lane products (a rows loop, and a dots loop compiled with
@@ -38,10 +38,10 @@ SCRIPT = textwrap.dedent("""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = k(x, b)
-    from hydra.backends.cpu import nativeloops
+    from hydra.backends.machinecode import loops
     right = all(np.array_equal(got, np.stack([f(r, b)[j] for r in x]))
                 for j, got in enumerate(out))
-    print(json.dumps([right, len(nativeloops.BUILT), "numba" in sys.modules, len(caught)]))
+    print(json.dumps([right, len(loops.BUILT), "numba" in sys.modules, len(caught)]))
 """)
 FILLED = [True, 4, True, 0]  # right, four loops built, numba imported, no warning
 HIT = [True, 0, False, 0]  # right, nothing built, numba not imported
@@ -143,15 +143,15 @@ def test_strides_and_dtypes_get_entries_of_their_own(tmp_path, monkeypatch):
 
 
 def test_keys_name_the_signature():
-    loop = nativeloops.Loop("def fused(n, o0, a0):\n    pass\n")
-    sigs = [nativeloops.signature(a) for a in (
+    loop = loops.Loop("def fused(n, o0, a0):\n    pass\n")
+    sigs = [loops.signature(a) for a in (
         (5, np.zeros((5, 3), np.float32), np.zeros((5, 3), np.float32)),
         (5, np.zeros((5, 3), np.float32), np.zeros((5, 3), np.float64)),
         (5, np.zeros((5, 3), np.float32), np.zeros((5, 3, 1), np.float32)),
         (5, np.zeros((5, 3), np.float32), np.float32(1)))]
     assert sigs[0] == (("s", "<i8"), ("a", "<f4", 2), ("a", "<f4", 2))
     assert len({loop.key(s) for s in sigs}) == 4
-    assert loop.key(sigs[0]) != nativeloops.Loop("def fused(n, o0, a0):\n    return\n"
+    assert loop.key(sigs[0]) != loops.Loop("def fused(n, o0, a0):\n    return\n"
                                                  ).key(sigs[0])
 
 
@@ -160,16 +160,16 @@ def test_a_loop_that_needs_numba_at_run_time_runs_but_is_not_stored(tmp_path, mo
     could not be loaded by a process without numba: it runs, and only the loop that
     calls nothing but the process's own functions is stored."""
     monkeypatch.setenv("HYDRA_CACHE_DIR", str(tmp_path))
-    token = nativeloops.CACHE.set(True)
+    token = loops.CACHE.set(True)
     try:
         out = np.zeros(50)
-        nativeloops.Loop("def fused(n, o0):\n    for i in range(n):\n"
+        loops.Loop("def fused(n, o0):\n    for i in range(n):\n"
                          "        _st(o0, i, np.random.random())\n")(50, out)
         assert 0 < out.min() and out.max() < 1 and len(set(out)) == 50
         assert loop_files(tmp_path) == []
-        nativeloops.Loop("def fused(n, o0):\n    for i in range(n):\n"
+        loops.Loop("def fused(n, o0):\n    for i in range(n):\n"
                          "        _st(o0, i, np.float64(i) * 2.0)\n")(50, out)
         np.testing.assert_array_equal(out, np.arange(50) * 2.0)
         assert len(loop_files(tmp_path)) == 1
     finally:
-        nativeloops.CACHE.reset(token)
+        loops.CACHE.reset(token)

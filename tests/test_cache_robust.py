@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra.backends import diskcache
+from hydra.backends.machinecode import diskcache
 
 SCRIPT = textwrap.dedent("""
     import sys, warnings
@@ -25,8 +25,8 @@ SCRIPT = textwrap.dedent("""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         k(np.arange(100.0), out)
-    from hydra.backends.cpu import native
-    print(out.sum(), int(not native.BUILT), len(caught))
+    from hydra.backends.machinecode import functions
+    print(out.sum(), int(not functions.BUILT), len(caught))
 """)
 
 

@@ -195,10 +195,10 @@ def test_cache_lets_a_second_process_skip_compilation(tmp_path):
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         import numpy as np, hydra
         from test_cpu_backend import cpu, mandel, grid
-        from hydra.backends.cpu import driver
+        from hydra.backends.machinecode import functions
         k = cpu(mandel, varying=("c_re", "c_im"), cache=True)
         out = k(*grid(100))
-        print(int(out.sum()), len(driver.BUILT), "numba" in sys.modules)
+        print(int(out.sum()), len(functions.BUILT), "numba" in sys.modules)
     """)
     env = dict(os.environ, HYDRA_CACHE_DIR=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,

@@ -12,7 +12,7 @@ import pytest
 import hydra
 from hydra import progress
 from hydra.backends import available
-from hydra.backends.cpu import driver
+from hydra.backends.machinecode import functions
 
 pytestmark = pytest.mark.skipif(not available("cpu"), reason="no cpu backend")
 
@@ -51,15 +51,15 @@ def test_the_kernel_is_compiled_once_into_one_driver_for_any_thread_count(tmp_pa
     k = hydra.compile(big, varying="x", backend="cpu", threads=2)
     x = np.linspace(0, 1, 20_000)
     out = np.zeros_like(x)
-    built = len(driver.BUILT)
+    built = len(functions.BUILT)
     k(x, out)  # enough lanes for the threads (2 when the machine has them)
     ref = np.zeros_like(x)
     hydra.compile(big, varying="x", backend="numpy")(x, ref)
     np.testing.assert_array_equal(out, ref)
-    assert len(driver.BUILT) == built + 1  # the LLVM was compiled once
+    assert len(functions.BUILT) == built + 1  # the LLVM was compiled once
     assert compiled == []  # by llvmlite alone: numba made no machine code for it
     k(x[:100], out[:100])  # a serial run uses the same machine code
-    assert len(driver.BUILT) == built + 1 and compiled == []
+    assert len(functions.BUILT) == built + 1 and compiled == []
 
 
 def test_a_long_compile_names_its_stages(tmp_path, monkeypatch, capsys):

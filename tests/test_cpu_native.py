@@ -1,4 +1,4 @@
-"""The cpu backend's machine code without numba (``hydra/backends/cpu/native.py``): the
+"""The cpu backend's machine code without numba (``hydra/backends/machinecode``): the
 same machine code as numba's JIT, a cached kernel in a fresh process that compiles
 nothing and imports no numba, and ``import hydra`` without numba."""
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import hydra
-from hydra.backends.cpu import backend, native
+from hydra.backends.cpu import backend
+from hydra.backends.machinecode import engine
 
 HERE = os.path.dirname(__file__)
 
@@ -84,10 +85,10 @@ def test_the_machine_code_is_numbas(fn, args, monkeypatch):
         with compiler_lock.global_compiler_lock:
             lib = cpu_target.target_context.codegen().create_library("reference")
             lib.enable_object_caching()
-            lib.add_llvm_module(native.kernel_module(*mod))
+            lib.add_llvm_module(engine.kernel_module(*mod))
             lib.finalize()
             theirs = lib._get_compiled_object()
-        ours = native.target()[0].emit_object(native.optimize(native.kernel_module(*mod)))
+        ours = engine.target()[0].emit_object(engine.optimize(engine.kernel_module(*mod)))
         seen.append(len(_text(ours)))
         assert _text(ours) == _text(theirs)
         return ""

@@ -3,7 +3,7 @@
 Takes: a chain (a DAG) of elementwise ``array`` ops that ``fusable`` accepts, in program
 order (``planner.schedule`` finds the chains), and the backend's native loop compiler
 (``compile_loop(source, label, reassoc=False) -> loop``; cpu: ``background.COMPILE_LOOP``,
-``nativeloops.compiled`` whose loops may still be building: ``loop_ready``).
+``machinecode.loops.compiled`` whose loops may still be building: ``loop_ready``).
 Guarantees: a ``Fused`` step runs one generated native loop over all N lanes' rows of the chain's
 broadcast shape; a chain value is written to memory only where an op outside the chain
 reads it, the others live in registers.  The loop reads its inputs through their

@@ -1,7 +1,7 @@
 """The one planner of the per-lane array executor: what steps a region runs.
 
 Takes: a function and the backend's native loop compiler (``compile_loop(source,
-label, reassoc=False) -> loop``, cpu: ``nativeloops.compiled``; None for the numpy
+label, reassoc=False) -> loop``, cpu: ``machinecode.loops.compiled``; None for the numpy
 reference, whose plans are its host rules op by op).
 Guarantees: ``Planner.plan(region, rows, policy)`` is the region's list of
 ``(step, ids dead after it)``, made once per region (and per all lanes / compacted

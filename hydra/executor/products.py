@@ -15,7 +15,7 @@ product).  A small product is a fresh C-ordered ``[N, *out]`` array:  np.matmul 
 makes one tiny BLAS call per lane (~0.2-0.3 us each); the generated loop, specialized
 on the per-lane shapes and strides (like ``fuse.Fused``, at most ``SPECIALIZE`` layouts
 per op), runs ~2x faster (tests/test_cpu_products.py checks its asm for packed
-instructions); like the fused chains' loops it is a ``nativeloops.Loop``, in the
+instructions); like the fused chains' loops it is a ``machinecode.loops.Loop``, in the
 disk cache with ``cache=True`` (on the cpu backend).  Two loop shapes, picked from the operands'
 strides at run time:
 

@@ -14,7 +14,7 @@ machine's EPYC); here each row's elements go through Batcher's odd-even merge ne
 with their places, one compare-exchange per comparator, branch-free (selects).  A pair
 is ordered by value (NaN after every number), then by place: a total order whose sorted
 sequence is exactly the stable sort's, whatever order the network compares in.  The
-loop is built by the backend's ``compile_loop`` (cpu: ``nativeloops``, numba source
+loop is built by the backend's ``compile_loop`` (cpu: ``machinecode.loops``, numba source
 compiled once per row length and dtype, kept in hydra's disk cache with ``cache=True``).
 """
 

@@ -4,7 +4,7 @@ and the planned steps).
 Its options and stages are declared in ``hydra.backends.PROTOCOLS["cpu"]``: ``threads``
 (default all cores), ``fastmath`` (contraction and reassociation; off so results
 match the reference bit for bit), ``boundscheck`` (default on), ``cache`` (the kernels'
-object files on disk; see ``native``), ``exactmath`` (math functions as one libm
+object files on disk; see ``hydra.backends.machinecode``), ``exactmath`` (math functions as one libm
 call per lane, NumPy's bits exactly, instead of the inline vector functions of
 ``vecmath``, which are within ``vecmath.ULP``).  It takes the predicated IR.
 """
@@ -17,8 +17,8 @@ from ...executor.steps import OpStep, Quick, op_label
 from ...ir.core import Function
 from ..protocol import PROTOCOLS
 from .codegen import lowerable
+from ..machinecode.engine import init_llvm
 from .phases import Phase, Plan
-from .vectors import init_llvm
 
 
 class CpuBackend:

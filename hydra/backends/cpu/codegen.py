@@ -31,7 +31,7 @@ from .emit import Builder
 from .loopchecks import induction_checks, inductions, narrow_casts
 from .loopselects import free_selects, uniform_counters, value_uses
 from .memory import MemoryOps
-from .stops import HELPERS, MAX_DEPTH, Stops
+from .stops import MAX_DEPTH, Stops
 from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512,
                       host_has_fma, lty, vty)
 
@@ -151,13 +151,7 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
         b.start("latch")
         b.do(f"%gnext = add i64 {g}, 1")
         b.br("head")
-        self.stopped_block()
-        self.drop_error_polls()
-        b.start("exit")
-        b.do("ret void")
-        sig = ", ".join(["i64 %chunk", "i64 %ngangs", "i64 %n", "ptr %err"] + params)
-        text = [f"define void @{self.name}({sig}) {{", *b.lines, "}", HELPERS, *sorted(b.decls)]
-        return "\n".join(text) + "\n"
+        return self.finish(params)
 
     def input_params(self, i: int, v: Value, binders: list) -> list[str]:
         t = v.type

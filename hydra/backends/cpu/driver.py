@@ -10,32 +10,34 @@ atomic counter until none are left (dynamic scheduling: a static split left one 
 idle when cheap and expensive gangs, like aobench's sky and hit pixels, sat in
 different halves).
 
-The entry point is a ctypes function (``native``: the GIL is released while it runs)
-over machine code that llvmlite compiles from the kernel's LLVM once, with numba's
-optimization pipeline, and no numba typing or lowering: a numba ``@njit`` driver
-around the kernel (issue 11's design) cost its first call 0.1-0.5 s of numba's own
-compilation, and a process loading it from numba's cache 0.4 s of numba's registries
-(and ``import numba``).  With ``cache=True`` the kernel's object file is stored in the
-disk cache (``diskcache``): a second process loads it, compiling nothing and not
-importing numba.  The first run of a driver builds it explicitly, under ``hydra``'s
-progress notice (``hydra.progress``), which names the stage it is in.
+The entry point is a ctypes function (``hydra.backends.machinecode.functions``: the GIL
+is released while it runs) over machine code that llvmlite compiles from the kernel's
+LLVM once, with numba's optimization pipeline, and no numba typing or lowering: a numba
+``@njit`` driver around the kernel (issue 11's design) cost its first call 0.1-0.5 s of
+numba's own compilation, and a process loading it from numba's cache 0.4 s of numba's
+registries (and ``import numba``).  With ``cache=True`` the kernel's object file is
+stored in the disk cache (``machinecode.diskcache``): a second process loads it,
+compiling nothing and not importing numba.  The first run of a driver builds it
+explicitly, under ``hydra``'s progress notice (``hydra.progress``), which names the
+stage it is in; threads that run one driver first wait for that one build.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import hashlib
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ...progress import progress
-from . import interrupt, native
+from ..machinecode import functions
+from . import interrupt
 from .stops import INTERRUPTED
 
-#: the kernels this process compiled (a cache hit compiles none)
-BUILT = native.BUILT
 #: runs of fewer gangs than this stay on the calling thread
 PARALLEL_GANGS = 64
 #: a loop-free kernel over at least this many gangs (about 4 million lanes) still
@@ -57,20 +59,24 @@ class Driver:
         #: straight-line run is over long before a person reacts, and then costs
         #: nothing (installing the handler costs microseconds a run)
         self.loops = loops
-        self.text, self.modules, self.symbol, self.kinds = text, modules, symbol, kinds
+        self.text, self.modules, self.symbol = text, modules, symbol
+        #: the entry point's parameters: chunk, ngangs, n, the error buffer, the kernel's
+        self.kinds = ["scalar"] * 3 + ["buf"] + kinds
         self.cache = cache
-        #: the kernel's native entry point (``native.load``), at the first run
+        #: the kernel's native entry point (``functions.load``), at the first run
         self.call = None
+        #: threads that run the kernel first wait for one build (and one notice)
+        self._lock = threading.Lock()
         #: positions of i8 scalars (bools): ctypes takes them as Python ints
-        self.bytes = [i for i, t in enumerate(native.wrapper(text, symbol, kinds)[1][4:])
-                      if t is native.ctypes.c_int8]
+        types = functions.wrapper(text, symbol, self.kinds)[1]
+        self.bytes = [i for i, t in enumerate(types[4:]) if t is ctypes.c_int8]
 
     @property
     def source(self) -> str:
         """The entry point's LLVM (``dump-ir numba``: what calls the kernel)."""
         return (f"; hydra cpu driver for kernel {self.key}: each thread calls this through "
                 f"ctypes (the GIL released)\n"
-                + native.wrapper(self.text, self.symbol, self.kinds)[0].lstrip("\n"))
+                + functions.wrapper(self.text, self.symbol, self.kinds)[0].lstrip("\n"))
 
     def run(self, n: int, args: list, err: np.ndarray, threads: int,
             one_gang: bool = False) -> None:
@@ -78,7 +84,7 @@ class Driver:
         ``KeyboardInterrupt`` (``interrupt``)."""
         ngangs = 1 if one_gang else (n + self.G - 1) // self.G
         if self.call is None:
-            self._build()
+            self.build()
         for i in self.bytes:
             args[i] = int(args[i])
         installed = (self.loops or ngangs >= INTERRUPTIBLE_GANGS) and interrupt.install()
@@ -96,8 +102,9 @@ class Driver:
     def build(self) -> None:
         """Make the machine code now (else at the first run: ``hydra.profile`` builds
         first, so that a phase's time is its run's)."""
-        if self.call is None:
-            self._build()
+        with self._lock:
+            if self.call is None:
+                self._build()
 
     def _parallel(self, threads: int, ngangs: int, n: int, err: np.ndarray,
                   args: list) -> bool:
@@ -126,8 +133,8 @@ class Driver:
         """Compile (or load from the disk cache) the kernel's machine code, before the
         run, so that the progress notice times the build alone."""
         with progress(f"building the native code of {self.label}"):
-            self.call = native.load(self.key, self.text, self.modules, self.symbol,
-                                    self.kinds, self.cache)
+            self.call = functions.load(self.key, self.text, self.modules, self.symbol,
+                                       self.kinds, self.cache)
 
 
 _POOL: list = []

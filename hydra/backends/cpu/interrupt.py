@@ -52,7 +52,7 @@ def stop_address() -> int:
 def _native_handler() -> int:
     """The address of ``void handler(int)``: set the stop word, call Python's handler."""
     if not _handler:
-        from .native import jit
+        from ..machinecode.engine import jit
         stop, prev = stop_address(), stop_address() + 8
         text = f"""
 define void @hydra_on_sigint(i32 %sig) {{

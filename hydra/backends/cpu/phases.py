@@ -13,9 +13,9 @@ The function body's top-level ops are cut into *steps*:
   sync point: a cross-lane intrinsic, a print, a load that may read another lane's
   store; or an op with no vector code), planned by the executor's planner
   (``hydra.executor.planner``: fused chains, precomputed steps, host rules, with
-  ``nativeloops.compiled`` as its loop compiler).  It runs with all lanes at once, so cross-lane
-  reads see every lane's current value and prints come
-  out in lane order; a sync point inside varying control flow makes its whole
+  ``machinecode.background.COMPILE_LOOP`` as its loop compiler).  It runs with all lanes
+  at once, so cross-lane reads see every lane's current value and prints come out in
+  lane order; a sync point inside varying control flow makes its whole
   top-level loop or ``if`` such a step (the lockstep region runs with all lanes
   together).  ``dump-ir`` names each host step and its reason.
 
@@ -25,6 +25,7 @@ All gangs finish a phase before the next step starts: that is where they meet.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 
 import numpy as np
@@ -38,7 +39,8 @@ from ...executor.host import Host
 from ...executor.planner import Planner
 from ...executor.steps import OpStep, Step, run_steps, run_steps_recorded, step_lines
 from ..cut import Run, cut, nested, users_of
-from . import background, counts, nativeloops, persistent
+from ..machinecode import background, loops
+from . import counts, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .ganglocal import gang_local_values
@@ -100,6 +102,9 @@ class Plan:
     def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
         self.options = options
+        #: threads that run the plan first make its drivers (and a twin) once
+        self._lock = threading.Lock()
+        self._made = False
         #: when its per-lane array code compacts (the ``compaction`` option)
         self.policy = policy.of(options.get("compaction") or "auto")
         self.geo: Geometry = geometry(varying_types(fn), gang_vectors(fn, vector_bits()))
@@ -172,10 +177,14 @@ class Plan:
             phase.twin = None
 
     def drivers(self) -> None:
-        """Make the drivers (their machine code is built at their first run)."""
-        for step in self.steps:
-            if isinstance(step, Phase) and step.driver is None:
-                self._driver(step)
+        """Make the drivers (their machine code is built at their first run), once."""
+        if self._made:
+            return
+        with self._lock:
+            for step in self.steps:
+                if isinstance(step, Phase) and step.driver is None:
+                    self._driver(step)
+            self._made = True
 
     def _driver(self, step: Phase) -> None:
         kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
@@ -187,11 +196,13 @@ class Plan:
         """The lockstep twin of a persistent phase, made at its first error: persistent
         gangs do not order their errors, so the twin re-runs the phase (which writes
         no array, ``persistent``) to raise the error lockstep order names."""
-        if phase.twin is None:
-            phase.twin = Phase(Run(phase.ops, phase.inputs, phase.outputs), self)
-            phase.twin.cost = phase.cost
-            self._generate(phase.twin, lockstep=True)
-            self._driver(phase.twin)
+        with self._lock:
+            if phase.twin is None:
+                twin = Phase(Run(phase.ops, phase.inputs, phase.outputs), self)
+                twin.cost = phase.cost
+                self._generate(twin, lockstep=True)
+                self._driver(twin)
+                phase.twin = twin
         return phase.twin
 
     # --- running ----------------------------------------------------------------------
@@ -201,7 +212,7 @@ class Plan:
         self.drivers()
         env: dict[int, object] = {p.id: a for p, a in zip(fn.params, args)}
         # the fused loops this run builds go to the disk cache with the kernel's phases
-        caching = nativeloops.CACHE.set(bool(self.options.get("cache")))
+        caching = loops.CACHE.set(bool(self.options.get("cache")))
         token = policy.enter(self.policy)
         try:
             with np.errstate(all="ignore"):
@@ -213,7 +224,7 @@ class Plan:
                     run_steps(host, self._plan, env)
         finally:
             policy.leave(token)
-            nativeloops.CACHE.reset(caching)
+            loops.CACHE.reset(caching)
             background.release()
         return [env[v.id] for v in fn.body.terminator.operands]
 

@@ -59,6 +59,9 @@ def loop_depth(ops: list[Op]) -> int:
 class Stops:
     """Mixin of ``codegen.KernelGen``: the lockstep clock, error records and polls."""
 
+    #: where an uncounted loop's back edge goes once any gang has failed (None: on)
+    uncounted_error: str | None = None
+
     def start_clock(self, ops: list[Op]) -> None:
         """Number the phase's ops in preorder; size the key; make the clock slot."""
         self.order: dict[int, int] = {}
@@ -112,8 +115,9 @@ class Stops:
         cold, on = b.label("poll"), b.label("on")
         b.cbr(b.emit(f"icmp ne i64 {either}, 0"), cold, on)
         b.start(cold)
-        if loop is None:  # not counted: only Ctrl-C can stop it here
-            b.cbr(b.emit(f"icmp ne i64 {s}, 0"), "stopped", on)
+        if loop is None:  # not counted: only Ctrl-C stops it here (persistent lanes: any
+            # gang's error too, and the twin runs the phase again)
+            b.cbr(b.emit(f"icmp ne i64 {s}, 0"), "stopped", self.uncounted_error or on)
         else:
             past = b.label("past")
             b.cbr(b.emit(f"icmp ne i64 {s}, 0"), "stopped", past)
@@ -142,6 +146,19 @@ class Stops:
         p = b.emit(f"getelementptr i64, ptr %err, i64 {INTERRUPTED}")
         b.do(f"store atomic i64 1, ptr {p} monotonic, align 8")
         b.br("exit")
+
+    def finish(self, params: list[str], head: tuple[str, ...] = ()) -> str:
+        """The kernel's LLVM text, its body closed (the stopped block, the exit) and its
+        signature: the driver's four parameters, then ``params``."""
+        b = self.b
+        self.stopped_block()
+        self.drop_error_polls()
+        b.start("exit")
+        b.do("ret void")
+        sig = ", ".join(["i64 %chunk", "i64 %ngangs", "i64 %n", "ptr %err"] + params)
+        text = [*head, f"define void @{self.name}({sig}) {{", *b.lines, "}", HELPERS,
+                *sorted(b.decls)]
+        return "\n".join(text) + "\n"
 
 
 #: the helpers the kernels call; all cold (an error, or a check after one)

@@ -32,6 +32,7 @@ import math
 
 import llvmlite.binding as llvm
 
+from ..machinecode.engine import init_llvm
 from .vecbuild import (MAGIC, MAGIC_F, Builder, Vec, clamp, copysign, fabs, fast2sum, i2d,
                        isinf, poly, pow2, scale, signbit, taylor)
 
@@ -61,9 +62,7 @@ _FT = {"float32": "float", "float64": "double"}
 @functools.cache
 def load_runtime() -> None:
     """Load libm so the JIT resolves its symbols (the rare-lane fallbacks call it)."""
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.initialize_native_asmparser()
+    init_llvm()
     llvm.load_library_permanently(ctypes.util.find_library("m") or "libm.so.6")
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 from ...types import ScalarType
+from ..machinecode.engine import init_llvm
 
 LLVM_TYPES = {
     "bool": "i1", "int8": "i8", "uint8": "i8", "int16": "i16", "uint16": "i16",
@@ -31,15 +32,6 @@ LLVM_TYPES = {
 class Unsupported(Exception):
     """An op the vector code generator cannot lower although ``codegen.lowerable``
     accepted it: a compiler bug (the two must agree)."""
-
-
-@functools.cache
-def init_llvm() -> None:
-    """llvmlite 0.50: ``llvm.initialize()`` raises; these three are what the JIT needs
-    (the asm parser for the inline-asm identity on loop-carried masks)."""
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.initialize_native_asmparser()
 
 
 #: x86 features a 512-bit gang needs: vector ops on every element size and masks

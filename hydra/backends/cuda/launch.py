@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 
 from ... import stop
-from .. import diskcache
+from ..machinecode import diskcache
 from .devarrays import count, import_array
 from .devarrays import is_device_array as is_device_array
 

@@ -1,7 +1,6 @@
-"""Generated loops built in the background (cpu backend): a kernel's first calls do not
-wait for numba.
+"""Generated loops built in the background: a kernel's first calls do not wait for numba.
 
-Takes: a generated loop (``nativeloops.Loop``) a step is about to call, with the
+Takes: a generated loop (``loops.Loop``) a step is about to call, with the
 arguments it would call it with.
 Guarantees: ``ready(loop, args)`` is True where the step may call the loop now: its
 machine code for these argument types is in this process, or the kernel was compiled
@@ -30,10 +29,8 @@ import os
 import queue
 import threading
 
-import numpy as np
-
 from ...progress import silence_this_thread
-from . import nativeloops
+from . import loops
 
 #: are generated loops built in the background?  (``HYDRA_CPU_BACKGROUND=0``: never)
 ENABLED = os.environ.get("HYDRA_CPU_BACKGROUND", "1") != "0"
@@ -48,20 +45,15 @@ _worker: list[threading.Thread] = []
 _lock = threading.Lock()
 
 
-def _types(args) -> tuple:
-    # as ``Loop.__call__`` tells signatures apart (cheap: this runs at every step)
-    return tuple([(a.dtype, a.ndim) if isinstance(a, np.ndarray) else type(a) for a in args])
-
-
 def ready(loop, args) -> bool:
     """May the step call ``loop`` on ``args`` now?  (module docstring)"""
     if id(loop) in _called:  # the common case, at every step of every call: one lookup
         return True
-    key = (id(loop), _types(args))
+    key = (id(loop), loops.arg_types(args))
     if key in _ready:
         _called.add(id(loop))  # another signature later builds in the call, as before
         return True
-    if not ENABLED or nativeloops.CACHE.get() or key in _failed:
+    if not ENABLED or loops.CACHE.get() or key in _failed:
         _ready.add(key)
         return True
     with _lock:
@@ -69,17 +61,18 @@ def ready(loop, args) -> bool:
             return True
         if key not in _queued:
             _queued.add(key)
-            _held.append((key, loop, nativeloops.signature(args),
+            _held.append((key, loop, loops.signature(args),
                           contextvars.copy_context()))
     return False
 
 
 class LoopCompiler:
-    """The cpu backend's loop compiler for the executor's planner (``compile_loop``):
-    ``nativeloops.compiled``, whose loops a step may call once ``ready`` says so."""
+    """The loop compiler for the executor's planner (``compile_loop``) that the cpu
+    backend hands it: ``loops.compiled``, whose loops a step may call once ``ready``
+    says so."""
 
     def __call__(self, source: str, label: str = "a generated loop", reassoc: bool = False):
-        return nativeloops.compiled(source, label, reassoc)
+        return loops.compiled(source, label, reassoc)
 
     @staticmethod
     def ready(loop, args) -> bool:
@@ -90,9 +83,9 @@ COMPILE_LOOP = LoopCompiler()
 
 
 def release() -> None:
-    """Start the builds ``ready`` queued (``phases.Plan.run`` calls it when a kernel call
-    returns: during the call the thread would hold numba's lock against the builds the
-    call itself waits for, a product's)."""
+    """Start the builds ``ready`` queued (the cpu backend's ``phases.Plan.run`` calls it
+    when a kernel call returns: during the call the thread would hold numba's lock
+    against the builds the call itself waits for, a product's)."""
     with _lock:
         if not _held:
             return

@@ -1,7 +1,7 @@
 """hydra's disk cache, robust to bad entries, concurrent writers and unwritable directories.
 
-Takes: an object file (the cpu backend's kernels, ``cpu/native.py``) or a driver's
-generated source (the cuda backend), and its file name under ``cache_dir()``.
+Takes: an object file (``engine.load_native``: the cpu backend's kernels and loops) or
+a driver's generated source (the cuda backend), and its file name under ``cache_dir()``.
 Guarantees: ``read_object(name)`` returns the bytes ``write_object(name, data)`` stored,
 or None (a miss) when the file is missing or damaged in any way: each file holds a
 magic word and the SHA-256 of its payload, checked before LLVM sees a byte, and is

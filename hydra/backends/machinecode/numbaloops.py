@@ -1,14 +1,14 @@
-"""The numba half of the executor's generated loops (``hydra.executor.fuse``): the loads, stores
-and selects its generated loops call,
-and their lowering (imported when a generated loop is not in the disk cache, so that
-``import hydra`` and cached kernels never import numba).
+"""The numba half of the executor's generated loops (``hydra.executor.fuse``): the loads,
+stores and selects its generated loops call, and their lowering (imported when a
+generated loop is not in the disk cache, so that ``import hydra`` and cached kernels
+never import numba).
 
 Takes: the source of a generated ``fused`` function (``hydra.executor.fuse.Fused``,
-``nativeloops``).
+``loops``).
 Guarantees: the function is compiled with ``_ld``/``_st`` (element access by element
 offset), ``_sel`` (a branch-free select) and ``_max``/``_min`` (NumPy's NaN rules) in
 scope; ``llvm_ir(source, signature, reassoc)`` is the LLVM of its native function for
-one signature (``nativeloops``: what hydra's own pipeline turns into a cached object
+one signature (``loops``: what hydra's own pipeline turns into a cached object
 file).
 """
 
@@ -81,7 +81,7 @@ def _function(source: str):
 class _LoweringOnly(_FunctionCompiler):
     """numba's compiler stopped after lowering (as ``@cfunc``'s is): no Python wrapper,
     no optimization of the whole module and no machine code, which hydra's pipeline
-    makes instead (``native.optimize``: the passes numba's finalization would run)."""
+    makes instead (``engine.optimize``: the passes numba's finalization would run)."""
 
     def _customize_flags(self, flags):
         flags.no_cpython_wrapper = True

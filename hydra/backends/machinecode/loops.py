@@ -1,34 +1,35 @@
-"""Generated loops as native functions in hydra's disk cache: the cpu backend's loop
-compiler, which it hands the executor's planner (``compiled``).
+"""Generated loops as native functions in hydra's disk cache: the loop compiler a
+backend hands the executor's planner (``compiled``; ``background.COMPILE_LOOP``).
 
-Takes: the Python source of a generated function named ``fused`` that ``fuseloops``
+Takes: the Python source of a generated function named ``fused`` that ``numbaloops``
 compiles (``hydra.executor``: the fused elementwise chains, the ``np.stack`` copies and
 the small per-lane products; any generated loop over NumPy arrays and scalars that uses
-``fuseloops``' helpers).
+``numbaloops``' helpers).
 Guarantees: ``Loop(source)(*args)`` runs it on ``args`` (NumPy arrays, NumPy or Python
 scalars) as machine code called through ctypes, with the GIL released, as numba's
 ``@njit(nogil=True)`` dispatcher did.  Per signature of the arguments (each array's
 dtype and rank, each scalar's dtype: ``signature``) the machine code is a native
-function that ``native.load_native`` loads once per process, through the path the phase
-kernels take: the same MCJIT engine, the same checksummed object files in the disk
+function that ``engine.load_native`` loads once per process, through the path the phase
+kernels take (``functions``): the same MCJIT engine, the same checksummed object files in the disk
 cache (``diskcache``), the same names (the code's key, then the target's tag: CPU name
 and features, llvmlite's version):
 
 - the key is the SHA-256 of ``FORMAT``, the source and the signature: loops that
   differ in any constant of their source (the per-lane strides they are specialized
   on, the shape) or in an argument's dtype or rank get different entries;
-- with ``CACHE`` true (``phases.Plan.run`` sets it for kernels compiled with
+- with ``CACHE`` true (the cpu backend's ``phases.Plan.run`` sets it for kernels compiled with
   ``cache=True``) the object file is read from and written to the disk cache: a new
   process loads it, compiling nothing and not importing numba, so a cached kernel
   with array chains starts as fast as one without; a damaged file (truncated,
   garbage, empty) or one for another CPU is a miss and is rebuilt, and processes
   racing on one entry each see a whole file or none (``diskcache``);
-- a miss imports numba (``fuseloops``), which types and lowers the source to LLVM for
-  that signature without a Python wrapper (``fuseloops.llvm_ir``); hydra links in a
+- a miss imports numba (``numbaloops``), which types and lowers the source to LLVM for
+  that signature without a Python wrapper (``numbaloops.llvm_ir``); hydra links in a
   wrapper, ``@hydra_loop_<key>_call``, that reads each array's data pointer, shape and
-  strides from NumPy's array struct (as ``native.wrapper`` does for the phases) and
-  passes them as numba's array arguments, keeps only that entry exported (numba's
-  names of two loops may coincide), and compiles the module with ``native``'s pipeline.
+  strides from NumPy's array struct (``functions.array_fields``, as the phases'
+  wrappers do) and passes them as numba's array arguments, keeps only that entry
+  exported (numba's names of two loops may coincide), and compiles the module with
+  ``engine``'s pipeline.
 
 Arrays are typed with numba's "any layout" (``A``): the generated loops index by their
 strides (or by strides they are specialized on), never by layout.
@@ -43,11 +44,11 @@ import hashlib
 import numpy as np
 
 from ...progress import progress, stage
-from . import native
+from . import engine, functions
 
-#: bump when the wrapper or ``fuseloops``' helpers change: older entries are then misses
+#: bump when the wrapper or ``numbaloops``' helpers change: older entries are then misses
 FORMAT = 1
-#: is the kernel that runs the loop compiled with ``cache=True``?  (``Plan.run``)
+#: is the kernel that runs the loop compiled with ``cache=True``?  (cpu ``Plan.run``)
 CACHE: contextvars.ContextVar[bool] = contextvars.ContextVar("hydra_cache_loops",
                                                             default=False)
 #: the keys of the loops this process built (a cache hit builds none)
@@ -71,6 +72,12 @@ def signature(args) -> tuple:
         else:
             out.append(("s", _PYTHON[type(a)]))
     return tuple(out)
+
+
+def arg_types(args) -> tuple:
+    """A cheap stand-in for ``signature`` that tells the same signatures apart (this runs
+    at every step of every call)."""
+    return tuple([(a.dtype, a.ndim) if isinstance(a, np.ndarray) else type(a) for a in args])
 
 
 def argtypes(sig: tuple) -> list:
@@ -98,9 +105,7 @@ class Loop:
         self._seen: dict[tuple, object] = {}  # argument types -> ctypes function
 
     def __call__(self, *args) -> None:
-        # a cheap stand-in for ``signature`` (this runs at every step of every call)
-        seen = tuple([(a.dtype, a.ndim) if isinstance(a, np.ndarray) else type(a)
-                      for a in args])
+        seen = arg_types(args)
         fn = self._seen.get(seen)
         if fn is None:
             fn = self._seen[seen] = self.function(signature(args))
@@ -114,7 +119,7 @@ class Loop:
         """The ctypes function for argument signature ``sig``, loaded or built."""
         key = self.key(sig)
         with progress(f"building {self.label}"):
-            fn = native.load_native(key, f"hydra_{key}_call", argtypes(sig),
+            fn = engine.load_native(key, f"hydra_{key}_call", argtypes(sig),
                                     lambda: self.build(sig, key), CACHE.get())
         self._fns[sig] = fn
         return fn
@@ -129,27 +134,27 @@ class Loop:
         process = ctypes.CDLL(None)
         calls = [f.name for f in mod.functions if f.is_declaration
                  and not f.name.startswith("llvm.")]
-        return (native.target()[0].emit_object(mod),
+        return (engine.target()[0].emit_object(mod),
                 all(hasattr(process, name) for name in calls))
 
     def module(self, sig: tuple, key: str):
         """The optimized LLVM module of the loop and its wrapper."""
-        from . import fuseloops  # numba: only a loop that is not in the cache needs it
-        with native._numba_lock():
+        from . import numbaloops  # numba: only a loop that is not in the cache needs it
+        with engine.numba_lock():
             stage("numba: typing and lowering the loop")
-            ir, symbol = fuseloops.llvm_ir(self.source, sig, self.reassoc)
+            ir, symbol = numbaloops.llvm_ir(self.source, sig, self.reassoc)
             stage("LLVM: optimizing and compiling the loop to machine code")
             entry = f"hydra_{key}_call"
             params = [str(a.type) for a in
-                      native.llvm.parse_assembly(ir).get_function(symbol).arguments]
-            mod = native.kernel_module(ir, [wrapper(entry, symbol, params, sig)], entry)
+                      engine.llvm.parse_assembly(ir).get_function(symbol).arguments]
+            mod = engine.kernel_module(ir, [wrapper(entry, symbol, params, sig)], entry)
             mod.verify()
             BUILT.append(key)
-            return native.optimize(mod)
+            return engine.optimize(mod)
 
     def inspect_asm(self) -> str:
         """The assembly of the loop for each signature it ran with (built again)."""
-        tm = native.target()[0]
+        tm = engine.target()[0]
         return "".join(tm.emit_assembly(self.module(sig, self.key(sig))) for sig in self._fns)
 
 
@@ -175,29 +180,17 @@ def wrapper(entry: str, symbol: str, params: list[str], sig: tuple) -> str:
         assert rest[:5] == ["ptr", "ptr", "i64", "i64", "ptr"], (symbol, params)
         rest = rest[5 + 2 * nd:]
         head.append(f"ptr %a{i}")
-        body.append(f"  %a{i}.d = call ptr @hydra_field(ptr %a{i}, i64 {native._DATA})")
-        fields = {}
-        for f, off in (("s", native._DIMS), ("t", native._STRIDES)):
-            body.append(f"  %a{i}.{f} = call ptr @hydra_field(ptr %a{i}, i64 {off})")
-            for k in range(nd):
-                body.append(f"  %a{i}.{f}{k}.p = getelementptr i64, ptr %a{i}.{f}, i64 {k}")
-                body.append(f"  %a{i}.{f}{k} = load i64, ptr %a{i}.{f}{k}.p")
-            fields[f] = [f"i64 %a{i}.{f}{k}" for k in range(nd)]
+        lines, shape, strides = functions.array_fields(f"a{i}", nd)
+        body += lines
         count = "1"
         for k in range(nd):
             body.append(f"  %a{i}.n{k} = mul i64 {count}, %a{i}.s{k}")
             count = f"%a{i}.n{k}"
         size = np.dtype(t[1]).itemsize
         call += ["ptr null", "ptr null", f"i64 {count}", f"i64 {size}", f"ptr %a{i}.d",
-                 *fields["s"], *fields["t"]]
+                 *shape, *strides]
     assert not rest and len(call) == len(params), (symbol, params, sig)
-    return f"""
-define internal ptr @hydra_field(ptr %obj, i64 %off) alwaysinline {{
-  %p = getelementptr i8, ptr %obj, i64 %off
-  %v = load ptr, ptr %p
-  ret ptr %v
-}}
-
+    return f"""{functions.FIELD}
 define void @{entry}({", ".join(head)}) {{
   %ret = alloca [2 x i64]
   %exc = alloca ptr
