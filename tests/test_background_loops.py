@@ -81,3 +81,51 @@ def test_background_builds_leave_the_callers_streams_alone(monkeypatch):
     finally:
         errors._termcolor_inst = saved
         background.plain_numba_messages()  # as the build thread left it, if it runs
+
+
+FORK_AND_EXIT = r"""
+import os, signal, sys
+import numpy as np
+import hydra
+from hydra.backends.machinecode import background, loops
+
+def chain(x, b):
+    return np.maximum(x * 3.0 - b, 0.25) + x * b
+
+signal.alarm(120)  # a deadlock fails the test instead of hanging it
+k = hydra.compile(chain, varying="x", backend="cpu")
+r = np.random.default_rng(5)
+x, b = r.standard_normal((19, 4, 3)), r.standard_normal(3)
+first = k(x, b)  # its loops start building when it returns
+pid = os.fork()  # between two builds: the parent's worker is held meanwhile
+if pid == 0:
+    signal.alarm(120)  # (a child inherits no alarm)
+    again = k(x, b)
+    background.wait()  # the child builds with a worker of its own
+    last = k(x, b)
+    same = again.tobytes() == first.tobytes() == last.tobytes()
+    os._exit(0 if same and loops.BUILT else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+k(r.standard_normal((19, 4, 5)), r.standard_normal(5))  # queues builds ...
+print("exiting")  # ... and exits while they run: the one under way finishes first
+"""
+
+
+def test_fork_and_exit_between_builds(tmp_path):
+    """A fork while a loop builds waits for that build; the child builds its own and
+    gives the same bits; exiting with builds queued finishes the one under way (a daemon
+    thread stopped inside LLVM at exit crashed the process once) and starts no other."""
+    import pathlib
+    import subprocess
+    import sys
+
+    from conftest import child_env
+    root = pathlib.Path(__file__).resolve().parents[1]
+    script = tmp_path / "fork_and_exit.py"
+    script.write_text(FORK_AND_EXIT)
+    env = child_env(root, HYDRA_CPU_BACKGROUND="1", HYDRA_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["child", "0", "exiting"]

@@ -24,6 +24,7 @@ background: the step's next call builds it itself, and raises its error there.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import os
 import queue
@@ -43,6 +44,9 @@ _held: list[tuple] = []  # queued during a kernel call, started when it returns
 _jobs: "queue.Queue" = queue.Queue()
 _worker: list[threading.Thread] = []
 _lock = threading.Lock()
+#: held by the worker through each build: the process exits, and forks, between builds
+_building = threading.Lock()
+_closing: list[bool] = []  # the interpreter is exiting: no build starts
 
 
 def ready(loop, args) -> bool:
@@ -135,9 +139,54 @@ def _work() -> None:
     while True:
         key, loop, sig, ctx = _jobs.get()
         try:
-            ctx.run(loop.function, sig)
-            _ready.add(key)
+            with _building:
+                if _closing:
+                    continue
+                ctx.run(loop.function, sig)
+                _ready.add(key)
         except Exception:  # noqa: BLE001  (the step's own build raises it, in the kernel)
             _failed.add(key)
         finally:
             _jobs.task_done()
+
+
+def _finish_at_exit() -> None:
+    """Let the build under way finish before the interpreter exits, and start no other.
+
+    The worker is a daemon thread: at exit Python stops it wherever it is, and one
+    stopped inside LLVM (which runs without the GIL) while the process tears LLVM's
+    globals down crashed the process after its last line (seen once: SIGSEGV at exit of
+    examples/digits_cnn.py).  A build takes well under a second."""
+    _closing.append(True)
+    if _building.acquire(timeout=30):
+        _building.release()
+
+
+def _before_fork() -> None:
+    # a child gets no threads: fork between builds, so that no lock of numba's or
+    # LLVM's is held in the child by a thread it does not have
+    _held_for_fork.append(_building.acquire(timeout=30))
+    _lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _lock.release()
+    if _held_for_fork.pop():
+        _building.release()
+
+
+def _after_fork_in_child() -> None:
+    """The child's own worker starts when it queues a build; the builds the parent had
+    queued or under way are queued again by the steps that ask for them."""
+    global _lock, _building, _jobs
+    _lock, _building, _jobs = threading.Lock(), threading.Lock(), queue.Queue()
+    _held_for_fork.clear()
+    _worker.clear()
+    _queued.clear()
+    _held.clear()
+
+
+_held_for_fork: list[bool] = []
+atexit.register(_finish_at_exit)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
