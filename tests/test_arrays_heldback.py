@@ -22,7 +22,7 @@ import hydra
 from hydra import (broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum,
                    nlanes, nn, prefixsum, rotate, shuffle)
 
-BACKENDS = ("numpy", "cpu")
+BACKENDS = ("numpy", "cpu", "cuda")
 LANES = (1, 2, 5, 17)
 
 SCALE64 = np.float64(0.5)      # a strong NumPy scalar captured from the module

@@ -10,7 +10,7 @@ import pytest
 import hydra
 from tests.gradcheck import check_arrays
 
-BACKENDS = ["numpy", "cpu"]
+BACKENDS = ["numpy", "cpu", "cuda"]
 LANES = [1, 3, 17]
 
 

@@ -36,7 +36,6 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
-from ...executor.arrays import refuse_array_ops
 from . import crosslane, devarrays, launch, phases
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
@@ -154,7 +153,7 @@ def choose(fn: Function, structured, options: dict) -> Choice:
     sync points are all at the top level, else phases of the predicated IR."""
     boundscheck = options.get("boundscheck", True)
     contract = bool(options.get("fastmath"))
-    if structured is not None:
+    if structured is not None and not has_array_ops(fn):
         lane_local = structured()
         if fits(lane_local) is None:
             return Choice("one kernel", lane_local, one=OneKernel(lane_local, options))
@@ -167,6 +166,12 @@ def choose(fn: Function, structured, options: dict) -> Choice:
     return Choice("phases", fn, plans=plans, phases=cut)
 
 
+def has_array_ops(fn: Function) -> bool:
+    """Per-lane array operations run as the executor's steps on the host side of the
+    phases (``phases.HostSteps``), so such a function takes the phases strategy."""
+    return any(op.opcode in ("array", "array_store") for op in fn.walk())
+
+
 class CudaBackend:
     """The cuda backend's entry point (see ``hydra.backends``)."""
 
@@ -176,7 +181,6 @@ class CudaBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
@@ -198,7 +202,6 @@ class CudaBackend:
         without it, the phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if stage == "numba":
             if choice.one is not None:
