@@ -36,7 +36,9 @@ from ...errors import HydraError
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
+from ...arraynamespace import choose as choose_namespace
 from . import crosslane, devarrays, launch, phases
+from .arraysteps import CudaPlanner
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
@@ -266,6 +268,7 @@ def _ptx(source: str, entry: str, params: list, outs: list) -> str:
 def _phase_runner(choice: Choice, options: dict):
     """The runner of a segments or phases choice."""
     errors = launch.ErrorBuffer()
+    planner = CudaPlanner(choice.fn)  # (its plans kept for every call)
     #: (device atomics?) -> ids of the values a host op reads
     host_read: dict = {}
 
@@ -284,8 +287,9 @@ def _phase_runner(choice: Choice, options: dict):
         host_args, back = _host_arrays(choice.fn, args, host_read.get(device_atomics, set()))
         try:
             with np.errstate(all="ignore"):
-                leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
-                                            options)(host_args, on_device=kind is not None)
+                leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors, options,
+                                            planner, choose_namespace("cuda"))(
+                    host_args, on_device=kind is not None)
         finally:
             for device, host in back:
                 devarrays.count("uploads")

@@ -27,13 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...arraynamespace import from_device, to_device, to_host
 from ...executor.host import Host
-from ...executor.rules import run_op
+from ...executor.steps import Step, run_steps
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
 from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
-from . import crosslane, launch
+from . import crosslane, devarrays, launch
+from .arraysteps import CudaPlanner, Resident, as_numba, kernel_memory
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .structured import PRELUDE
 
@@ -168,15 +170,104 @@ class OnDevice:
 
 
 class Env(dict):
-    """Values by id, as the numpy backend's host ops want them (``env[id]``: host
-    arrays), while phases pass device arrays on to each other through ``raw``."""
+    """Values by id, as the host rules want them (``env[id]``: host arrays), while
+    phases pass device arrays on to each other through ``raw`` and the namespace steps
+    (``arraysteps``) take and leave arrays of the launch's namespace ``xp``
+    (``device``, ``put``).  Every move between the two is explicit: a resident array a
+    host rule reads goes by ``to_host`` (counted), a host array a namespace step reads
+    by ``to_device`` (once, until something writes an array)."""
+
+    def __init__(self, items, xp=np) -> None:
+        super().__init__(items)
+        self.xp = xp
+        #: id -> the namespace's copy of a host array (dropped when an array is written)
+        self.uploaded: dict = {}
+        #: id -> the host copy of a resident array that the host op now running reads
+        self.copies: dict = {}
 
     def __getitem__(self, key):
         value = dict.__getitem__(self, key)
-        return value.on_host() if isinstance(value, OnDevice) else value
+        if isinstance(value, OnDevice):
+            return value.on_host()
+        if isinstance(value, Resident):
+            host = self.copies.get(key)
+            if host is None:
+                devarrays.count("host_round_trips")
+                host = self.copies[key] = to_host(self.xp, value.array)
+            return host
+        return value
 
     def raw(self, key):
         return dict.__getitem__(self, key)
+
+    def pop(self, key, default=None):
+        self.uploaded.pop(key, None)
+        self.copies.pop(key, None)
+        return super().pop(key, default)
+
+    def device(self, key):
+        """The value as the namespace steps take it: an array of ``xp`` (a uniform
+        number as it is)."""
+        value = dict.__getitem__(self, key)
+        if isinstance(value, Resident):
+            return value.array
+        if self.xp is np:
+            return self[key]
+        if isinstance(value, np.ndarray) and not value.ndim:
+            return value[()]
+        if not isinstance(value, (np.ndarray, OnDevice)):
+            return value
+        got = self.uploaded.get(key)
+        if got is None:
+            got = self.uploaded[key] = from_device(self.xp, value.array) \
+                if isinstance(value, OnDevice) else to_device(self.xp, value)
+        return got
+
+    def put(self, key, value) -> None:
+        """A namespace step's result: an array of ``xp`` stays resident."""
+        if self.xp is not np and value is not None and not isinstance(
+                value, (np.ndarray, np.generic, Resident, OnDevice)):
+            value = Resident(value)
+        dict.__setitem__(self, key, value)
+
+    def writable(self, key) -> bool:
+        """May a namespace step write the array ``key`` in place?  (A host array a
+        namespace other than NumPy sees only as a copy: its host rule writes it.)"""
+        value = dict.__getitem__(self, key)
+        if isinstance(value, Resident):
+            return True
+        return self.xp is np and isinstance(value, np.ndarray) and value.flags.writeable
+
+    def shape(self, key) -> tuple:
+        value = dict.__getitem__(self, key)
+        return value.array.shape if isinstance(value, (Resident, OnDevice)) else \
+            np.shape(value)
+
+    def wrote(self, op: Op) -> None:
+        """After ``op`` wrote an array: a host rule's write of a resident array's host
+        copy goes back into the device array, in place (its views see it); copies
+        made before the write are dropped."""
+        target = op.written_array
+        if target is not None and target.id in self.copies:
+            value = dict.__getitem__(self, target.id)
+            if isinstance(value, Resident):
+                value.array[...] = to_device(self.xp, self.copies[target.id])
+        self.uploaded.clear()
+        self.copies.clear()
+
+
+class PhaseStep(Step):
+    """A phase kernel among the host's steps (``arraysteps.CudaPlanner.segments``)."""
+
+    def __init__(self, phase: Phase) -> None:
+        self.phase = phase
+        self.ops = phase.ops
+
+    def run(self, host, env: Env) -> None:
+        host.run_phase(self.phase, env)
+
+    def describe(self) -> str:
+        return f"cuda kernel {self.phase.label}"
 
 
 class PhaseKernel(Host):
@@ -184,8 +275,10 @@ class PhaseKernel(Host):
     CUDA kernels."""
 
     def __init__(self, fn: Function, lanes: int, plans: dict[int, list],
-                 errors: launch.ErrorBuffer, options: dict) -> None:
-        super().__init__(fn, lanes)
+                 errors: launch.ErrorBuffer, options: dict,
+                 planner: CudaPlanner | None = None, xp=np) -> None:
+        super().__init__(fn, lanes, planner=planner or CudaPlanner(fn))
+        self.xp = xp
         self.plans = plans
         self.errors = errors
         self.options = options
@@ -194,14 +287,19 @@ class PhaseKernel(Host):
         """The result leaves: NumPy, or with ``on_device`` every varying one a device
         array (a value the host computed is uploaded)."""
         # a varying number given as a GPU array is a per-lane value already on the device
-        env = Env((p.id, OnDevice(a) if p.varying and isinstance(p.type, ScalarType)
-                   and launch.is_device_array(a) else a) for p, a in zip(self.fn.params, args))
+        env = Env(((p.id, OnDevice(a) if p.varying and isinstance(p.type, ScalarType)
+                    and launch.is_device_array(a) else a)
+                   for p, a in zip(self.fn.params, args)), self.xp)
         leaves = self.region(self.fn.body, env)
         if not on_device:
-            return [x.on_host() if isinstance(x, OnDevice) else x for x in leaves]
+            return [x.on_host() if isinstance(x, OnDevice) else
+                    to_host(self.xp, x.array) if isinstance(x, Resident) else x
+                    for x in leaves]
         out = []
         for v, x in zip(self.fn.body.terminator.operands, leaves):
-            if isinstance(x, OnDevice):
+            if isinstance(x, Resident):
+                x = as_numba(self.xp, x.array)
+            elif isinstance(x, OnDevice):
                 x = x.array
             elif v.varying and not launch.is_device_array(x):
                 x = launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype),
@@ -210,18 +308,11 @@ class PhaseKernel(Host):
         return out
 
     def region(self, region: Region, env: Env) -> list:
-        for item in self.plans[id(region)]:
-            if isinstance(item, Phase):
-                self.run_phase(item, env)
-                continue
-            if item.opcode in ("yield", "condition"):
-                # carried values stay where they are (a loop's phases keep theirs on
-                # the device); the host reads only what it needs
-                return [env.raw(v.id) for v in item.operands]
-            if item.opcode == "intrinsic" and self.on_device(item, env):
-                continue
-            run_op(self, item, env)
-        raise AssertionError("region without terminator")
+        items = self.plans[id(region)]
+        run_steps(self, self.planner.segments(region, items, PhaseStep), env)
+        # carried values stay where they are (a loop's phases keep theirs on the
+        # device); the host reads only what it needs
+        return [env.raw(v.id) for v in items[-1].operands]
 
     def on_device(self, op: Op, env: Env) -> bool:
         """Run a cross-lane intrinsic by ``crosslane``'s kernels where they apply (real
@@ -279,7 +370,12 @@ class PhaseKernel(Host):
         args = []
         for v in phase.inputs:
             x = env.raw(v.id)
-            if isinstance(x, OnDevice):
+            if isinstance(x, Resident) and isinstance(v.type, ArrayType):
+                args.append(moves.array(kernel_memory(self.xp, x.array), v.id in phase.written))
+            elif isinstance(x, Resident):  # a per-lane number a namespace step made
+                env[v.id] = OnDevice(as_numba(self.xp, x.array))
+                args.append(env.raw(v.id).array)
+            elif isinstance(x, OnDevice):
                 args.append(x.array)
             elif isinstance(v.type, ArrayType):
                 args.append(moves.array(x, v.id in phase.written))
@@ -295,5 +391,8 @@ class PhaseKernel(Host):
         launch.launch(phase.kernel, self.lanes, args + outs + [self.errors.get(self.lanes)])
         self.errors.check(self.lanes, phase.sites)
         moves.finish()
+        if phase.written:  # (copies of what it wrote are stale now)
+            env.uploaded.clear()
+            env.copies.clear()
         for v, d in zip(phase.outputs, outs):
             env[v.id] = OnDevice(d) if v.varying else launch.to_host(d)[0]
