@@ -43,7 +43,8 @@ _KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store
                                         "intrinsic"}
 #: why the other ops run on the host in this strategy
 _HOST = {"if": "control flow: the host drives it", "while": "control flow: the host drives it",
-         "local_array": "per-lane arrays live on the host and travel to the kernels",
+         "local_array": "per-lane arrays live in the launch's array namespace (arraysteps) "
+                        "and go to the kernels that use them",
          "entry_mask": "the lanes that run: the host makes the mask",
          "global_array": "a captured array: passed to the kernels that use it",
          # (one kernel keeps it in device memory: ``structured``)
