@@ -9,7 +9,9 @@
   host drives the uniform branches and loops around them, structured kernels run
   everything in between;
 - **phases** (``phases.py``): anything else runs its predicated IR from the host,
-  lane-local stretches as kernels and sync points between them.
+  lane-local stretches as kernels and sync points between them; so does every
+  function with per-lane array operations, which run between the kernels as the
+  executor's steps on the launch's array namespace (``arraysteps``).
 
 All three raise the numpy backend's errors (same class, message, lane) from the
 kernels' error buffers, and write the caller's arrays in place.  GPU arrays given as

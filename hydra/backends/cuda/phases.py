@@ -8,17 +8,21 @@ capability) into *phases*: maximal runs of lane-local ops with a varying result
 generated kernel, one thread per lane; everything else runs on the host between
 phases, in program order, which keeps the lockstep order:
 uniform values and control flow (the host drives every ``if``/``while``), the
-``any`` of a mask, per-lane array allocation, prints (lane order per statement),
-the loads and stores that are sync points, and the cross-lane intrinsics (all by
-``host.run_op``, on the phase's values copied back from the device).  A sync point
-inside a varying loop is therefore simply a host-driven loop that launches the loop
-body's phases each iteration.
+``any`` of a mask, per-lane array operations (SPEC section 8), prints (lane order per
+statement), the loads and stores that are sync points, and the cross-lane intrinsics.
+A region's phases and host ops run as the executor's steps by its one runner
+(``steps.run_steps``; ``arraysteps.CudaPlanner`` makes them): the common per-lane
+array ops on the launch's array namespace, every other host op by its host rule on
+the phases' values copied back from the device.  A sync point inside a varying loop
+is therefore simply a host-driven loop that launches the loop body's phases each
+iteration.
 
 Per-lane values a phase computes stay in device arrays (``OnDevice``) for the
-phases after it; the host copies one back only when a host op reads it.  Shared
-and per-lane arrays live on the host and travel to each phase that touches them
-(and back when it writes them).  ``segments.py`` reuses ``PhaseKernel`` with
-structured kernels.
+phases after it; the host copies one back only when a host op reads it.  Per-lane
+arrays the namespace steps make stay in the namespace (``arraysteps.Resident``) and go
+to the phases that use them as device memory; shared arrays and the host rules' arrays
+live on the host and travel to each phase that touches them (and back when it writes
+them).  ``segments.py`` reuses ``PhaseKernel`` with structured kernels.
 """
 
 from __future__ import annotations
