@@ -33,7 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...arraynamespace import Strict
-from ...batching import REDUCTIONS, UFUNCS, index_tuple, shift_axis
+from ...batching import REDUCTIONS, UFUNCS, index_tuple, lane_product, shift_axis
+from ...executor.opsteps import int_sizes
 from ...executor.planner import Planner, deaths
 from ...executor.steps import OpStep, Step, op_label
 from ...ir.core import Op
@@ -235,7 +236,8 @@ def _reduction(op: Op):
 
 
 def _product(op: Op):
-    """``batching.matmul_rule``'s cases that are one product over the lanes."""
+    """``batching.matmul_rule``'s cases that are one product over the lanes
+    (``batching.lane_product``)."""
     if len(op.operands) != 2 or not all(isinstance(v.type, ArrayType) for v in op.operands):
         return None
     a, b = op.operands
@@ -245,48 +247,22 @@ def _product(op: Op):
     if da == 0 or db == 0 or op.attrs["fn"] == "dot" and db > 2 or \
             va != vb and (db if va else da) > 2:
         return None
-    if va and not vb:
-        def f(xp, x, y):
-            return xp.matmul(x, y)
-    elif vb and not va and db == 1:
-        def f(xp, x, y):
-            return xp.matmul(y, x.T) if da == 2 else xp.matmul(y, x)
-    elif vb and not va and da <= 2 and db == 2:
-        def f(xp, x, y):
-            return xp.matmul(x, y)
-    elif va and vb and da <= 2 and db <= 2:
-        def f(xp, x, y):
-            if da == 1 and db == 1:
-                return xp.einsum("nk,nk->n", x, y)
-            if da == 2 and db == 1:
-                return xp.matmul(x, y[:, :, None])[:, :, 0]
-            if da == 1 and db == 2:
-                return xp.matmul(x[:, None, :], y)[:, 0, :]
-            return xp.matmul(x, y)
-    else:
-        return None
 
     def run(xp, n, args, env):
-        return _typed(f(xp, *args), dtype)
+        got = lane_product(xp, *args, va, vb, da, db)
+        return _RULE if got is None else _typed(got, dtype)
     return run
 
 
 def _uniform_index(op: Op, ints: list, dims: tuple) -> list | None:
     """Uniform indices made non-negative, or None where one is out of bounds (the host
     rule names it)."""
-    spec = op.attrs["params"]["index"]
-    out, k, axis = [], 0, 0
-    for item in spec:
-        if item[0] == "int":
-            i, n = int(ints[k]), dims[axis]
-            if not -n <= i < n:
-                return None
-            out.append(i + n if i < 0 else i)
-            k += 1
-        if item[0] in ("int", "slice"):
-            axis += 1
-        elif item[0] == "ellipsis":
-            axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
+    out = []
+    for i, n in zip(ints, int_sizes(op.attrs["params"]["index"], dims)):
+        i = int(i)
+        if not -n <= i < n:
+            return None
+        out.append(i + n if i < 0 else i)
     return out
 
 
