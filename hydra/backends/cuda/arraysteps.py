@@ -201,7 +201,8 @@ def _elementwise(op: Op):
         ufunc = UFUNCS[name].__name__
 
         def f(xp, *args):
-            return getattr(xp, ufunc)(*args)
+            g = getattr(xp, ufunc, None)  # (a namespace without it: the host rule)
+            return _RULE if g is None else g(*args)
     vary = [bool(v.varying) for v in op.operands]
     r = max([op.result.type.ndim if isinstance(op.result.type, ArrayType) else 0] +
             [v.type.ndim for v in op.operands if v.varying and isinstance(v.type, ArrayType)])
@@ -209,7 +210,8 @@ def _elementwise(op: Op):
     def run(xp, n, args, env):
         aligned = [a.reshape((n,) + (1,) * (r - (a.ndim - 1)) + a.shape[1:]) if v else a
                    for a, v in zip(args, vary)]
-        return _typed(f(xp, *aligned), dtype)
+        out = f(xp, *aligned)
+        return out if out is _RULE else _typed(out, dtype)
     return run
 
 
