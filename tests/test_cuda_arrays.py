@@ -97,3 +97,9 @@ def test_array_gradients_run_on_the_namespace_too(strict):
     W, b = RNG.standard_normal((4, 3)), RNG.standard_normal(4)
     for g, w in zip(k(W, b, X), ref(W, b, X)):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_the_steps_dump_names_what_runs_on_the_namespace_and_what_by_host_rules():
+    text = hydra.compile(sorted_top, varying="x", backend="cuda").dump_ir("steps", X)
+    assert "namespace step: array tanh" in text and "host rule: array sort" in text
+    assert "cuda kernel phase" in text  # s[-1] + h.sum(): a per-lane number's kernel

@@ -111,7 +111,7 @@ PROTOCOLS = {
                  "and * is rounded on its own, as NumPy's)",
         boundscheck="False skips the bounds checks of array indexing",
         cache="numba-cuda's disk cache for the kernels: a second process skips compilation",
-    ), ("numba", "ptx"), True, {
+    ), ("numba", "ptx", "steps"), True, {
         **_HOST_ONLY,
         # hydra/backends/cuda/crosslane.py
         **{f"intrinsic {n}": "cross-lane: over all lanes on the host by its reference; with "

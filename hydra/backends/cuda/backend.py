@@ -35,6 +35,7 @@ from numba import cuda
 
 from ...effects import effects
 from ...errors import HydraError
+from ...executor.steps import op_label
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
@@ -202,11 +203,14 @@ class CudaBackend:
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
         """``numba``: the generated kernel source(s); ``ptx``: their PTX (a real GPU
-        only).  Given ``structured`` (as ``compile`` is), the kernels the run uses;
+        only); ``steps``: each region's kernels and host steps in order.  Given ``structured`` (as ``compile`` is), the kernels the run uses;
         without it, the phases of the predicated ``fn``."""
-        if stage not in ("numba", "ptx"):
-            raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
+        if stage not in ("numba", "ptx", "steps"):
+            raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba, ptx "
+                             f"and steps")
         choice = choose(fn, structured, options)
+        if stage == "steps":
+            return planned_steps(choice)
         if stage == "numba":
             if choice.one is not None:
                 return "# cuda backend: one kernel, one thread per lane\n" + \
@@ -223,6 +227,25 @@ class CudaBackend:
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")
         return "\n".join(_ptx(*k) for k in kernels(choice))
+
+
+def planned_steps(choice: Choice) -> str:
+    """``dump-ir --stage steps``: each region's phase kernels and host steps, in the
+    order they run (``arraysteps.CudaPlanner.segments``)."""
+    if choice.one is not None:
+        return "# cuda backend: one kernel, no host steps\n"
+    planner = CudaPlanner(choice.fn)
+    out = [f"# cuda backend: {choice.strategy}: each region's kernels and host steps"]
+    regions = [("function body", choice.fn.body)] + [
+        (f"{op_label(op)}, region {k}", r) for op in choice.fn.walk()
+        for k, r in enumerate(op.regions)]
+    for label, region in regions:
+        items = choice.plans.get(id(region))
+        if items is not None:
+            out.append(f"{label}:")
+            out += [f"  {step.describe()}"
+                    for step, _ in planner.segments(region, items, phases.PhaseStep)]
+    return "\n".join(out) + "\n"
 
 
 def kernels(choice: Choice) -> list[tuple[str, str, list, list]]:
