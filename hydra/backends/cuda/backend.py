@@ -203,8 +203,9 @@ class CudaBackend:
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
         """``numba``: the generated kernel source(s); ``ptx``: their PTX (a real GPU
-        only); ``steps``: each region's kernels and host steps in order.  Given ``structured`` (as ``compile`` is), the kernels the run uses;
-        without it, the phases of the predicated ``fn``."""
+        only); ``steps``: each region's kernels and host steps in order.  Given
+        ``structured`` (as ``compile`` is), the kernels the run uses; without it, the
+        phases of the predicated ``fn``."""
         if stage not in ("numba", "ptx", "steps"):
             raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba, ptx "
                              f"and steps")
