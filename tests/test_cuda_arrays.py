@@ -7,8 +7,9 @@ refuses every hidden transfer to the host and counts the explicit ones: an MLP-s
 forward moves its inputs to the device once and nothing back but its results; an op
 whose step is not namespace-generic (``np.sort``) moves its operand by one counted
 transfer, which a zero budget catches; a host rule's write into a device array lands
-in place, so views of it see it.  The held-back suite (tests/test_arrays_heldback.py)
-and tests/test_grad_arrays.py run on cuda with the NumPy namespace."""
+in place, so views of it see it; every held-back case runs under it too.  The held-back
+suite (tests/test_arrays_heldback.py), the per-lane array tests (``ARRAY_BACKENDS``) and
+tests/test_grad_arrays.py run on cuda with the NumPy namespace."""
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import hydra
 from hydra import arraynamespace as an
 from hydra.backends import available
 from arrays_oracle import assert_same, per_example
+import test_arrays_heldback as heldback
 
 pytestmark = pytest.mark.skipif(not available("cuda"), reason="no cuda backend here")
 
@@ -103,3 +105,10 @@ def test_the_steps_dump_names_what_runs_on_the_namespace_and_what_by_host_rules(
     text = hydra.compile(sorted_top, varying="x", backend="cuda").dump_ir("steps", X)
     assert "namespace step: array tanh" in text and "host rule: array sort" in text
     assert "cuda kernel phase" in text  # s[-1] + h.sum(): a per-lane number's kernel
+
+
+@pytest.mark.parametrize("c", heldback.CASES, ids=repr)
+def test_the_held_back_cases_under_the_strict_namespace(c, strict):
+    """Every held-back case (tests/test_arrays_heldback.py) at one lane count, its array
+    steps on the CuPy stand-in: a hidden transfer anywhere is a TypeError."""
+    heldback.run_case(c, "cuda", 5)
