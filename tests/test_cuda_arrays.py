@@ -33,6 +33,15 @@ def mlp(x, w1, b1, w2):
     return y.sum(), np.argmax(y), y[1:3]
 
 
+def rnn(W, U, h0, xs, n):
+    h = h0
+    for t in range(n):
+        h = np.tanh(W @ h + U * xs[t])
+        if h[0] > 0.5:  # a per-lane branch on an array element
+            h = h * 0.5
+    return np.sum(h * h)
+
+
 def sorted_top(x):
     h = np.tanh(x) * 2.0
     s = np.sort(h)
@@ -71,6 +80,16 @@ def test_an_mlp_forward_stays_on_the_device_but_for_its_results(strict):
             np.testing.assert_array_equal(g, w)
     for j, g in enumerate(got):
         assert_same(g, [r[j] for r in per_example(mlp, ("x",), [X, W1, B1, W2], len(X))])
+
+
+def test_a_loop_carries_its_arrays_on_the_device_and_uploads_its_inputs_once(strict):
+    W, U = RNG.standard_normal((3, 3)) * 0.5, RNG.standard_normal(3)
+    h0, xs, n = RNG.standard_normal((9, 3)), RNG.standard_normal((9, 7)), np.arange(9) % 8
+    k = hydra.compile(rnn, varying=("h0", "xs", "n"), backend="cuda")
+    with strict.budget(to_host=1):  # the result
+        counts, got = moved(strict, lambda: k(W, U, h0, xs, n))
+    assert counts == {"to_host": 1, "to_device": 3}  # W, U, h0: once, not once a trip
+    assert_same(got, per_example(rnn, ("h0", "xs", "n"), [W, U, h0, xs, n], 9))
 
 
 def test_an_op_without_a_namespace_step_moves_its_operand_by_a_counted_transfer(strict):

@@ -185,9 +185,9 @@ class Env(dict):
     def __init__(self, items, xp=np) -> None:
         super().__init__(items)
         self.xp = xp
-        #: id -> the namespace's copy of a host array (dropped when an array is written)
+        #: id -> (the host value, the namespace's copy of it), until an array is written
         self.uploaded: dict = {}
-        #: id -> the host copy of a resident array that the host op now running reads
+        #: id -> (the resident value, its host copy) for the host op now running
         self.copies: dict = {}
 
     def __getitem__(self, key):
@@ -195,11 +195,11 @@ class Env(dict):
         if isinstance(value, OnDevice):
             return value.on_host()
         if isinstance(value, Resident):
-            host = self.copies.get(key)
-            if host is None:
+            got = self.copies.get(key)
+            if got is None or got[0] is not value:  # (a loop's next trip: a new value)
                 devarrays.count("host_round_trips")
-                host = self.copies[key] = to_host(self.xp, value.array)
-            return host
+                got = self.copies[key] = (value, to_host(self.xp, value.array))
+            return got[1]
         return value
 
     def raw(self, key):
@@ -223,10 +223,11 @@ class Env(dict):
         if not isinstance(value, (np.ndarray, OnDevice)):
             return value
         got = self.uploaded.get(key)
-        if got is None:
-            got = self.uploaded[key] = from_device(self.xp, value.array) \
-                if isinstance(value, OnDevice) else to_device(self.xp, value)
-        return got
+        if got is None or got[0] is not value:  # (a loop's next trip: a new value)
+            got = self.uploaded[key] = (value, from_device(self.xp, value.array)
+                                        if isinstance(value, OnDevice) else
+                                        to_device(self.xp, value))
+        return got[1]
 
     def put(self, key, value) -> None:
         """A namespace step's result: an array of ``xp`` stays resident."""
@@ -249,14 +250,17 @@ class Env(dict):
             np.shape(value)
 
     def wrote(self, op: Op) -> None:
-        """After ``op`` wrote an array: a host rule's write of a resident array's host
-        copy goes back into the device array, in place (its views see it); copies
-        made before the write are dropped."""
+        """After ``op`` (which may have written an array: one with regions may have run
+        its ops by host rules, as a compacted loop does): a host rule's write of a
+        resident array's host copy goes back into the device array, in place (its
+        views see it); copies made before the write are dropped."""
         target = op.written_array
+        if target is None and not op.regions:  # it wrote nothing
+            return
         if target is not None and target.id in self.copies:
-            value = dict.__getitem__(self, target.id)
-            if isinstance(value, Resident):
-                value.array[...] = to_device(self.xp, self.copies[target.id])
+            value, host = self.copies[target.id]
+            if value is dict.__getitem__(self, target.id):
+                value.array[...] = to_device(self.xp, host)
         self.uploaded.clear()
         self.copies.clear()
 
