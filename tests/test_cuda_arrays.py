@@ -17,8 +17,9 @@ import pytest
 import hydra
 from hydra import arraynamespace as an
 from hydra.backends import available
-from arrays_oracle import assert_same, per_example
+from arrays_oracle import assert_same, check, per_example
 import test_arrays_heldback as heldback
+import test_arrays_views as views
 
 pytestmark = pytest.mark.skipif(not available("cuda"), reason="no cuda backend here")
 
@@ -131,3 +132,18 @@ def test_the_held_back_cases_under_the_strict_namespace(c, strict):
     """Every held-back case (tests/test_arrays_heldback.py) at one lane count, its array
     steps on the CuPy stand-in: a hidden transfer anywhere is a TypeError."""
     heldback.run_case(c, "cuda", 5)
+
+
+@pytest.mark.parametrize("fn, varying, make", [
+    (views.default_orders_and_axes, ("x",), lambda n: (RNG.standard_normal((n, 2, 3)),)),
+    (views.row_stored_in_a_uniform_loop, ("x",),
+     lambda n: (RNG.standard_normal((n, 4, 4)), 3)),
+    (views.computed_rows_written, ("x",),
+     lambda n: (RNG.standard_normal((2, 3)), RNG.standard_normal((n, 3)))),
+    (views.same_argument_twice, ("x", "y"), lambda n: (RNG.standard_normal((n, 4)),) * 2),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_views_and_writes_reach_the_arguments_under_the_strict_namespace(
+        fn, varying, make, strict):
+    """Writes through views of arguments, of a loop's carried row and of a host rule's
+    array land where the reference puts them (tests/test_arrays_views.py's cases)."""
+    check(fn, varying, list(make(5)), 5, "cuda")

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...arraynamespace import Strict
+from ...arraynamespace import Strict, to_device
+from ...effects import effects
 from ...batching import REDUCTIONS, UFUNCS, index_tuple, lane_product, shift_axis
 from ...executor.opsteps import int_sizes
 from ...executor.planner import Planner, deaths
@@ -77,10 +78,15 @@ class NamespaceStep(Step):
         self.ops = [op]
         self.fn = fn
         self.ids = [v.id for v in op.operands]
+        self.varying = [bool(v.varying) for v in op.operands]
         self.rid = op.results[0].id if op.results else None
 
     def run(self, host, env) -> None:
-        value = self.fn(host.xp, host.lanes, [env.device(i) for i in self.ids], env)
+        try:
+            args = [env.device(i, v) for i, v in zip(self.ids, self.varying)]
+        except OnHostOnly:
+            args = None
+        value = _RULE if args is None else self.fn(host.xp, host.lanes, args, env)
         if value is _RULE:
             OnHost.run(self, host, env)
         elif self.rid is not None:
@@ -92,6 +98,11 @@ class NamespaceStep(Step):
 
 #: what a step's ``fn`` returns where its host rule must run instead
 _RULE = object()
+
+
+class OnHostOnly(Exception):
+    """A value the namespace steps must not take (a read-only per-lane host array):
+    the host rule runs the op."""
 
 
 class OnHost(OpStep):
@@ -118,6 +129,29 @@ class CudaPlanner(Planner):
     def __init__(self, fn) -> None:
         super().__init__(fn)
         self._segments: dict[int, list] = {}
+        self._written: list[bool] | None = None
+
+    def resident_arguments(self, xp, args: list, env) -> list:
+        """On a namespace other than NumPy: each writable per-lane array argument moved
+        to the device once (one array passed twice: one device array), so that the
+        views and writes of the call land in one place; the (host, ``Resident``) pairs
+        to copy back afterwards, those the function may write."""
+        if xp is np:
+            return []
+        if self._written is None:
+            self._written = ["w" in mode for mode in effects(self.fn).params]
+        moved: dict[int, Resident] = {}
+        back = []
+        for p, a, written in zip(self.fn.params, args, self._written):
+            if p.varying and isinstance(p.type, ArrayType) and isinstance(a, np.ndarray) \
+                    and a.flags.writeable:  # (a read-only one: the rules refuse writes)
+                value = moved.get(id(a))
+                if value is None:
+                    value = moved[id(a)] = Resident(to_device(xp, a))
+                if written and all(v is not value for _, v in back):
+                    back.append((a, value))
+                dict.__setitem__(env, p.id, value)
+        return back
 
     def steps(self, items: list, layers: bool = False) -> list[Step]:
         return [item if not isinstance(item, Op) else

@@ -39,7 +39,7 @@ from ...types import ArrayType, ScalarType
 from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from . import crosslane, devarrays, launch
-from .arraysteps import CudaPlanner, Resident, as_numba, kernel_memory
+from .arraysteps import CudaPlanner, OnHostOnly, Resident, as_numba, kernel_memory
 from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
 from .structured import PRELUDE
 
@@ -210,9 +210,12 @@ class Env(dict):
         self.copies.pop(key, None)
         return super().pop(key, default)
 
-    def device(self, key):
+    def device(self, key, varying: bool = False):
         """The value as the namespace steps take it: an array of ``xp`` (a uniform
-        number as it is)."""
+        number as it is).  A per-lane (``varying``) host array moves to the device for
+        good, under every id that holds it, so that views and writes after this one
+        land in one place; a read-only one stays with the host rules (``OnHostOnly``),
+        which refuse writes into it."""
         value = dict.__getitem__(self, key)
         if isinstance(value, Resident):
             return value.array
@@ -222,6 +225,14 @@ class Env(dict):
             return value[()]
         if not isinstance(value, (np.ndarray, OnDevice)):
             return value
+        if varying and isinstance(value, np.ndarray):
+            if not value.flags.writeable:
+                raise OnHostOnly(key)
+            moved = Resident(to_device(self.xp, value))
+            for k, v in list(self.items()):  # (dict.items: the raw values)
+                if v is value:
+                    dict.__setitem__(self, k, moved)
+            return moved.array
         got = self.uploaded.get(key)
         if got is None or got[0] is not value:  # (a loop's next trip: a new value)
             got = self.uploaded[key] = (value, from_device(self.xp, value.array)
@@ -299,7 +310,12 @@ class PhaseKernel(Host):
         env = Env(((p.id, OnDevice(a) if p.varying and isinstance(p.type, ScalarType)
                     and launch.is_device_array(a) else a)
                    for p, a in zip(self.fn.params, args)), self.xp)
-        leaves = self.region(self.fn.body, env)
+        back = self.planner.resident_arguments(self.xp, args, env)
+        try:
+            leaves = self.region(self.fn.body, env)
+        finally:  # (writes before an error are the caller's too, as on the reference)
+            for host, value in back:
+                host[...] = to_host(self.xp, value.array)
         if not on_device:
             return [x.on_host() if isinstance(x, OnDevice) else
                     to_host(self.xp, x.array) if isinstance(x, Resident) else x
@@ -315,6 +331,9 @@ class PhaseKernel(Host):
                                                   (self.lanes,)))
             out.append(x)
         return out
+
+    def carried(self, env: Env, v):
+        return env.raw(v.id)  # a loop passes it on: it stays where it is
 
     def region(self, region: Region, env: Env) -> list:
         items = self.plans[id(region)]
