@@ -33,6 +33,7 @@ import numpy as np
 
 from ...arraynamespace import from_device, to_device, to_host
 from ...executor.host import Host
+from ...executor.policy import OFF
 from ...executor.steps import Step, run_steps
 from ...ir.core import BINARY_OPS, UNARY_OPS, Function, Op, Region
 from ...types import ArrayType, ScalarType
@@ -297,7 +298,9 @@ class PhaseKernel(Host):
     def __init__(self, fn: Function, lanes: int, plans: dict[int, list],
                  errors: launch.ErrorBuffer, options: dict,
                  planner: CudaPlanner | None = None, xp=np) -> None:
-        super().__init__(fn, lanes, planner=planner or CudaPlanner(fn))
+        # masked over all lanes, never compacted (the compaction option has no effect
+        # on cuda): compact.run would run a loop by host rules, off the device
+        super().__init__(fn, lanes, OFF, planner or CudaPlanner(fn))
         self.xp = xp
         self.plans = plans
         self.errors = errors
