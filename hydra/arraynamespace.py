@@ -84,6 +84,15 @@ def to_device(xp, a):
     return xp.asarray(a)
 
 
+def from_device(xp, d):
+    """A numba device array as an array of ``xp``, where it is: CuPy takes it through
+    ``__cuda_array_interface__``; the shim wraps the simulator's device memory (host
+    memory) as ``Strict.wrap`` does."""
+    if isinstance(xp, Strict):
+        return xp.wrap(d.copy_to_host())
+    return xp.asarray(d)
+
+
 def _data(x):
     return x.data if isinstance(x, StrictArray) else x
 

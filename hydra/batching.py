@@ -238,22 +238,30 @@ def matmul_rule(f, args, vary, n, out, params):
         # a uniform operand with batch axes, which the lane axis would misalign, and
         # np.dot of a stack of matrices (not matmul's broadcast): one lane at a time
         return loop_rule(f, args, vary, n, out, params)
+    got = lane_product(np, a, b, va, vb, da, db)
+    return got if got is not None else loop_rule(f, args, vary, n, out, params)
+
+
+def lane_product(xp, a, b, va: bool, vb: bool, da: int, db: int):
+    """``a @ b`` of per-lane operands (``va``/``vb``: varying; ``da``/``db``: a lane's
+    ndim, neither 0) as one product over the lanes in the array namespace ``xp``
+    (written once for NumPy and CuPy), or None where it is not one."""
     if va and not vb:
-        return np.matmul(a, b)  # [N, k] @ [k, p], [N, m, k] @ [k, p]: lanes are rows
+        return xp.matmul(a, b)  # [N, k] @ [k, p], [N, m, k] @ [k, p]: lanes are rows
     if vb and not va:
         if db == 1:
-            return np.matmul(b, a.T) if da == 2 else np.matmul(b, a)  # one GEMM: X @ U.T
+            return xp.matmul(b, a.T) if da == 2 else xp.matmul(b, a)  # one GEMM: X @ U.T
         if da <= 2 and db == 2:
-            return np.matmul(a, b)
+            return xp.matmul(a, b)
     if va and vb and da <= 2 and db <= 2:
         if da == 1 and db == 1:
-            return np.einsum("nk,nk->n", a, b)
+            return xp.einsum("nk,nk->n", a, b)
         if da == 2 and db == 1:
-            return np.matmul(a, b[:, :, None])[:, :, 0]
+            return xp.matmul(a, b[:, :, None])[:, :, 0]
         if da == 1 and db == 2:
-            return np.matmul(a[:, None, :], b)[:, 0, :]
-        return np.matmul(a, b)
-    return loop_rule(f, args, vary, n, out, params)
+            return xp.matmul(a[:, None, :], b)[:, 0, :]
+        return xp.matmul(a, b)
+    return None
 
 
 def outer_rule(f, args, vary, n, out, params):

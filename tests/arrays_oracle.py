@@ -11,8 +11,10 @@ them, through views included) with the per-example run's.
 import numpy as np
 
 import hydra
+from hydra.backends import available
 
-ARRAY_BACKENDS = ("numpy", "cpu")
+#: cuda on the CUDA simulator in CI: these tests' lane counts are small (~25 s in all)
+ARRAY_BACKENDS = tuple(b for b in ("numpy", "cpu", "cuda") if available(b))
 ARRAY_LANES = (1, 3, 17, 64)
 RTOL = 1e-5
 ATOL = 1e-5

@@ -168,7 +168,8 @@ def test_compaction_and_masking_give_the_same_results(be, below, monkeypatch):
     other = hydra.compile(rnn_one, varying=("xs", "n"), backend=be,
                           compaction=Policy(op_below=1.01 - below, loop_below=0.0))(*args)
     np.testing.assert_array_equal(got, other)
-    assert set(calls) == (set() if be == "numpy" else {"matmul"})
+    # (cuda's product is a namespace step over every row: compaction has no effect there)
+    assert set(calls) == (set() if be in ("numpy", "cuda") else {"matmul"})
 
 
 def cnn(x, w1, b1, w2):

@@ -1,7 +1,8 @@
 """A held-back suite for per-lane arrays, written from SPEC section 8 alone.
 
 Each case is a per-example function as an outside user would write it.  It is compiled
-with ``hydra.compile`` on the numpy and cpu backends, run at several lane counts, and
+with ``hydra.compile`` on the numpy, cpu and cuda backends (cuda: all of it, on the CUDA
+simulator in CI, whose lane counts here are small), run at several lane counts, and
 compared with the undecorated function run example by example in plain Python (varying
 arguments indexed along their leading axis, uniform ones passed whole; every argument
 copied for each side, so writes through views are compared too).  Elementwise results,
@@ -19,10 +20,11 @@ import numpy as np
 import pytest
 
 import hydra
+from hydra.backends import available
 from hydra import (broadcast, lane, laneall, laneany, lanemax, lanemin, laneprod, lanesum,
                    nlanes, nn, prefixsum, rotate, shuffle)
 
-BACKENDS = ("numpy", "cpu")
+BACKENDS = tuple(b for b in ("numpy", "cpu", "cuda") if available(b))
 LANES = (1, 2, 5, 17)
 
 SCALE64 = np.float64(0.5)      # a strong NumPy scalar captured from the module

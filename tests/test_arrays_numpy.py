@@ -169,11 +169,13 @@ def pads_wrapping(x, j):
 
 
 @pytest.mark.skipif("cuda" not in BACKENDS, reason="the cuda backend is not available here")
-def test_cuda_refuses_them_naming_the_operation():
-    with pytest.raises(hydra.CompileError, match="the array operation take is not supported "
-                                                 "on the cuda backend"):
-        hydra.compile(take_out_of_range, varying=("x", "j"), backend="cuda")(
-            np.ones((2, 3)), np.zeros((2, 2), np.int64))
+def test_cuda_runs_them_and_names_the_failing_lane():
+    """np.take has no namespace step on cuda: its host rule runs it, errors included."""
+    x = np.arange(12.0).reshape(3, 4)
+    j = np.array([[0, 1], [9, 9], [3, -4]])
+    check(take_guarded, ("x", "j"), [x, j], 3, "cuda", exact=True)
+    with pytest.raises(IndexError, match=r"index out of bounds for axis 0 with size 4 \(lane 1\)"):
+        hydra.compile(take_out_of_range, varying=("x", "j"), backend="cuda")(x, j)
 
 
 def test_records_say_which_carry_a_gradient():

@@ -6,8 +6,8 @@ The ordering tests follow tests/test_async.py: a slow launch first (a bounded sp
 before any array is touched), then a fast one that touches the same memory; without
 the ordering the fast one runs meanwhile and the values show it.  The kernels run one
 thread each (``threads=1`` on cpu), so two launches really overlap on two cores.  Per-lane
-array kernels run on numpy and cpu; the cuda backend refuses them (its tests here are
-the ones without array operations).
+array kernels here run on numpy and cpu (cuda runs per-lane arrays too, between its
+kernels; its tests here are the ones without array operations).
 """
 
 import numpy as np

@@ -1,16 +1,18 @@
-"""hydra.grad of per-lane array code (SPEC sections 8 and 11) on numpy and cpu at 1, 3
-and 17 lanes, against float64 central differences (at most ~200 parameters per check):
-elementwise ufuncs with broadcasting, ``@`` with a uniform weight matrix (each lane's
-gradient of W is its own ``np.outer(dz, x)``), reductions, reshape/transpose, element
-loads, and arrays carried through a loop with per-lane trip counts."""
+"""hydra.grad of per-lane array code (SPEC sections 8 and 11) on numpy, cpu and cuda
+(the CUDA simulator in CI) at 1, 3 and 17 lanes, against float64 central differences
+(at most ~200 parameters per check): elementwise ufuncs with broadcasting, ``@`` with a
+uniform weight matrix (each lane's gradient of W is its own ``np.outer(dz, x)``),
+reductions, reshape/transpose, element loads, and arrays carried through a loop with
+per-lane trip counts."""
 
 import numpy as np
 import pytest
 
 import hydra
+from hydra.backends import available
 from tests.gradcheck import check_arrays
 
-BACKENDS = ["numpy", "cpu"]
+BACKENDS = [b for b in ("numpy", "cpu", "cuda") if available(b)]
 LANES = [1, 3, 17]
 
 

@@ -73,7 +73,10 @@ _ARRAY_REASON = "per-lane array operation: batched NumPy/BLAS on all lanes"
 _GAMMA = ("CPython's own math.gamma / math.lgamma (a Lanczos sum, not libm's tgamma / "
           "lgamma, so no native call gives their bits): the host computes them for all lanes "
           "(thread-safe: no global signgam)")
-_ARRAY_CUDA = "per-lane array operation: not on cuda (a CompileError names it)"
+_ARRAY_CUDA = ("per-lane array operation: a host step between the phase kernels, on the "
+               "launch's array namespace (CuPy on a GPU, NumPy under the simulator) where "
+               "its step is written once for it, else its host rule with explicit, counted "
+               "transfers (hydra/backends/cuda/arraysteps.py)")
 #: hydra.grad's tape: per-lane stacks in one growable store that the host keeps (a
 #: loop that pushes or pops runs on the host: correct first, fast in a later issue)
 _TAPE = {op: "hydra.grad's tape (per-lane stacks, grown as lanes push) is kept by the "
@@ -108,7 +111,7 @@ PROTOCOLS = {
                  "and * is rounded on its own, as NumPy's)",
         boundscheck="False skips the bounds checks of array indexing",
         cache="numba-cuda's disk cache for the kernels: a second process skips compilation",
-    ), ("numba", "ptx"), True, {
+    ), ("numba", "ptx", "steps"), True, {
         **_HOST_ONLY,
         # hydra/backends/cuda/crosslane.py
         **{f"intrinsic {n}": "cross-lane: over all lanes on the host by its reference; with "

@@ -84,6 +84,11 @@ class Host:
             return compact.run(self, op, env, p)
         return masked_loop(self, op, env)
 
+    def carried(self, env: dict, v):
+        """A loop's value going in, as the loop passes it on (the cuda backend's host
+        keeps a device value where it is)."""
+        return env[v.id]
+
     def region(self, region: Region, env: dict) -> list:
         run_steps(self, self.planner.plan(region, self.ids is not None, self.policy), env)
         return [env[v.id] for v in region.terminator.operands]

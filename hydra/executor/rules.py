@@ -211,7 +211,7 @@ def masked_loop(h, op: Op, env) -> list:
     """A ``while`` op over all of ``h``'s lanes (a varying one masked, as linearize
     made it): ``Host.loop``."""
     before, body = op.regions
-    values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
+    values = lane_rows(h, [h.carried(env, v) for v in op.operands], op.operands, before.args)
     while True:
         check_stop()  # Ctrl-C on a thread no signal reaches (``hydra.stop``)
         for a, v in zip(before.args, values):

@@ -9,7 +9,9 @@
   host drives the uniform branches and loops around them, structured kernels run
   everything in between;
 - **phases** (``phases.py``): anything else runs its predicated IR from the host,
-  lane-local stretches as kernels and sync points between them.
+  lane-local stretches as kernels and sync points between them; so does every
+  function with per-lane array operations, which run between the kernels as the
+  executor's steps on the launch's array namespace (``arraysteps``).
 
 All three raise the numpy backend's errors (same class, message, lane) from the
 kernels' error buffers, and write the caller's arrays in place.  GPU arrays given as
@@ -33,11 +35,13 @@ from numba import cuda
 
 from ...effects import effects
 from ...errors import HydraError
+from ...executor.steps import op_label
 from ...ir.core import Function
 from ...types import ArrayType, scalar
 from ..protocol import PROTOCOLS
-from ...executor.arrays import refuse_array_ops
+from ...arraynamespace import choose as choose_namespace
 from . import crosslane, devarrays, launch, phases
+from .arraysteps import CudaPlanner
 from .segments import Unsuitable, plan_segments
 from .structured import PRELUDE, fits, generate
 
@@ -154,7 +158,7 @@ def choose(fn: Function, structured, options: dict) -> Choice:
     sync points are all at the top level, else phases of the predicated IR."""
     boundscheck = options.get("boundscheck", True)
     contract = bool(options.get("fastmath"))
-    if structured is not None:
+    if structured is not None and not has_array_ops(fn):
         lane_local = structured()
         if fits(lane_local) is None:
             return Choice("one kernel", lane_local, one=OneKernel(lane_local, options))
@@ -167,6 +171,12 @@ def choose(fn: Function, structured, options: dict) -> Choice:
     return Choice("phases", fn, plans=plans, phases=cut)
 
 
+def has_array_ops(fn: Function) -> bool:
+    """Per-lane array operations run as the executor's steps on the host side of the
+    phases (``phases.HostSteps``), so such a function takes the phases strategy."""
+    return any(op.opcode in ("array", "array_store") for op in fn.walk())
+
+
 class CudaBackend:
     """The cuda backend's entry point (see ``hydra.backends``)."""
 
@@ -176,7 +186,6 @@ class CudaBackend:
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
-        refuse_array_ops(fn, "cuda", tape=False)
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
@@ -194,12 +203,15 @@ class CudaBackend:
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
         """``numba``: the generated kernel source(s); ``ptx``: their PTX (a real GPU
-        only).  Given ``structured`` (as ``compile`` is), the kernels the run uses;
-        without it, the phases of the predicated ``fn``."""
-        if stage not in ("numba", "ptx"):
-            raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba and ptx")
-        refuse_array_ops(fn, "cuda", tape=False)
+        only); ``steps``: each region's kernels and host steps in order.  Given
+        ``structured`` (as ``compile`` is), the kernels the run uses; without it, the
+        phases of the predicated ``fn``."""
+        if stage not in ("numba", "ptx", "steps"):
+            raise HydraError(f"the cuda backend has no stage {stage!r}; it has numba, ptx "
+                             f"and steps")
         choice = choose(fn, structured, options)
+        if stage == "steps":
+            return planned_steps(choice)
         if stage == "numba":
             if choice.one is not None:
                 return "# cuda backend: one kernel, one thread per lane\n" + \
@@ -216,6 +228,25 @@ class CudaBackend:
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")
         return "\n".join(_ptx(*k) for k in kernels(choice))
+
+
+def planned_steps(choice: Choice) -> str:
+    """``dump-ir --stage steps``: each region's phase kernels and host steps, in the
+    order they run (``arraysteps.CudaPlanner.segments``)."""
+    if choice.one is not None:
+        return "# cuda backend: one kernel, no host steps\n"
+    planner = CudaPlanner(choice.fn)
+    out = [f"# cuda backend: {choice.strategy}: each region's kernels and host steps"]
+    regions = [("function body", choice.fn.body)] + [
+        (f"{op_label(op)}, region {k}", r) for op in choice.fn.walk()
+        for k, r in enumerate(op.regions)]
+    for label, region in regions:
+        items = choice.plans.get(id(region))
+        if items is not None:
+            out.append(f"{label}:")
+            out += [f"  {step.describe()}"
+                    for step, _ in planner.segments(region, items, phases.PhaseStep)]
+    return "\n".join(out) + "\n"
 
 
 def kernels(choice: Choice) -> list[tuple[str, str, list, list]]:
@@ -263,6 +294,7 @@ def _ptx(source: str, entry: str, params: list, outs: list) -> str:
 def _phase_runner(choice: Choice, options: dict):
     """The runner of a segments or phases choice."""
     errors = launch.ErrorBuffer()
+    planner = CudaPlanner(choice.fn)  # (its plans kept for every call)
     #: (device atomics?) -> ids of the values a host op reads
     host_read: dict = {}
 
@@ -281,8 +313,9 @@ def _phase_runner(choice: Choice, options: dict):
         host_args, back = _host_arrays(choice.fn, args, host_read.get(device_atomics, set()))
         try:
             with np.errstate(all="ignore"):
-                leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors,
-                                            options)(host_args, on_device=kind is not None)
+                leaves = phases.PhaseKernel(choice.fn, lanes, choice.plans, errors, options,
+                                            planner, choose_namespace("cuda"))(
+                    host_args, on_device=kind is not None)
         finally:
             for device, host in back:
                 devarrays.count("uploads")

@@ -94,22 +94,29 @@ class Transfers:
 
     def __init__(self) -> None:
         self.back: list[tuple[object, np.ndarray]] = []
+        #: id(host array) -> (its device copy, copied back?): one array passed as two
+        #: arguments is one device array too, so a write through one is read by the other
+        self.sent: dict[int, list] = {}
 
     def array(self, a, written: bool):
         """The device array to pass for ``a``."""
         if is_device_array(a):
             return as_device(a)
         host = np.asarray(a)
-        d = upload(host)
-        if written:
-            self.back.append((d, host))
-        return d
+        got = self.sent.get(id(host))
+        if got is None or got[2] is not host:
+            got = self.sent[id(host)] = [upload(host), False, host]
+        if written and not got[1]:
+            got[1] = True
+            self.back.append((got[0], host))
+        return got[0]
 
     def finish(self) -> None:
         """Copy written arrays back into the caller's arrays."""
         for d, host in self.back:
             host[...] = to_host(d)
         self.back.clear()
+        self.sent.clear()
 
 
 def scalar_arg(value, dtype: np.dtype):
