@@ -39,10 +39,11 @@ MIN_COLUMNS = 1024
 #: stride-1 convolutions by ``_wide`` (contiguous column runs) rather than ``_strided``
 WIDE = True
 #: 3x3 stride-1 convolutions of at least this many input channels and output columns by
-#: Winograd's F(2x2, 3x3) (``_winograd``): measured faster from VGG-19's 128-channel
-#: 112x112 layers on; on fewer channels or narrower images NumPy's passes over its
-#: transforms cost more than the GEMM saves
-WINOGRAD_CHANNELS = 96
+#: Winograd's F(2x2, 3x3) (``_winograd``): measured 1.2-1.8x faster on VGG-19's layers
+#: of 64-512 channels and 28-224 columns (bench/RESULTS.md); on 32 channels or 14-16
+#: columns (the small VGG, VGG-19's last block) no faster than im2col: NumPy's passes
+#: over its transforms' short runs cost what the GEMMs save
+WINOGRAD_CHANNELS = 64
 WINOGRAD_WIDTH = 20
 
 
