@@ -2,6 +2,7 @@
 
     python -m bench cnn [--repeat N] [--vgg19] [--threads 1,2] [--no-firstcall]
                         [--images K] [--coretype] [--only MODEL] [--against DIR]
+                        [--profile]
 
 Each model is written for ONE image with ``hydra.nn`` (``lenet``, ``vgg_small``,
 ``vgg19``) and compiled with ``hydra.compile(..., varying="x", backend="cpu")``; the
@@ -17,8 +18,11 @@ PyTorch's ``set_num_threads(T)``):
   torch is importable, and ``jax jit(vmap)`` of the per-example function where jax is;
 - ``sgemm ceiling``: only the GEMMs the network needs (each convolution as one
   ``[O, C*kh*kw] @ [C*kh*kw, images*Ho*Wo]`` and each dense layer), on contiguous
-  operands, with the BLAS NumPy runs: the time no implementation that spends its FLOPs in
-  this BLAS can beat.
+  operands, with the BLAS NumPy runs: the time no direct (im2col) implementation that
+  spends its FLOPs in this BLAS can beat (hydra's Winograd layers do fewer).
+
+``--profile`` prints, per convolution, the layer step's time, the GEMMs it runs and the
+direct convolution's sgemm of the same size (one thread, interleaved).
 
 Timings on one thread are interleaved (one call of each row in turn, ``repeat`` rounds;
 median and best); on more, each row's calls run as one block (thread pools that spin
@@ -431,6 +435,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-firstcall", action="store_true")
     ap.add_argument("--against", metavar="DIR",
                     help="also the first calls of the hydra in checkout DIR")
+    ap.add_argument("--profile", action="store_true",
+                    help="per convolution: the layer step, its GEMMs, the direct sgemm")
     ap.add_argument("--coretype", action="store_true",
                     help="re-run without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE")
     a = ap.parse_args(argv)
@@ -448,6 +454,12 @@ def main(argv=None) -> None:
     print(f"# {cpu}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
           f"numpy {np.__version__}; {blas_report()}")
     names = a.only or ["lenet", "vgg_small"] + (["vgg19"] if a.vgg19 else [])
+    if a.profile:
+        from .cnnprofile import report
+        with _limit(1) or _Null():
+            for name in names:
+                report(name, a.images or IMAGES[name], a.repeat)
+        return
     print(f"{'model':10} {'images':>6} {'thr':>3} {'implementation':28} {'median ms':>10} "
           f"{'best ms':>8} {'img/s':>8} {'vs torch':>8} {'agrees':>7}")
     for name in names:

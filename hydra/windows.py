@@ -20,7 +20,10 @@ summation tolerance).
   A view-based im2col (``sliding_window_view`` + ``tensordot``, before) spent more time
   in the reshape's copy than in the GEMM.  Images (and, for a large one, output rows)
   go in chunks of ``COLUMN_BYTES`` of columns, which stay in the caches for the GEMM and
-  bound the memory.
+  bound the memory.  3x3 stride-1 layers with many channels (``_winograd``): Winograd's
+  F(2x2, 3x3), 16 GEMMs over 4x4 transformed tiles, 2.25x fewer multiplications.
+  Each chunk leaves through ``_Emit``: an optional 2x2 max pool of the chunk (the
+  layer step's conv+relu+pool), the bias added as it is copied into NCHW, the relu.
 - ``max_pool2d``, ``avg_pool2d``: ``k*k`` in-place ufunc passes, one per window offset,
   over the output's size (a ``ufunc.reduce`` over the window axes of a window view runs
   its inner loop per window: ~50x slower).  The max compares in the window's row-major
@@ -38,6 +41,13 @@ COLUMN_BYTES = 1 << 20
 MIN_COLUMNS = 1024
 #: stride-1 convolutions by ``_wide`` (contiguous column runs) rather than ``_strided``
 WIDE = True
+#: 3x3 stride-1 convolutions of at least this many input channels and output columns by
+#: Winograd's F(2x2, 3x3) (``_winograd``): measured 1.2-1.8x faster on VGG-19's layers
+#: of 64-512 channels and 28-224 columns (bench/RESULTS.md); on 32 channels or 14-16
+#: columns (the small VGG, VGG-19's last block) no faster than im2col: NumPy's passes
+#: over its transforms' short runs cost what the GEMMs save
+WINOGRAD_CHANNELS = 64
+WINOGRAD_WIDTH = 20
 
 
 def out_size(n: int, k: int, stride: int, padding: int = 0) -> int:
@@ -74,11 +84,15 @@ def _im2col(x, cols, kh, kw, stride, padding, r0, r1, wo):
                     left:left + stride * (c1 - c0 - 1) + 1:stride]
 
 
-def conv2d(x, w, b=None, stride=1, padding=0, relu=None):
+def conv2d(x, w, b=None, stride=1, padding=0, relu=None, pool=None):
     """Cross-correlation of images ``[..., C, H, W]`` with ``w [O, C, kh, kw]`` (plus
     ``b [O]``), zero padding on both sides of H and W, as PyTorch's conv2d:
     ``[..., O, Ho, Wo]``.  ``relu``: a function applied in place to each chunk of the
-    result after its bias (``relu_``)."""
+    result after its bias (``relu_``).  ``pool``: a ``pool x pool`` max pool (stride
+    ``pool``) after the relu, ``[..., O, Ho // pool, Wo // pool]``, taken from each chunk
+    before it is written out (where ``pool`` is 2 and ``Ho``, ``Wo`` are even; with ``relu_``
+    the same bits as pooling the relu's result: max and relu commute, and adding the
+    bias after the max rounds the same values)."""
     x, w = np.asarray(x), np.asarray(w)
     lead, (c, h, wd) = x.shape[:-3], x.shape[-3:]
     o, _, kh, kw = w.shape
@@ -86,16 +100,23 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=None):
     n = int(np.prod(lead, dtype=np.int64))
     dtype = np.result_type(x, w)
     x = x.reshape((n, c, h, wd))
-    wm = w.reshape(o, c * kh * kw).astype(dtype, copy=False)
-    out = np.empty((n, o, ho, wo), dtype)
     b = None if b is None else np.asarray(b)
     # the bias and relu go to each chunk while it is in the cache, where they keep the dtype
-    inner = b is None or np.result_type(out, b) == dtype
-    if stride == 1 and WIDE:
-        _wide(x, wm, out, kh, kw, padding, b if inner else None, relu if inner else None)
+    inner = b is None or np.result_type(dtype, b) == dtype
+    if pool is not None and (not inner or pool != 2 or ho % 2 or wo % 2):
+        y = conv2d(x, w, b, stride, padding, relu)
+        return max_pool2d(y, pool).reshape(lead + (o, ho // pool, wo // pool))
+    s = pool or 1
+    out = np.empty((n, o, ho // s, wo // s), dtype)
+    emit = _Emit(out, b if inner else None, relu if inner else None, pool)
+    if stride == 1 and kh == kw == 3 and c >= WINOGRAD_CHANNELS and wo >= WINOGRAD_WIDTH:
+        _winograd(x, w, emit, padding, ho, wo)
+    elif stride == 1 and WIDE:
+        _wide(x, w.reshape(o, c * kh * kw).astype(dtype, copy=False), emit, kh, kw, padding,
+              ho, wo)
     else:
-        _strided(x, wm, out, kh, kw, stride, padding, b if inner else None,
-                 relu if inner else None)
+        _strided(x, w.reshape(o, c * kh * kw).astype(dtype, copy=False), emit, kh, kw,
+                 stride, padding, ho, wo)
     if not inner:
         out = out + b[:, None, None]
         if relu is not None:
@@ -104,72 +125,190 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=None):
 
 
 def _chunks(n: int, rows: int, row_bytes: int, column_bytes: int):
-    """(images per chunk, output rows per chunk) for ``COLUMN_BYTES`` of columns, or
-    ``MIN_COLUMNS`` GEMM columns where that is more (a deep layer's K is large)."""
+    """(images per chunk, output rows per chunk: even, so that 2x2 pools and Winograd
+    tiles never straddle two chunks) for ``COLUMN_BYTES`` of columns, or ``MIN_COLUMNS``
+    GEMM columns where that is more (a deep layer's K is large)."""
     budget = max(COLUMN_BYTES, MIN_COLUMNS * column_bytes)
-    if rows * row_bytes <= budget or rows <= 1:
+    if rows * row_bytes <= budget or rows <= 2:
         return max(1, budget // max(rows * row_bytes, 1)), rows
-    return 1, max(1, budget // row_bytes)
+    return 1, max(2, budget // row_bytes // 2 * 2)
 
 
-def _finish(dst, b, relu) -> None:
-    if b is not None:
-        dst += b[:, None, None]
-    if relu is not None:
-        relu(dst)
+class _Emit:
+    """Writes blocks of the convolution (views ``[O, images, rows, Wo]``) into ``out``
+    (``[images, O, Ho, Wo]``, or the pooled ``[images, O, Ho // k, Wo // k]``): pooled
+    (the maxima of the block's ``k*k`` window offsets, in the window's row-major
+    order), then the bias added as it is copied, then the relu in place."""
+
+    def __init__(self, out, b, relu, pool) -> None:
+        self.out, self.relu, self.pool = out, relu, pool
+        self.b = None if b is None else b[:, None, None, None]
+
+    def __call__(self, block, n0: int, r0: int) -> None:
+        k = self.pool
+        if k:
+            views = _offsets(block, k, k)
+            block = np.array(next(views))
+            for part in views:
+                np.maximum(block, part, out=block)
+            r0 //= k
+        self._write(block, n0, r0)
+
+    def _write(self, block, n0: int, r0: int) -> None:
+        dst = self.out[n0:n0 + block.shape[1], :, r0:r0 + block.shape[2]].transpose(1, 0, 2, 3)
+        self._biased(block, dst)
+        if self.relu is not None:
+            self.relu(dst)
+
+    def _biased(self, src, dst) -> None:
+        if self.b is not None:
+            np.add(src, self.b, out=dst)
+        else:
+            dst[...] = src
+
+    def tiles(self, ys, n0: int, r0: int, rows: int, wo: int) -> None:
+        """Winograd's 2x2 output tiles: ``ys[i][j]`` holds output pixels ``(2r + i, 2c
+        + j)`` of the block's output rows ``[r0, r0 + rows)``, ``[O, images, tile rows,
+        tile columns]`` (one unused tile column at the end)."""
+        if self.pool:  # the tile is the 2x2 window
+            m = ys[0][0]
+            for y in (ys[0][1], ys[1][0], ys[1][1]):
+                np.maximum(m, y, out=m)
+            self._write(m[:, :, :rows // 2, :wo // 2], n0, r0 // 2)
+            return
+        dst = self.out[n0:n0 + ys[0][0].shape[1], :, r0:r0 + rows].transpose(1, 0, 2, 3)
+        for i in range(2):
+            for j in range(2):
+                d = dst[:, :, i::2, j::2]
+                self._biased(ys[i][j][:, :, :d.shape[2], :d.shape[3]], d)
+        if self.relu is not None:
+            self.relu(dst)
 
 
-def _wide(x, wm, out, kh, kw, padding, b, relu) -> None:
+def _wide(x, wm, emit, kh, kw, padding, ho, wo) -> None:
     """Stride 1: the columns of each window offset over the padded image's full width
     (``Wp`` per output row, the last ``kw - 1`` of each row unused), so each is ONE
     contiguous run of the flattened padded image, copied at memory speed; the chunk's
     images side by side in the GEMM's N dimension (one BLAS call per chunk); the
     unused outputs are dropped when the chunk is written out."""
     n, c, h, wd = x.shape
-    o, ho, wo = out.shape[1:]
+    o, k = wm.shape
     hp, wp = h + 2 * padding, wd + 2 * padding
-    k = c * kh * kw
-    step, rows = _chunks(n, ho, k * wp * out.itemsize, k * out.itemsize)
+    step, rows = _chunks(n, ho, k * wp * wm.itemsize, k * wm.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         nb = n1 - n0
         # one row more than the padding: the last offset's run ends kw - 1 past it
-        xp = np.zeros((c, nb, hp + 1, wp), out.dtype)
+        xp = np.zeros((c, nb, hp + 1, wp), wm.dtype)
         xp[:, :, padding:padding + h, padding:padding + wd] = x[n0:n1].transpose(1, 0, 2, 3)
         flat = xp.reshape(c, nb, (hp + 1) * wp)
         for r0 in range(0, ho, rows):
             r1 = min(ho, r0 + rows)
             span = (r1 - r0) * wp
-            cols = np.empty((c, kh, kw, nb, span), out.dtype)
+            cols = np.empty((c, kh, kw, nb, span), wm.dtype)
             for i in range(kh):
                 for j in range(kw):
                     at = (r0 + i) * wp + j
                     cols[:, i, j] = flat[:, :, at:at + span]
             full = np.matmul(wm, cols.reshape(k, nb * span)).reshape(o, nb, r1 - r0, wp)
-            dst = out[n0:n1, :, r0:r1]
-            dst[...] = full.transpose(1, 0, 2, 3)[..., :wo]
-            _finish(dst, b, relu)
+            emit(full[..., :wo], n0, r0)
 
 
-def _strided(x, wm, out, kh, kw, stride, padding, b, relu) -> None:
+def _strided(x, wm, emit, kh, kw, stride, padding, ho, wo) -> None:
     """Any stride: the columns ``[images, C*kh*kw, Ho*Wo]`` by strided copies."""
     n, c, h, wd = x.shape
-    o, ho, wo = out.shape[1:]
-    k = c * kh * kw
-    step, rows = _chunks(n, ho, k * wo * out.itemsize, k * out.itemsize)
+    o, k = wm.shape
+    step, rows = _chunks(n, ho, k * wo * wm.itemsize, k * wm.itemsize)
     for n0 in range(0, n, step):
         n1 = min(n, n0 + step)
         for r0 in range(0, ho, rows):
             r1 = min(ho, r0 + rows)
-            cols = np.empty((n1 - n0, c, kh, kw, r1 - r0, wo), out.dtype)
+            cols = np.empty((n1 - n0, c, kh, kw, r1 - r0, wo), wm.dtype)
             _im2col(x[n0:n1], cols, kh, kw, stride, padding, r0, r1, wo)
-            flat = cols.reshape(n1 - n0, k, (r1 - r0) * wo)
-            dst = out[n0:n1, :, r0:r1]
-            if r1 - r0 == ho:
-                np.matmul(wm, flat, out=dst.reshape(n1 - n0, o, ho * wo))  # in place
-            else:
-                dst[...] = np.matmul(wm, flat).reshape(n1 - n0, o, r1 - r0, wo)
-            _finish(dst, b, relu)
+            full = np.matmul(wm, cols.reshape(n1 - n0, k, (r1 - r0) * wo))
+            emit(full.reshape(n1 - n0, o, r1 - r0, wo).transpose(1, 0, 2, 3), n0, r0)
+
+
+#: Winograd's F(2x2, 3x3) filter transform ``G``; its data transform ``B^T`` rows are
+#: ``d0 - d2, d1 + d2, d2 - d1, d1 - d3`` and its output transform ``A^T`` rows
+#: ``m0 + m1 + m2, m1 - m2 - m3`` (Lavin and Gray 2016), written out below
+_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
+
+
+def _bt(d, out, i) -> None:
+    if i == 0:
+        np.subtract(d[0], d[2], out=out)
+    elif i == 1:
+        np.add(d[1], d[2], out=out)
+    elif i == 2:
+        np.subtract(d[2], d[1], out=out)
+    else:
+        np.subtract(d[1], d[3], out=out)
+
+
+def _at(m, out, i) -> None:
+    if i == 0:
+        np.add(m[0], m[1], out=out)
+        out += m[2]
+    else:
+        np.subtract(m[1], m[2], out=out)
+        out -= m[3]
+
+
+def _winograd(x, w, emit, padding, ho, wo) -> None:
+    """Stride 1, 3x3, many channels (VGG's deep layers): Winograd's F(2x2, 3x3), 16
+    GEMMs ``U[t] [O, C] @ V[t] [C, tiles]`` (t over the 4x4 transformed tile) in place
+    of one ``[O, 9C] @ [9C, pixels]``: 2.25x fewer multiplications.  The padded images
+    are split once by the parity of their rows and columns, so every transform below
+    is a pass over contiguous runs: a tile row's ``tw + 1`` tiles (one unused, like
+    ``_wide``'s extra columns) over the flattened (tile row, tile column) axis.  The
+    result differs from the direct sums by rounding only (the transforms' adds and
+    halvings; SPEC section 8's tolerance, as BLAS's own summation order)."""
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    dt = emit.out.dtype
+    th, tw = -(-ho // 2), -(-wo // 2)
+    w1 = tw + 1
+    u = np.einsum("ai,ocij,bj->aboc", _G, w.astype(np.float64), _G).astype(dt)
+    u = u.reshape(16, o, c)
+    step, rows = _chunks(n, 2 * th, 16 * (c + o) * w1 * dt.itemsize // 2,
+                         16 * (c + o) * dt.itemsize)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        nb = n1 - n0
+        # z[:, :, a, b, R, K] = padded[2R + a, 2K + b]; one element more at the end, which
+        # the last tile row's unused tile reads
+        zf = np.zeros((c, nb, 2, 2, (th + 1) * w1 + 1), dt)
+        z = zf[..., :-1].reshape(c, nb, 2, 2, th + 1, w1)
+        xt = x[n0:n1].transpose(1, 0, 2, 3)
+        for a in range(2):
+            y0 = (a - padding) % 2
+            for b in range(2):
+                x0 = (b - padding) % 2
+                part = xt[:, :, y0::2, x0::2]
+                r, k = (padding + y0) // 2, (padding + x0) // 2
+                z[:, :, a, b, r:r + part.shape[2], k:k + part.shape[3]] = part
+        for t0 in range(0, th, rows // 2):
+            t1 = min(th, t0 + rows // 2)
+            span = (t1 - t0) * w1
+            d = [zf[:, :, a % 2, :, (t0 + a // 2) * w1:(t0 + a // 2) * w1 + span + 1]
+                 for a in range(4)]
+            v = np.empty((4, 4, c, nb, span), dt)
+            t = np.empty((c, nb, 2, span + 1), dt)
+            for i in range(4):
+                _bt(d, t, i)
+                e = [t[:, :, j % 2, j // 2:j // 2 + span] for j in range(4)]
+                for j in range(4):
+                    _bt(e, v[i, j], j)
+            m = np.matmul(u, v.reshape(16, c, nb * span)).reshape(4, 4, o, nb * span)
+            s = np.empty((2, 4, o, nb * span), dt)
+            for i in range(2):
+                _at(m, s[i], i)
+            ys = [[np.empty((o, nb, t1 - t0, w1), dt) for _ in range(2)] for _ in range(2)]
+            for i in range(2):
+                for j in range(2):
+                    _at(s[i], ys[i][j].reshape(o, nb * span), j)
+            emit.tiles(ys, n0, 2 * t0, min(ho, 2 * t1) - 2 * t0, wo)
 
 
 def relu_(a) -> None:

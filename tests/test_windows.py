@@ -35,13 +35,25 @@ def test_conv2d_is_the_loops(shape, k, stride, padding, dtype, monkeypatch):
     np.testing.assert_allclose(windows.conv2d(x[1], w, None, stride, padding),
                                want[1] - b[:, None, None], rtol=tol, atol=tol)
     # chunks of images and of output rows (BLAS may block the sums otherwise), both
-    # ways of writing the columns when the stride is 1
+    # ways of writing the columns when the stride is 1, and Winograd's F(2x2, 3x3) (3x3,
+    # stride 1); each also with the relu and a 2x2 max pool taken from each chunk, which
+    # are the same bits as pooling the relu of the whole convolution
+    monkeypatch.setattr(windows, "MIN_COLUMNS", 1)
+    relu = np.where(want <= 0, 0.0, want).astype(dtype)
     for size in (1, x[0].size * k * k * x.itemsize):
-        for wide in (True, False):
+        for wide, wino in ((True, False), (False, False), (True, True)):
             monkeypatch.setattr(windows, "COLUMN_BYTES", size)
             monkeypatch.setattr(windows, "WIDE", wide)
-            np.testing.assert_allclose(windows.conv2d(x, w, b, stride, padding), want,
-                                       rtol=tol, atol=tol)
+            monkeypatch.setattr(windows, "WINOGRAD_CHANNELS", 1 if wino else 10 ** 9)
+            monkeypatch.setattr(windows, "WINOGRAD_WIDTH", 1 if wino else 10 ** 9)
+            got = windows.conv2d(x, w, b, stride, padding)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+            if got.shape[-1] < 2 or got.shape[-2] < 2:
+                continue
+            pooled = windows.conv2d(x, w, b, stride, padding, relu=windows.relu_, pool=2)
+            windows.relu_(got)
+            np.testing.assert_array_equal(pooled, windows.max_pool2d(got, 2))
+            np.testing.assert_allclose(pooled, windows.max_pool2d(relu, 2), rtol=tol, atol=tol)
 
 
 def test_conv2d_promotes_as_numpy():
@@ -126,6 +138,34 @@ def test_layer_steps_are_the_ops_bit_for_bit():
     ref = hydra.compile(dense_relu, varying="x", backend="numpy")(x, W1, b1, F, c)
     np.testing.assert_array_equal(got.view(np.int32), ref.view(np.int32))
     assert len(steps) == 3, steps
+
+
+def conv_pool(x, W1, b1, W2, b2):
+    h = nn.max_pool2d(nn.relu(nn.conv2d(x, W1, b1, padding=1)), 2)
+    return nn.max_pool2d(nn.relu(nn.conv2d(h, W2, b2, padding=1)), 2)
+
+
+@pytest.mark.parametrize("wino", [False, True])
+def test_conv_relu_pool_is_one_step_bit_for_bit(wino, monkeypatch):
+    monkeypatch.setattr(windows, "WINOGRAD_CHANNELS", 1 if wino else 10 ** 9)
+    monkeypatch.setattr(windows, "WINOGRAD_WIDTH", 1 if wino else 10 ** 9)
+    monkeypatch.setattr(windows, "COLUMN_BYTES", 1)  # chunks of two output rows
+    monkeypatch.setattr(windows, "MIN_COLUMNS", 1)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 2, 8, 8)).astype(np.float32)
+    x[0] = 0.0  # ties at 0 in every window
+    x[1, 0, 3, 3] = np.nan
+    W1, W2 = (rng.standard_normal((o, c, 3, 3)).astype(np.float32) for o, c in ((3, 2), (4, 3)))
+    b1, b2 = np.zeros(3, np.float32), rng.standard_normal(4).astype(np.float32)
+    b1[0] = -0.0
+    k = hydra.compile(conv_pool, varying="x", backend="cpu")
+    got = k(x, W1, b1, W2, b2)
+    ref = hydra.compile(conv_pool, varying="x", backend="numpy")(x, W1, b1, W2, b2)
+    np.testing.assert_array_equal(got.view(np.int32), ref.view(np.int32))
+    want = np.stack([conv_pool(x[i], W1, b1, W2, b2) for i in range(6)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    text = k.dump_ir("llvm", x, W1, b1, W2, b2)
+    assert text.count("layer step (convolution, 2x2 max pool of each chunk") == 2, text
 
 
 def by_hand(x, W1, b1, F, c):

@@ -7,7 +7,8 @@ Guarantees: ``fold`` returns the same steps with each of these runs of consecuti
 ops replaced by one ``Layer`` step:
 
 - ``conv2d(x, w[, b])`` (x varying, the weights uniform), then optionally relu (the
-  frontend's ``where(le(y, 0.0), 0.0, y)``, ``hydra.nn.relu`` of an array);
+  frontend's ``where(le(y, 0.0), 0.0, y)``, ``hydra.nn.relu`` of an array), and after
+  ``hydra.nn.relu`` optionally ``max_pool2d(., 2)`` (even height and width);
 - ``matmul(W, x)`` (a uniform matrix, a per-lane vector), ``add`` of a uniform vector
   (either operand order), then optionally relu;
 
@@ -18,7 +19,9 @@ where every value inside the run is read by the run's own ops only.  The step pu
 into ``env`` the run's last value, the value its ops' host rules would give: the
 convolution is ``hydra.windows.conv2d`` with the bias and the relu applied to each
 chunk of the GEMM's output while it is in the cache (the same elementwise operations,
-so the same bits), the dense layer the GEMM ``products`` runs (``X @ W.T``) and the
+so the same bits; a pool takes each chunk's 2x2 maxima before the bias and the relu,
+which commute with it: the same bits again, and the full-size activation is never
+written), the dense layer the GEMM ``products`` runs (``X @ W.T``) and the
 bias and relu in place.  Why: the relu and the bias would otherwise be a fused
 elementwise loop each, a numba compile of 0.1-0.3 s at the kernel's first call
 (LeNet-5's forward had five) and one more pass over the activations at every call.
@@ -131,14 +134,36 @@ def _match(steps: list, k: int, users: dict, zeros: set[int]):
         ops = [op, add]
         y = add.result
     relu = _relu_at(steps, k + len(ops), y, zeros)
+    pool = None
     if relu is not None:
         ops += relu[0]
+        pool = _pool_at(steps, k + len(ops), ops[-1].result, op.mask) \
+            if op.attrs["fn"] == "conv2d" and relu[1] is None else None
+        if pool is not None and _only_read_by(ops[-1].result, [pool], users):
+            ops.append(pool)
+        else:
+            pool = None
     if len(ops) == 1:
         return None  # a lone convolution: its host rule is the same work
     if not all(_only_read_by(o.result, ops, users) for o in ops[:-1]):
         return None
     return Layer(ops, bias, relu and (relu[1], relu[0][0].operands[relu[1]].id
-                                      if relu[1] is not None else None))
+                                      if relu[1] is not None else None), pool and 2)
+
+
+def _pool_at(steps: list, k: int, y: Value, mask: Value | None):
+    """The ``max_pool2d(y, 2)`` op at ``steps[k]`` (stride 2, even height and width,
+    under the convolution's mask), or None."""
+    op = steps[k] if k < len(steps) else None
+    if not (isinstance(op, Op) and op.opcode == "array" and op.attrs["fn"] == "max_pool2d"
+            and op.operands[0].id == y.id
+            and (op.mask is None or mask is not None and op.mask.id == mask.id)):
+        return None
+    params, shape = op.attrs["params"], y.type.shape
+    if params.get("k") != 2 or params.get("stride") not in (None, 2) \
+            or shape[-1] % 2 or shape[-2] % 2:
+        return None
+    return op
 
 
 def _pool(steps: list, k: int, users: dict):
@@ -204,8 +229,10 @@ class Pool(Step):
 class Layer(Step):
     """A convolution or a dense layer with its bias and relu (module docstring)."""
 
-    def __init__(self, ops: list[Op], bias: Value | None, relu) -> None:
+    def __init__(self, ops: list[Op], bias: Value | None, relu, pool=None) -> None:
         self.ops = ops
+        #: a 2x2 max pool after the relu, taken from each chunk of the convolution
+        self.pool = pool
         head = ops[0]
         self.conv = head.attrs["fn"] == "conv2d"
         self.params = head.attrs["params"]
@@ -222,6 +249,8 @@ class Layer(Step):
 
     def describe(self) -> str:
         what = "convolution" if self.conv else "dense layer"
+        if self.pool:
+            what += ", 2x2 max pool of each chunk"
         fns = ", ".join(o.attrs["fn"] for o in self.ops)
         line = self.ops[0].loc.line if self.ops[0].loc else 0
         return f"layer step ({what}, bias and relu in one pass): {fns} (line {line})"
@@ -253,7 +282,7 @@ class Layer(Step):
             place, zid = self.relu
             relu = windows.relu_ if place is None else _maximum(env[zid], place)
         if self.conv:
-            env[self.rid] = windows.conv2d(*args, **self.params, relu=relu)
+            env[self.rid] = windows.conv2d(*args, **self.params, relu=relu, pool=self.pool)
             return
         w, x, b = args
         out = matmul_rule(np.matmul, [w, x], [False, True], lanes, self.type, {})
