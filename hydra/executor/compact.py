@@ -35,7 +35,10 @@ order.  **Not compacted** (the precise rule, ``plan``): loops that read another 
 by its index (``broadcast``, ``shuffle``, ``rotate``), and loops that write into a
 per-lane array (it may be a view of the caller's array or of a value from outside the
 loop, as ``v = xs[t]`` is, and a gathered copy would not alias it).  Stores into shared
-arrays (``out[lane(), t] = ...``) compact.  ``COUNTS`` counts what happened, for
+arrays (``out[lane(), t] = ...``) compact, and so do hydra.grad's tape pushes (its
+blocks are fresh memory that names the original lanes: ``backends.tape``), with the
+trip-count sort; the reverse sweep's loop compacts as a growing prefix
+(``growing``).  ``COUNTS`` counts what happened, for
 tests and benchmarks.
 """
 
@@ -59,6 +62,9 @@ from .rules import lane_rows
 COUNTS: Counter = Counter()
 
 _READS_OTHER_LANES = frozenset({"broadcast", "shuffle", "rotate"})
+#: effects that key what they keep by the original lane, whatever the rows' order:
+#: hydra.grad's tape (``backends.tape``: a block names its lanes)
+_BY_LANE = frozenset({"tape_push", "tape_pop"})
 
 
 @dataclass(slots=True)
@@ -94,24 +100,11 @@ def plan(h, op: Op) -> Plan | None:
 
 def _analyse(op: Op, read: set) -> Plan | None:
     ops = [o for r in op.regions for o in r.walk()]
-    if not any(o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS for o in ops):
+    if not heavy(ops):
         return None
-    defined = {a.id for r in op.regions for a in r.args}
-    for o in ops:
-        defined.update(r.id for r in o.results)
-        defined.update(a.id for r in o.regions for a in r.args)
-    for o in ops:
-        if o.opcode in ("tape_push", "tape_pop"):
-            return None  # hydra.grad's tape keeps a stack per lane index: rows must stay lanes
-        name = o.attrs.get("name") if o.opcode == "intrinsic" else o.attrs.get("fn")
-        if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
-            return None
-        written = o.written_array
-        if written is not None and written.varying:
-            return None
-    outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
-    live_ins = {v.id: v.type for o in ops for v in o.inputs()
-                if v.varying and v.id not in defined}
+    defined, outside, live_ins = scope(op)
+    if not all(on_rows(o) for o in ops):
+        return None
     forwarded = [(v.type, "final" if not v.varying else "lanes" if r.id in read else "unread")
                  for v, r in zip(op.regions[0].terminator.operands[1:], op.results)]
     order_free = all(_order_free(o) for o in ops)
@@ -120,10 +113,41 @@ def _analyse(op: Op, read: set) -> Plan | None:
     return Plan(live_ins, outside, forwarded, key, no_stores)
 
 
+def on_rows(o: Op) -> bool:
+    """May ``o`` run on compacted rows?  Not if it reads another lane by its index or
+    writes into a per-lane array (see the module docstring)."""
+    name = o.attrs.get("name") if o.opcode == "intrinsic" else o.attrs.get("fn")
+    if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
+        return False
+    written = o.written_array
+    return written is None or not written.varying
+
+
+def heavy(ops: list) -> bool:
+    """Is there a heavy per-lane array operation (a product ...) among ``ops``?"""
+    return any(o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS for o in ops)
+
+
+def scope(op: Op) -> tuple[set, frozenset, dict]:
+    """(the ids of the values defined in the loop ``op``'s regions, the ids of those
+    from outside that they read, the varying ones of these -> their types)."""
+    ops = [o for r in op.regions for o in r.walk()]
+    defined = {a.id for r in op.regions for a in r.args}
+    for o in ops:
+        defined.update(r.id for r in o.results)
+        defined.update(a.id for r in o.regions for a in r.args)
+    outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
+    live_ins = {v.id: v.type for o in ops for v in o.inputs()
+                if v.varying and v.id not in defined}
+    return defined, outside, live_ins
+
+
 def _order_free(o: Op) -> bool:
     """Gives every lane the same result whatever order the lanes run in: no effect,
     nothing across lanes, no error that names a lane (a gather at uniform indices
     names none)."""
+    if o.opcode in _BY_LANE:
+        return True
     if (o.effect and o.opcode != "count") or o.cross_lane:  # (count: hydra.profile's)
         return False
     if o.opcode == "array" and o.attrs["fn"] == "getitem":
