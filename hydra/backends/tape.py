@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..types import ArrayType
+
 
 class Tape:
     """A stack of blocks, one per push: the pushing lanes' numbers and their rows of each
@@ -62,7 +64,7 @@ class Tape:
         at = _positions(pushed, lanes)
         out = []
         for r, d, s in zip(rows, dtypes, shapes):
-            d = np.dtype(getattr(d, "dtype", d))  # (an array type's dtype is a ScalarType)
+            d = np.dtype(d)
             if r is not None and at is not None and np.ndim(r) == len(s) + 1:
                 r = np.take(r, at, axis=0)
             if r is not None and where.size == n and np.ndim(r) == len(s) + 1 \
@@ -126,7 +128,8 @@ def tape_pop(h, op, env) -> list:
     first active lane's, without the lane axis."""
     types = [r.type for r in op.results]
     mask = _mask(h, op, env)
-    out = _tape(h, op, env).pop(mask, [t.dtype for t in types],
+    dtypes = [t.dtype.dtype if isinstance(t, ArrayType) else t.dtype for t in types]
+    out = _tape(h, op, env).pop(mask, dtypes,
                                 [getattr(t, "shape", None) or () for t in types],
                                 getattr(h, "ids", None))
     first = int(np.argmax(mask))

@@ -94,11 +94,18 @@ def plan(h, op: Op) -> Plan | None:
     if id(op) not in cache:
         if "read" not in cache:
             cache["read"] = {v.id for o in h.fn.walk() for v in o.inputs()}
-        cache[id(op)] = (op, _analyse(op, cache["read"]))
+        cache[id(op)] = (op, _analyse(op, cache["read"], constants(h)))
     return cache[id(op)][1]
 
 
-def _analyse(op: Op, read: set) -> Plan | None:
+def constants(h) -> dict:
+    """The function's ``const`` ops by result id (found once per kernel)."""
+    if "consts" not in h.loops:
+        h.loops["consts"] = {o.result.id: o for o in h.fn.walk() if o.opcode == "const"}
+    return h.loops["consts"]
+
+
+def _analyse(op: Op, read: set, consts: dict) -> Plan | None:
     ops = [o for r in op.regions for o in r.walk()]
     if not heavy(ops):
         return None
@@ -107,7 +114,7 @@ def _analyse(op: Op, read: set) -> Plan | None:
         return None
     forwarded = [(v.type, "final" if not v.varying else "lanes" if r.id in read else "unread")
                  for v, r in zip(op.regions[0].terminator.operands[1:], op.results)]
-    order_free = all(_order_free(o) for o in ops)
+    order_free = all(_order_free(o, consts) for o in ops)
     key = _trip_key(op.regions[0], defined) if order_free else None
     no_stores = not any(o.written_array is not None for o in ops)
     return Plan(live_ins, outside, forwarded, key, no_stores)
@@ -142,12 +149,15 @@ def scope(op: Op) -> tuple[set, frozenset, dict]:
     return defined, outside, live_ins
 
 
-def _order_free(o: Op) -> bool:
+def _order_free(o: Op, consts: dict) -> bool:
     """Gives every lane the same result whatever order the lanes run in: no effect,
     nothing across lanes, no error that names a lane (a gather at uniform indices
-    names none)."""
+    names none, nor an integer ``//`` or ``%`` by a nonzero constant: ``checkpoint=K``'s
+    ``trips % K``)."""
     if o.opcode in _BY_LANE:
         return True
+    if o.opcode in ("floordiv", "mod") and o.operands[1].id in consts:
+        return consts[o.operands[1].id].attrs["value"] != 0
     if (o.effect and o.opcode != "count") or o.cross_lane:  # (count: hydra.profile's)
         return False
     if o.opcode == "array" and o.attrs["fn"] == "getitem":

@@ -43,7 +43,7 @@ import numpy as np
 from ..ir.core import Op
 from ..stop import check as check_stop
 from ..types import ArrayType
-from .compact import COUNTS, LoopEnv, Plan, heavy, on_rows, scope
+from .compact import COUNTS, LoopEnv, Plan, constants, heavy, on_rows, scope
 from .rules import lane_rows, masked_loop
 
 
@@ -66,11 +66,11 @@ def plan(h, op: Op) -> Grows | None:
         return None
     key = ("grows", id(op))
     if key not in h.loops:
-        h.loops[key] = (op, _analyse(op))
+        h.loops[key] = (op, _analyse(op, constants(h)))
     return h.loops[key][1]
 
 
-def _analyse(op: Op) -> Grows | None:
+def _analyse(op: Op, consts: dict) -> Grows | None:
     before, body = op.regions
     ops = [o for r in op.regions for o in r.walk()]
     if not body.args or body.args[0].varying or not heavy(ops):
@@ -79,7 +79,7 @@ def _analyse(op: Op) -> Grows | None:
             r.varying for o in before.ops for r in o.results):
         return None  # the test must pass the carried values on as they are
     defined, outside, live_ins = scope(op)
-    test = _test(body, defined)
+    test = _test(body, defined, consts)
     if test is None or not all(on_rows(o) for o in ops):
         return None
     c, key, scale = test
@@ -93,14 +93,15 @@ def _analyse(op: Op) -> Grows | None:
         if sel is None or sel.opcode != "select" or sel.operands[0].id not in implies \
                 or sel.operands[2] is not a:
             return None  # a lane that has not joined might change it
-    return Grows(key, scale, Plan(live_ins, outside, [], None, False))
+    no_stores = not any(o.written_array is not None for o in ops)
+    return Grows(key, scale, Plan(live_ins, outside, [], None, no_stores))
 
 
 def _made_by(region, v) -> Op | None:
     return next((o for o in region.ops if v in o.results), None)
 
 
-def _test(body, defined: set):
+def _test(body, defined: set, consts: dict):
     """(``c``, the id of ``T``, the scale) of the body's test ``x < T``, or None."""
     counter = body.args[0]
     for o in body.ops:
@@ -113,8 +114,8 @@ def _test(body, defined: set):
             return o.result, t.id, 1
         m = _made_by(body, x)
         if m is not None and m.opcode == "mul" and m.operands[0] is counter:
-            k = _made_by(body, m.operands[1])
-            if k is not None and k.opcode == "const" and int(k.attrs["value"]) > 0:
+            k = consts.get(m.operands[1].id)
+            if k is not None and int(k.attrs["value"]) > 0:
                 return o.result, t.id, int(k.attrs["value"])
     return None
 
@@ -181,6 +182,7 @@ def run(h, op: Op, env: dict, g: Grows) -> list:
         if rows is None or a != len(rows):
             rows = order[:a]
             host = h.compacted(rows)
+            host.pass_selects = g.env_plan.no_stores  # (``select(c, new, old)``: new)
             cenv = LoopEnv(env, rows, g.env_plan)
         top = max(top, a)
         for i in vary:
