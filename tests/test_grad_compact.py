@@ -165,3 +165,27 @@ def test_a_uniform_loop_that_no_lane_joins_runs_masked():
     want, _ = counted(hydra.grad(powers, argnums=(0, 1)), "numpy", ("x",), (W, x))
     for a, r in zip(got, want):
         np.testing.assert_allclose(a, r, rtol=1e-12)
+
+
+def matmuls_and_tapes(fn, varying, args, **kw):
+    text = hydra.compile(hydra.grad(fn, argnums=(0, 1), **kw), varying=varying,
+                         backend="numpy").dump_ir("predicated", *args)
+    return text.count("fn='matmul'"), text.count("tape_push"), text.count("tape_pop")
+
+
+def test_a_product_the_reverse_reads_is_kept_on_the_tape_not_recomputed():
+    """``np.maximum(Ws[l] @ h, 0)``'s adjoint reads the product: the forward trip pushes
+    it and the reverse pops it (one product less per trip); the RNN's ``tanh`` adjoint
+    reads only its result (the next state), so it keeps none."""
+    rng = np.random.default_rng(9)
+    args = (rng.normal(size=(3, 4, 4)), rng.normal(size=4), rng.normal(size=(5, 4)),
+            rng.normal(size=5))
+    # forward Ws[l] @ h; reverse Ws[l].T @ d (the outer products are lane sums or
+    # per-lane outer, not matmul)
+    assert matmuls_and_tapes(exits, ("x", "thr"), args) == (2, 2, 2)
+    # checkpoints: the forward sweep keeps only the state; a segment's replay keeps its
+    # products for its own reverse (K trips' worth)
+    assert matmuls_and_tapes(exits, ("x", "thr"), args, checkpoint=2) == (3, 3, 3)
+    W, U, b = weights()
+    xs, n = sequences(3)
+    assert matmuls_and_tapes(ragged, ("xs", "n"), (W, U, b, xs, n))[1:] == (1, 1)

@@ -28,10 +28,14 @@ How (JAX's transpose rules on a structured IR, Enzyme's per-lane trip counts):
   body.  Aligned, the lanes of reverse trip ``j`` are those of forward trip ``j``, so a
   value pushed uniform pops uniform (the uniformity pass knows: ``tape_pop``).  The
   state a trip yields (the next trip's popped state, the loop's result for a lane's
-  last trip) is carried back rather than recomputed (``given``).  So values inside a
-  branch or a loop body are recomputed rather than stored: the tape holds only loop
-  state (the memory cost the guide states); ``checkpoint=K`` stores even that only
-  every K trips (``hydra.grad.checkpoint``).
+  last trip) is carried back rather than recomputed (``given``), and so is a product
+  at the top level of the body whose result the reverse reads (``np.maximum(W @ h,
+  0)``'s adjoint reads ``W @ h``): the forward trip pushes it on a tape of its own and
+  the reverse pops it (``keep``, ``read_kept``): a product costs as much as one of its
+  adjoint's.  Other values inside a branch or a loop body are recomputed rather than
+  stored: the tape holds loop state and those products (the memory cost the guide
+  states); ``checkpoint=K`` stores the state only every K trips and recomputes the
+  rest (``hydra.grad.checkpoint``).
 - ``break``/``continue``/``return`` are flags the frontend carries already; ``print``
   and ``assert`` run once, in the forward sweep (recomputations drop them).
 """
@@ -44,9 +48,9 @@ import numpy as np
 
 from ..batching import ELEMENTWISE
 from ..errors import CompileError
-from ..ir.core import Function, Op, Region, Value
+from ..ir.core import HEAVY_ARRAY_FNS, Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
-from .analysis import active, check_differentiable, defined, describe, useful
+from .analysis import active, check_differentiable, defined, describe, prune, useful
 from .checkpoint import segment
 from .emit import Emitter, is_array
 from .functional import functionalize
@@ -94,6 +98,13 @@ class Transform:
         self.given: dict[int, Value] = {}
         #: ``hydra.grad(f, checkpoint=K)``: loop state saved every K trips (``checkpoint``)
         self.checkpoint: int | None = None
+        #: a loop body's products kept for its reverse (``keep``): id(original op) ->
+        #: its tape, for the forward trip being copied (pushing) and the reverse trip
+        #: being replayed (popping); every tape made so
+        self.pushing: dict[int, int] = {}
+        self.popping: dict[int, int] = {}
+        self.kept: set[int] = set()
+        self.kept_by: dict[int, dict[int, int]] = {}
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -111,9 +122,18 @@ class Transform:
                 if op.opcode == "while" and record and any(
                         is_float(r.type) and r.id in self.useful for r in op.results):
                     self.recorded_while(op, replay)  # (no gradient leaves the others)
+                elif id(op) in self.popping:  # a product its forward trip kept
+                    new = self.e.op("undef", [], [r.type for r in op.results],
+                                    {"kept": self.popping[id(op)]}, [],
+                                    [r.name for r in op.results])
+                    for r, n in zip(op.results, new.results):
+                        self.env[r.id] = n
                 else:
                     regions = [self.copy_region(r, replay) for r in op.regions]
-                    self.copy_op(op, regions)
+                    new = self.copy_op(op, regions)
+                    if id(op) in self.pushing:
+                        self.e.op("tape_push", new.results, [],
+                                  {"tape": self.pushing[id(op)]})
 
     def copy_op(self, op: Op, regions: list[Region]) -> Op:
         new = self.e.op(op.opcode, [self.env[v.id] for v in op.operands],
@@ -164,7 +184,9 @@ class Transform:
                           {}, [push, skip])
             elif pushed:
                 self.e.op("tape_push", [nbody.args[i] for i in pushed], [], {"tape": tape})
+            saved, self.pushing = self.pushing, self.keep(body)
             self.primal(body, record=False, replay=replay)
+            self.pushing = saved
             k1 = self.e.v("add", [k_body, self.e.const(1, INT64)], INT64)
             self.e.op("yield", [self.env[v.id] for v in body.terminator.operands] + [k1], [])
         new = self.e.op("while", [self.env[v.id] for v in op.operands] + [k0],
@@ -173,6 +195,23 @@ class Transform:
         for r, n in zip(op.results, new.results):
             self.env[r.id] = n
         self.loops[id(op)] = (tape, new.results[-1], pushed)
+
+    def keep(self, body: Region) -> dict[int, int]:
+        """A tape of its own for each product (``W @ h``, a convolution) at the top
+        level of a loop body: the forward trip pushes its result, the reverse trip pops
+        it instead of computing it again (a product costs what its adjoint's products
+        do; its result is one row per lane, as the loop state is).  Only where the
+        reverse reads it (``read_kept`` drops the others); not with checkpoints, which
+        keep memory to the loop state."""
+        if self.checkpoint:
+            return {}
+        out = {id(o): next(self.tapes) for o in body.ops[:-1]
+               if o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS
+               and all(is_float(r.type) for r in o.results)
+               and any(r.id in self.useful for r in o.results)}
+        self.kept.update(out.values())
+        self.kept_by[id(body)] = out  # (the last recording of the loop: its reverse's)
+        return out
 
     # --- reverse sweep ---------------------------------------------------------------
 
@@ -412,8 +451,9 @@ class Transform:
                 self.env[a.id] = self.env[op.operands[i].id]
         saved, self.given = self.given, {
             body.terminator.operands[i].id: v for i, v in zip(ends, nxt)}
+        popping, self.popping = self.popping, self.kept_by.get(id(body), {})
         self.primal(body, record=True, replay=True)
-        self.given = saved
+        self.given, self.popping = saved, popping
         seeds: dict = {}
         for i, d in zip(floats, d_args):
             self.accumulate(seeds, body.terminator.operands[i], d)
@@ -445,7 +485,27 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int,
     out = Function(fn.name, fn.params, fn.param_names, e.region, fn.loc)
     out.notes["python_int_params"] = fn.notes.get("python_int_params", {})
     out.notes["kernel_return_ids"] = set()
+    read_kept(out, t.kept)
     return out
+
+
+def read_kept(fn: Function, kept: set[int]) -> None:
+    """The kept products (``Transform.keep``) that the reverse reads become pops of
+    their tapes; the others, and the pushes of tapes that nothing pops, go.  A replayed
+    product stands as an ``undef`` until here, so that ``prune`` drops it with the
+    replayed values that only it fed."""
+    if not kept:
+        return
+    prune(fn)
+    popped = set()
+    for op in fn.walk():
+        if op.opcode == "undef" and "kept" in op.attrs:
+            op.opcode, op.attrs = "tape_pop", {"tape": op.attrs["kept"]}
+            popped.add(op.attrs["tape"])
+    regions = [fn.body] + [r for o in fn.walk() for r in o.regions]
+    for region in regions:
+        region.ops = [o for o in region.ops if not (
+            o.opcode == "tape_push" and o.attrs["tape"] in kept - popped)]
 
 
 def inline(fn: Function, args: list[Value], region: Region) -> list[Value]:
