@@ -108,8 +108,8 @@ def _test(body, defined: set, consts: dict):
         if o.opcode != "lt" or not o.result.varying:
             continue
         x, t = o.operands
-        if x.varying or not t.varying or t.id in defined:
-            continue
+        if x.varying or not t.varying or t.id in defined or t.type.kind not in "iu":
+            continue  # (integer counts: the rows' order by them is exact)
         if x is counter:
             return o.result, t.id, 1
         m = _made_by(body, x)
@@ -164,7 +164,7 @@ def run(h, op: Op, env: dict, g: Grows) -> list:
     before, body = op.regions
     values = lane_rows(h, [env[v.id] for v in op.operands], op.operands, before.args)
     trips = np.broadcast_to(np.asarray(env[g.key]), (h.lanes,))
-    order = np.argsort(-trips.astype(np.int64), kind="stable")
+    order = np.argsort(-trips.astype(np.int64), kind="stable")  # (counts fit an int64)
     ranked = trips[order]
     vary = [i for i, a in enumerate(before.args) if a.varying]
     changed = [i for i in vary if body.terminator.operands[i] is not body.args[i]]

@@ -28,12 +28,9 @@ How (JAX's transpose rules on a structured IR, Enzyme's per-lane trip counts):
   body.  Aligned, the lanes of reverse trip ``j`` are those of forward trip ``j``, so a
   value pushed uniform pops uniform (the uniformity pass knows: ``tape_pop``).  The
   state a trip yields (the next trip's popped state, the loop's result for a lane's
-  last trip) is carried back rather than recomputed (``given``), and so is a product
-  at the top level of the body whose result the reverse reads (``np.maximum(W @ h,
-  0)``'s adjoint reads ``W @ h``): the forward trip pushes it on a tape of its own and
-  the reverse pops it (``keep``, ``read_kept``): a product costs as much as one of its
-  adjoint's.  Other values inside a branch or a loop body are recomputed rather than
-  stored: the tape holds loop state and those products (the memory cost the guide
+  last trip) is carried back rather than recomputed (``given``), and a product the
+  reverse reads is kept on a tape of its own (``hydra.grad.kept``).  Other values in a
+  branch or a loop body are recomputed rather than stored (the memory cost the guide
   states); ``checkpoint=K`` stores the state only every K trips and recomputes the
   rest (``hydra.grad.checkpoint``).
 - ``break``/``continue``/``return`` are flags the frontend carries already; ``print``
@@ -48,12 +45,13 @@ import numpy as np
 
 from ..batching import ELEMENTWISE
 from ..errors import CompileError
-from ..ir.core import HEAVY_ARRAY_FNS, Function, Op, Region, Value
+from ..ir.core import Function, Op, Region, Value
 from ..types import BOOL, INT64, ArrayType, ScalarType
-from .analysis import active, check_differentiable, defined, describe, prune, useful
+from .analysis import active, check_differentiable, defined, describe, useful
 from .checkpoint import segment
 from .emit import Emitter, is_array
 from .functional import functionalize
+from .kept import products, read_kept
 
 
 def is_float(t) -> bool:
@@ -98,13 +96,9 @@ class Transform:
         self.given: dict[int, Value] = {}
         #: ``hydra.grad(f, checkpoint=K)``: loop state saved every K trips (``checkpoint``)
         self.checkpoint: int | None = None
-        #: a loop body's products kept for its reverse (``keep``): id(original op) ->
-        #: its tape, for the forward trip being copied (pushing) and the reverse trip
-        #: being replayed (popping); every tape made so
-        self.pushing: dict[int, int] = {}
-        self.popping: dict[int, int] = {}
-        self.kept: set[int] = set()
-        self.kept_by: dict[int, dict[int, int]] = {}
+        #: products kept (``keep``): id(op) -> tape for the forward trip being copied
+        #: and the reverse trip being replayed; every such tape; by loop body
+        self.pushing, self.popping, self.kept, self.kept_by = {}, {}, set(), {}
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -123,11 +117,7 @@ class Transform:
                         is_float(r.type) and r.id in self.useful for r in op.results):
                     self.recorded_while(op, replay)  # (no gradient leaves the others)
                 elif id(op) in self.popping:  # a product its forward trip kept
-                    new = self.e.op("undef", [], [r.type for r in op.results],
-                                    {"kept": self.popping[id(op)]}, [],
-                                    [r.name for r in op.results])
-                    for r, n in zip(op.results, new.results):
-                        self.env[r.id] = n
+                    self.copy_op(op, [], "undef", {"kept": self.popping[id(op)]})
                 else:
                     regions = [self.copy_region(r, replay) for r in op.regions]
                     new = self.copy_op(op, regions)
@@ -135,10 +125,10 @@ class Transform:
                         self.e.op("tape_push", new.results, [],
                                   {"tape": self.pushing[id(op)]})
 
-    def copy_op(self, op: Op, regions: list[Region]) -> Op:
-        new = self.e.op(op.opcode, [self.env[v.id] for v in op.operands],
-                        [r.type for r in op.results], op.attrs, regions,
-                        [r.name for r in op.results])
+    def copy_op(self, op: Op, regions: list[Region], opcode=None, attrs=None) -> Op:
+        new = self.e.op(opcode or op.opcode, [] if opcode else [self.env[v.id] for v in
+                        op.operands], [r.type for r in op.results], attrs or op.attrs,
+                        regions, [r.name for r in op.results])
         for r, n in zip(op.results, new.results):
             self.env[r.id] = n
         return new
@@ -197,18 +187,11 @@ class Transform:
         self.loops[id(op)] = (tape, new.results[-1], pushed)
 
     def keep(self, body: Region) -> dict[int, int]:
-        """A tape of its own for each product (``W @ h``, a convolution) at the top
-        level of a loop body: the forward trip pushes its result, the reverse trip pops
-        it instead of computing it again (a product costs what its adjoint's products
-        do; its result is one row per lane, as the loop state is).  Only where the
-        reverse reads it (``read_kept`` drops the others); not with checkpoints, which
-        keep memory to the loop state."""
-        if self.checkpoint:
-            return {}
-        out = {id(o): next(self.tapes) for o in body.ops[:-1]
-               if o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS
-               and all(is_float(r.type) for r in o.results)
-               and any(r.id in self.useful for r in o.results)}
+        """A tape of its own for each float product of ``body`` that its reverse may
+        read (``kept``; not with checkpoints, which keep memory to the loop state)."""
+        out = {} if self.checkpoint else {
+            id(o): next(self.tapes) for o in products(body, self.useful)
+            if all(is_float(r.type) for r in o.results)}
         self.kept.update(out.values())
         self.kept_by[id(body)] = out  # (the last recording of the loop: its reverse's)
         return out
@@ -433,7 +416,6 @@ class Transform:
         for k in keys:
             self.accumulate(adj, self.orig[k], next(outs))
 
-
     def trip(self, op: Op, d_args: list[Value], floats: list[int], ends: list[int],
              nxt: list[Value]) -> tuple[dict, list[Value]]:
         """One reverse trip of loop ``op`` for the lanes whose trip it is: pop the state,
@@ -487,25 +469,6 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int,
     out.notes["kernel_return_ids"] = set()
     read_kept(out, t.kept)
     return out
-
-
-def read_kept(fn: Function, kept: set[int]) -> None:
-    """The kept products (``Transform.keep``) that the reverse reads become pops of
-    their tapes; the others, and the pushes of tapes that nothing pops, go.  A replayed
-    product stands as an ``undef`` until here, so that ``prune`` drops it with the
-    replayed values that only it fed."""
-    if not kept:
-        return
-    prune(fn)
-    popped = set()
-    for op in fn.walk():
-        if op.opcode == "undef" and "kept" in op.attrs:
-            op.opcode, op.attrs = "tape_pop", {"tape": op.attrs["kept"]}
-            popped.add(op.attrs["tape"])
-    regions = [fn.body] + [r for o in fn.walk() for r in o.regions]
-    for region in regions:
-        region.ops = [o for o in region.ops if not (
-            o.opcode == "tape_push" and o.attrs["tape"] in kept - popped)]
 
 
 def inline(fn: Function, args: list[Value], region: Region) -> list[Value]:
