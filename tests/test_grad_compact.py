@@ -189,3 +189,27 @@ def test_a_product_the_reverse_reads_is_kept_on_the_tape_not_recomputed():
     W, U, b = weights()
     xs, n = sequences(3)
     assert matmuls_and_tapes(ragged, ("xs", "n"), (W, U, b, xs, n))[1:] == (1, 1)
+
+
+def test_a_segments_replay_reads_the_input_rows_it_needs_not_a_copy_of_it(monkeypatch):
+    """checkpoint=K: a segment's replay is a compacted loop inside the compacted reverse
+    loop; its ``xs[t]`` takes the rows of the outer input itself (a copy of all of ``xs``
+    for the joined lanes, made each time more lanes join, cost as much as the tape
+    saves)."""
+    import tracemalloc
+
+    from hydra.backends.cpu import background
+    monkeypatch.setattr(background, "ENABLED", False)  # (no build's memory traced)
+    rng = np.random.default_rng(10)
+    W, U, b = rng.normal(size=(4, 4)) * 0.5, rng.normal(size=(4, 16)) * 0.3, np.zeros(4)
+    xs, n = rng.normal(size=(64, 200, 16)), rng.integers(100, 200, 64)
+    k = hydra.compile(hydra.grad(ragged, argnums=(0, 1, 2), checkpoint=8),
+                      varying=("xs", "n"), backend="cpu")
+    k(W, U, b, xs, n)
+    tracemalloc.start()
+    try:
+        k(W, U, b, xs, n)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < xs.nbytes / 2, (peak, xs.nbytes)

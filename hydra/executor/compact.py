@@ -237,6 +237,17 @@ class LoopEnv(dict):
         self[op.result.id] = _take(whole, self.rows, op.result.type)
         return True
 
+    def lanes_of(self, key):
+        """(per-lane live-in ``key`` as the nearest map that holds it has it, the
+        positions there of this map's rows), gathering nothing: a loop nested in a
+        compacted loop indexes the outer input itself (``xs[t]``), never a gathered
+        copy of all of it; (None, None) where this map has it already."""
+        env, rows = self, None
+        while isinstance(env, LoopEnv) and key in env.live_ins and key not in env:
+            rows = env.rows if rows is None else env.rows[rows]
+            env = env.outer
+        return (None, None) if rows is None else (env[key], rows)
+
     def shrink(self, keep, rows: np.ndarray) -> "LoopEnv":
         """The env of the lanes ``keep`` (positions in this one's rows): the live-ins
         gathered so far come along, the loop's own values are made again."""
