@@ -104,6 +104,8 @@ def _made_by(region, v) -> Op | None:
 def _test(body, defined: set, consts: dict):
     """(``c``, the id of ``T``, the scale) of the body's test ``x < T``, or None."""
     counter = body.args[0]
+    if getattr(counter.type, "kind", "") not in ("i", "u"):
+        return None  # (``x`` is counted in integers: ``int(x)`` is exact)
     for o in body.ops:
         if o.opcode != "lt" or not o.result.varying:
             continue
