@@ -35,7 +35,10 @@ order.  **Not compacted** (the precise rule, ``plan``): loops that read another 
 by its index (``broadcast``, ``shuffle``, ``rotate``), and loops that write into a
 per-lane array (it may be a view of the caller's array or of a value from outside the
 loop, as ``v = xs[t]`` is, and a gathered copy would not alias it).  Stores into shared
-arrays (``out[lane(), t] = ...``) compact.  ``COUNTS`` counts what happened, for
+arrays (``out[lane(), t] = ...``) compact, and so do hydra.grad's tape pushes (its
+blocks are fresh memory that names the original lanes: ``backends.tape``), with the
+trip-count sort; the reverse sweep's loop compacts as a growing prefix
+(``growing``).  ``COUNTS`` counts what happened, for
 tests and benchmarks.
 """
 
@@ -59,6 +62,9 @@ from .rules import lane_rows
 COUNTS: Counter = Counter()
 
 _READS_OTHER_LANES = frozenset({"broadcast", "shuffle", "rotate"})
+#: effects that key what they keep by the original lane, whatever the rows' order:
+#: hydra.grad's tape (``backends.tape``: a block names its lanes)
+_BY_LANE = frozenset({"tape_push", "tape_pop"})
 
 
 @dataclass(slots=True)
@@ -88,42 +94,70 @@ def plan(h, op: Op) -> Plan | None:
     if id(op) not in cache:
         if "read" not in cache:
             cache["read"] = {v.id for o in h.fn.walk() for v in o.inputs()}
-        cache[id(op)] = (op, _analyse(op, cache["read"]))
+        cache[id(op)] = (op, _analyse(op, cache["read"], constants(h)))
     return cache[id(op)][1]
 
 
-def _analyse(op: Op, read: set) -> Plan | None:
+def constants(h) -> dict:
+    """The function's ``const`` ops by result id (found once per kernel)."""
+    if "consts" not in h.loops:
+        h.loops["consts"] = {o.result.id: o for o in h.fn.walk() if o.opcode == "const"}
+    return h.loops["consts"]
+
+
+def _analyse(op: Op, read: set, consts: dict) -> Plan | None:
     ops = [o for r in op.regions for o in r.walk()]
-    if not any(o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS for o in ops):
+    if not heavy(ops):
         return None
-    defined = {a.id for r in op.regions for a in r.args}
-    for o in ops:
-        defined.update(r.id for r in o.results)
-        defined.update(a.id for r in o.regions for a in r.args)
-    for o in ops:
-        if o.opcode in ("tape_push", "tape_pop"):
-            return None  # hydra.grad's tape keeps a stack per lane index: rows must stay lanes
-        name = o.attrs.get("name") if o.opcode == "intrinsic" else o.attrs.get("fn")
-        if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
-            return None
-        written = o.written_array
-        if written is not None and written.varying:
-            return None
-    outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
-    live_ins = {v.id: v.type for o in ops for v in o.inputs()
-                if v.varying and v.id not in defined}
+    defined, outside, live_ins = scope(op)
+    if not all(on_rows(o) for o in ops):
+        return None
     forwarded = [(v.type, "final" if not v.varying else "lanes" if r.id in read else "unread")
                  for v, r in zip(op.regions[0].terminator.operands[1:], op.results)]
-    order_free = all(_order_free(o) for o in ops)
+    order_free = all(_order_free(o, consts) for o in ops)
     key = _trip_key(op.regions[0], defined) if order_free else None
     no_stores = not any(o.written_array is not None for o in ops)
     return Plan(live_ins, outside, forwarded, key, no_stores)
 
 
-def _order_free(o: Op) -> bool:
+def on_rows(o: Op) -> bool:
+    """May ``o`` run on compacted rows?  Not if it reads another lane by its index or
+    writes into a per-lane array (see the module docstring)."""
+    name = o.attrs.get("name") if o.opcode == "intrinsic" else o.attrs.get("fn")
+    if o.opcode in ("intrinsic", "array") and name in _READS_OTHER_LANES:
+        return False
+    written = o.written_array
+    return written is None or not written.varying
+
+
+def heavy(ops: list) -> bool:
+    """Is there a heavy per-lane array operation (a product ...) among ``ops``?"""
+    return any(o.opcode == "array" and o.attrs["fn"] in HEAVY_ARRAY_FNS for o in ops)
+
+
+def scope(op: Op) -> tuple[set, frozenset, dict]:
+    """(the ids of the values defined in the loop ``op``'s regions, the ids of those
+    from outside that they read, the varying ones of these -> their types)."""
+    ops = [o for r in op.regions for o in r.walk()]
+    defined = {a.id for r in op.regions for a in r.args}
+    for o in ops:
+        defined.update(r.id for r in o.results)
+        defined.update(a.id for r in o.regions for a in r.args)
+    outside = frozenset(v.id for o in ops for v in o.inputs() if v.id not in defined)
+    live_ins = {v.id: v.type for o in ops for v in o.inputs()
+                if v.varying and v.id not in defined}
+    return defined, outside, live_ins
+
+
+def _order_free(o: Op, consts: dict) -> bool:
     """Gives every lane the same result whatever order the lanes run in: no effect,
     nothing across lanes, no error that names a lane (a gather at uniform indices
-    names none)."""
+    names none, nor an integer ``//`` or ``%`` by a nonzero constant: ``checkpoint=K``'s
+    ``trips % K``)."""
+    if o.opcode in _BY_LANE:
+        return True
+    if o.opcode in ("floordiv", "mod") and o.operands[1].id in consts:
+        return consts[o.operands[1].id].attrs["value"] != 0
     if (o.effect and o.opcode != "count") or o.cross_lane:  # (count: hydra.profile's)
         return False
     if o.opcode == "array" and o.attrs["fn"] == "getitem":
@@ -202,6 +236,17 @@ class LoopEnv(dict):
         whole = array_rule(host.outer, op, view)[0]  # a view of every lane
         self[op.result.id] = _take(whole, self.rows, op.result.type)
         return True
+
+    def lanes_of(self, key):
+        """(per-lane live-in ``key`` as the nearest map that holds it has it, the
+        positions there of this map's rows), gathering nothing: a loop nested in a
+        compacted loop indexes the outer input itself (``xs[t]``), never a gathered
+        copy of all of it; (None, None) where this map has it already."""
+        env, rows = self, None
+        while isinstance(env, LoopEnv) and key in env.live_ins and key not in env:
+            rows = env.rows if rows is None else env.rows[rows]
+            env = env.outer
+        return (None, None) if rows is None else (env[key], rows)
 
     def shrink(self, keep, rows: np.ndarray) -> "LoopEnv":
         """The env of the lanes ``keep`` (positions in this one's rows): the live-ins

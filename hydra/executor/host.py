@@ -7,7 +7,8 @@ supplies: the reference's plans every op as its host rule; the cpu backend's fus
 elementwise chains and prepares ops, with its native loop compiler).
 Guarantees: ``Host(fn, lanes, policy, planner)(args)`` gives the function's results over
 all lanes, as the host rules define them.  A varying ``while`` whose heavy per-lane
-array work the policy lets compact runs on its active lanes' rows (``compact.run``): it
+array work the policy lets compact runs on its active lanes' rows (``compact.run``; a uniform
+loop whose lanes only join, a gradient's reverse sweep: ``growing.run``): it
 goes on with a host of those rows (``compacted``), whose ``lanes`` is the row count,
 whose ``fail`` names the original lane, whose ``run_op`` gives ``lane()`` and
 ``nlanes()`` of the original lanes and gathers a live-in's rows at uniform indices, and
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..errors import RUNTIME_ERRORS, Loc
 from ..ir.core import Function, Op, Region
-from . import compact
+from . import compact, growing
 from .planner import Planner
 from .policy import Policy
 from .policy import current as current_policy
@@ -82,6 +83,9 @@ class Host:
         p = compact.plan(self, op)
         if p is not None:
             return compact.run(self, op, env, p)
+        g = growing.plan(self, op)  # (a gradient's reverse loop: its lanes join)
+        if g is not None:
+            return growing.run(self, op, env, g)
         return masked_loop(self, op, env)
 
     def carried(self, env: dict, v):

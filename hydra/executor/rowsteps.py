@@ -276,7 +276,7 @@ def _gather(op: Op, scratch: bool):
     shape, box = tuple(op.result.type.shape), (id(op), rid)
 
     def gather(host, env):
-        whole = env.outer[aid] if aid in env.live_ins and aid not in env else None
+        whole, rows = env.lanes_of(aid)
         if whole is None or getattr(whole, "ndim", 0) != nd:
             host.run_op(op, env)  # not a live-in, gathered whole already, or no lane axis
             return
@@ -288,7 +288,6 @@ def _gather(op: Op, scratch: bool):
                 return
             got.append(k + n if k < 0 else k)
         view = whole[(slice(None),) + index_tuple(spec, got)]
-        rows = env.rows
         COUNTS["taken"] += 1
         if not isinstance(rows, np.ndarray):
             env[rid] = view[rows]

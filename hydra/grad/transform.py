@@ -28,10 +28,11 @@ How (JAX's transpose rules on a structured IR, Enzyme's per-lane trip counts):
   body.  Aligned, the lanes of reverse trip ``j`` are those of forward trip ``j``, so a
   value pushed uniform pops uniform (the uniformity pass knows: ``tape_pop``).  The
   state a trip yields (the next trip's popped state, the loop's result for a lane's
-  last trip) is carried back rather than recomputed (``given``).  So values inside a
-  branch or a loop body are recomputed rather than stored: the tape holds only loop
-  state (the memory cost the guide states); ``checkpoint=K`` stores even that only
-  every K trips (``hydra.grad.checkpoint``).
+  last trip) is carried back rather than recomputed (``given``), and a product the
+  reverse reads is kept on a tape of its own (``hydra.grad.kept``).  Other values in a
+  branch or a loop body are recomputed rather than stored (the memory cost the guide
+  states); ``checkpoint=K`` stores the state only every K trips and recomputes the
+  rest (``hydra.grad.checkpoint``).
 - ``break``/``continue``/``return`` are flags the frontend carries already; ``print``
   and ``assert`` run once, in the forward sweep (recomputations drop them).
 """
@@ -50,6 +51,7 @@ from .analysis import active, check_differentiable, defined, describe, useful
 from .checkpoint import segment
 from .emit import Emitter, is_array
 from .functional import functionalize
+from .kept import products, read_kept
 
 
 def is_float(t) -> bool:
@@ -94,6 +96,9 @@ class Transform:
         self.given: dict[int, Value] = {}
         #: ``hydra.grad(f, checkpoint=K)``: loop state saved every K trips (``checkpoint``)
         self.checkpoint: int | None = None
+        #: products kept (``keep``): id(op) -> tape for the forward trip being copied
+        #: and the reverse trip being replayed; every such tape; by loop body
+        self.pushing, self.popping, self.kept, self.kept_by = {}, {}, set(), {}
 
     # --- forward sweep ---------------------------------------------------------------
 
@@ -111,14 +116,19 @@ class Transform:
                 if op.opcode == "while" and record and any(
                         is_float(r.type) and r.id in self.useful for r in op.results):
                     self.recorded_while(op, replay)  # (no gradient leaves the others)
+                elif id(op) in self.popping:  # a product its forward trip kept
+                    self.copy_op(op, [], "undef", {"kept": self.popping[id(op)]})
                 else:
                     regions = [self.copy_region(r, replay) for r in op.regions]
-                    self.copy_op(op, regions)
+                    new = self.copy_op(op, regions)
+                    if id(op) in self.pushing:
+                        self.e.op("tape_push", new.results, [],
+                                  {"tape": self.pushing[id(op)]})
 
-    def copy_op(self, op: Op, regions: list[Region]) -> Op:
-        new = self.e.op(op.opcode, [self.env[v.id] for v in op.operands],
-                        [r.type for r in op.results], op.attrs, regions,
-                        [r.name for r in op.results])
+    def copy_op(self, op: Op, regions: list[Region], opcode=None, attrs=None) -> Op:
+        new = self.e.op(opcode or op.opcode, [] if opcode else [self.env[v.id] for v in
+                        op.operands], [r.type for r in op.results], attrs or op.attrs,
+                        regions, [r.name for r in op.results])
         for r, n in zip(op.results, new.results):
             self.env[r.id] = n
         return new
@@ -164,7 +174,9 @@ class Transform:
                           {}, [push, skip])
             elif pushed:
                 self.e.op("tape_push", [nbody.args[i] for i in pushed], [], {"tape": tape})
+            saved, self.pushing = self.pushing, self.keep(body)
             self.primal(body, record=False, replay=replay)
+            self.pushing = saved
             k1 = self.e.v("add", [k_body, self.e.const(1, INT64)], INT64)
             self.e.op("yield", [self.env[v.id] for v in body.terminator.operands] + [k1], [])
         new = self.e.op("while", [self.env[v.id] for v in op.operands] + [k0],
@@ -173,6 +185,16 @@ class Transform:
         for r, n in zip(op.results, new.results):
             self.env[r.id] = n
         self.loops[id(op)] = (tape, new.results[-1], pushed)
+
+    def keep(self, body: Region) -> dict[int, int]:
+        """A tape of its own for each float product of ``body`` that its reverse may
+        read (``kept``; not with checkpoints, which keep memory to the loop state)."""
+        out = {} if self.checkpoint else {
+            id(o): next(self.tapes) for o in products(body, self.useful)
+            if all(is_float(r.type) for r in o.results)}
+        self.kept.update(out.values())
+        self.kept_by[id(body)] = out  # (the last recording of the loop: its reverse's)
+        return out
 
     # --- reverse sweep ---------------------------------------------------------------
 
@@ -394,7 +416,6 @@ class Transform:
         for k in keys:
             self.accumulate(adj, self.orig[k], next(outs))
 
-
     def trip(self, op: Op, d_args: list[Value], floats: list[int], ends: list[int],
              nxt: list[Value]) -> tuple[dict, list[Value]]:
         """One reverse trip of loop ``op`` for the lanes whose trip it is: pop the state,
@@ -412,8 +433,9 @@ class Transform:
                 self.env[a.id] = self.env[op.operands[i].id]
         saved, self.given = self.given, {
             body.terminator.operands[i].id: v for i, v in zip(ends, nxt)}
+        popping, self.popping = self.popping, self.kept_by.get(id(body), {})
         self.primal(body, record=True, replay=True)
-        self.given = saved
+        self.given, self.popping = saved, popping
         seeds: dict = {}
         for i, d in zip(floats, d_args):
             self.accumulate(seeds, body.terminator.operands[i], d)
@@ -445,6 +467,7 @@ def differentiate(fn: Function, wrt: list[Value], n_out: int,
     out = Function(fn.name, fn.params, fn.param_names, e.region, fn.loc)
     out.notes["python_int_params"] = fn.notes.get("python_int_params", {})
     out.notes["kernel_return_ids"] = set()
+    read_kept(out, t.kept)
     return out
 
 
