@@ -198,7 +198,7 @@ def test_a_segments_replay_reads_the_input_rows_it_needs_not_a_copy_of_it(monkey
     saves)."""
     import tracemalloc
 
-    from hydra.backends.cpu import background
+    from hydra.backends.machinecode import background
     monkeypatch.setattr(background, "ENABLED", False)  # (no build's memory traced)
     rng = np.random.default_rng(10)
     W, U, b = rng.normal(size=(4, 4)) * 0.5, rng.normal(size=(4, 16)) * 0.3, np.zeros(4)
