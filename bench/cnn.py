@@ -14,7 +14,9 @@ PyTorch's ``set_num_threads(T)``):
 - ``numpy im2col+GEMM``: the same network hand-batched in NumPy (one contiguous im2col
   and one GEMM per convolution, lanes folded into the GEMM's N dimension);
 - ``torch eager``: PyTorch's conv2d/max_pool2d/linear under ``no_grad`` (NCHW), where
-  torch is importable, and ``jax jit(vmap)`` of the per-example function where jax is;
+  torch is importable, and ``jax jit(vmap)`` of the same network for one image
+  (``bench/jaxpeers.py``) where jax is (XLA's threads are fixed when jax is imported:
+  one thread if the first row is, then run other thread counts with ``--threads T``);
 - ``sgemm ceiling``: only the GEMMs the network needs (each convolution as one
   ``[O, C*kh*kw] @ [C*kh*kw, images*Ho*Wo]`` and each dense layer), on contiguous
   operands, with the BLAS NumPy runs: the time no implementation that spends its FLOPs in
@@ -45,6 +47,8 @@ import numpy as np
 
 import hydra
 from hydra import nn
+
+from . import jaxpeers
 
 try:  # a tree that builds generated loops in the background (its steady state is timed)
     from hydra.backends.cpu import background
@@ -251,14 +255,11 @@ def torch_impl(name, threads):
     return f
 
 
-def jax_impl(name):
-    try:
-        import jax
-    except ImportError:
-        return None
-    weighted = [layer for layer in ARCH[name][1] if layer[0] != "pool"]
-    f = jax.jit(jax.vmap(MODELS[name], in_axes=(0,) + (None,) * (2 * len(weighted))))
-    return lambda x, params: np.asarray(f(x, *params))
+def jax_impl(name, threads):
+    """``jit(vmap)`` of the network for one image (bench/jaxpeers.py), or the line
+    saying why there is no JAX row."""
+    f, why = jaxpeers.cnn_forward(ARCH[name][1], threads)
+    return f or why
 
 
 # ---- timing --------------------------------------------------------------------------
@@ -301,8 +302,9 @@ def rows(name, images, threads, repeat):
     impls.append(("numpy im2col+GEMM", lambda: numpy_batched(name, x, params)))
     t = torch_impl(name, threads)
     impls.append(("torch eager (oneDNN)", (lambda: t(x, params)) if t else None))
-    j = jax_impl(name)
-    impls.append(("jax jit(vmap)", (lambda: j(x, params)) if j else None))
+    j = jax_impl(name, threads)
+    impls.append(("jax jit(vmap)", (lambda: j(x, params)) if callable(j) else None))
+    skipped = {"jax jit(vmap)": j if isinstance(j, str) else None}
     ceiling = gemm_ceiling(name, images)
     impls.append(("sgemm ceiling (GEMMs only)", ceiling))
     live = [(label, fn) for label, fn in impls if fn is not None]
@@ -324,7 +326,7 @@ def rows(name, images, threads, repeat):
     result = []
     for label, fn in impls:
         if fn is None:
-            result.append((label, None, None, "not importable"))
+            result.append((label, None, None, skipped.get(label) or "not importable"))
             continue
         ok = "-" if "ceiling" in label else (
             "yes" if float(np.max(np.abs(np.asarray(outs[label]) - want))) <= TOLERANCE * scale
@@ -440,6 +442,7 @@ def main(argv=None) -> None:
         pass
     print(f"# {cpu}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
           f"numpy {np.__version__}; {blas_report()}")
+    print(f"# {jaxpeers.describe(min(int(t) for t in a.threads.split(',')))}")
     names = a.only or ["lenet", "vgg_small"] + (["vgg19"] if a.vgg19 else [])
     print(f"{'model':10} {'images':>6} {'thr':>3} {'implementation':28} {'median ms':>10} "
           f"{'best ms':>8} {'img/s':>8} {'vs torch':>8} {'agrees':>7}")

@@ -26,8 +26,11 @@ arguments (tracemalloc: NumPy's buffers; PyTorch's are not traced).  One thread
 peers (``bench/gradpeers.py``: batched autograd, ``torch.func`` ``vmap(grad)``,
 padded/packed RNNs, masked early exit,
 ``vmap(grad)`` + clipping) run after hydra's rows, warmed up, and are checked against
-hydra's gradient step; JAX gets rows only where it is importable (not written yet: the
-table says whether it is installed).
+hydra's gradient step; so are the JAX peers (``bench/jaxpeers.py``: ``jit(grad)`` of the
+batched mean loss, ``jit(vmap(grad))``, a masked ``scan``, early exit's ``fori_loop`` +
+``where`` and its refused ``while_loop`` port, ``jit(vmap(grad))`` + clipping) where jax
+is importable (the header says whether it is, and XLA's thread setting).  The peers'
+calls are interleaved with each other, after a warm-up call that compiles JAX's.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 import hydra
 from hydra import lanesum, nlanes
 
-from . import gradpeers
+from . import gradpeers, jaxpeers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import digits_cnn  # noqa: E402  (the examples directory is not a package)
@@ -207,20 +210,27 @@ def run(name: str, scale: float, repeat: int) -> list[tuple]:
     out = [(name, lanes, row, min(ts), statistics.median(ts), min(ts) / base, checks[row],
             peak_mib(kernels[row], args)) for row, ts in times.items()]
     reference = kernels[list(kernels)[1]](*args)  # the gradient step the peers compute
+    live, refused, got = [], {}, {}
     for row, step in gradpeers.peers(name) or ():
         try:
-            step(*args)
+            got[row] = step(*args)  # warm-up (JAX: compiles)
+            live.append((row, step))
         except Exception as e:  # noqa: BLE001 (a peer that refuses: its error is the row)
-            out.append((name, lanes, f"{row}: {type(e).__name__}: {str(e)[:80]}",
-                        float("nan"), float("nan"), float("nan"), float("nan"), float("nan")))
-            continue
-        ts = []
-        for _ in range(repeat):
+            refused[row] = f"{row}: {type(e).__name__}: {str(e).splitlines()[0][:110]}"
+        got.setdefault(row, None)
+    ts = {row: [] for row, _ in live}
+    for _ in range(repeat):  # the peers interleaved with each other, round by round
+        for row, step in live:
             t = time.perf_counter()
-            got = step(*args)
-            ts.append((time.perf_counter() - t) * 1e3)
-        out.append((name, lanes, row, min(ts), statistics.median(ts), min(ts) / base,
-                    max_rel(tuple(got), reference), float("nan")))  # (torch: not traced)
+            got[row] = step(*args)
+            ts[row].append((time.perf_counter() - t) * 1e3)
+    nan = float("nan")
+    for row in got:
+        if row in refused:
+            out.append((name, lanes, refused[row], nan, nan, nan, nan, nan))
+        else:  # (peak memory: torch's and XLA's buffers are not traced)
+            out.append((name, lanes, row, min(ts[row]), statistics.median(ts[row]),
+                        min(ts[row]) / base, max_rel(tuple(got[row]), reference), nan))
     return out
 
 
@@ -237,12 +247,11 @@ def peak_mib(step, args) -> float:
 
 
 def peers() -> str:
-    have = [m for m in ("torch", "jax") if importlib.util.find_spec(m) is not None]
-    missing = [m for m in ("torch", "jax") if m not in have]
-    rows = "PyTorch rows: bench/gradpeers.py" if "torch" in have else ""
-    gone = f"{', '.join(missing)} not installed on this machine: no rows for it" \
-        if missing else "JAX rows not written yet"
-    return "peers: " + "; ".join(x for x in (rows, gone) if x)
+    torch = "PyTorch rows: bench/gradpeers.py" if importlib.util.find_spec("torch") \
+        else "torch not installed on this machine: no PyTorch rows"
+    threads = 1 if os.environ.get("HYDRA_THREADS") == "1" else 0
+    jax = jaxpeers.missing() or f"JAX rows: bench/jaxpeers.py ({jaxpeers.describe(threads)})"
+    return f"peers: {torch}; {jax}"
 
 
 def cpu_model() -> str:
