@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 import numpy as np
 
@@ -47,11 +48,11 @@ def configure(threads: int):
     if missing():
         return None
     if not _imported_for:
-        if threads == 1:
-            flags = os.environ.get("XLA_FLAGS", "")
-            if "multi_thread_eigen" not in flags:
-                os.environ["XLA_FLAGS"] = f"{flags} {ONE_THREAD}".strip()
-        _imported_for.append(1 if threads == 1 else 0)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if threads == 1 and "jax" not in sys.modules and "multi_thread_eigen" not in flags:
+            os.environ["XLA_FLAGS"] = flags = f"{flags} {ONE_THREAD}".strip()
+        # (jax imported already, by someone else: its pool is what the flags said then)
+        _imported_for.append(1 if "multi_thread_eigen=false" in flags else 0)
     import jax
     return jax
 
