@@ -218,8 +218,9 @@ def grad_peers(name: str, threads: int | None = None):
                 ws, x, label)
             norm = jnp.sqrt(sum((g.reshape(g.shape[0], -1) ** 2).sum(1) for g in gs))
             scale = jnp.minimum(1.0, clip / jnp.maximum(norm, 1e-12))
-            return losses.mean(), [(g * scale.reshape((-1,) + (1,) * (g.ndim - 1))).sum(0)
-                                   for g in gs]
+            # the clipped sum as a contraction with the scales: XLA's column sum of
+            # g * scale (PyTorch's form) took 3-4x longer here
+            return losses.mean(), [jnp.tensordot(scale, g, axes=(0, 0)) for g in gs]
 
         def step(x, label, W1, b1, W2, b2, clip):
             return _out(*clipped([W1, b1, W2, b2], x, label.astype(np.int32),
