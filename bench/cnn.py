@@ -16,7 +16,9 @@ PyTorch's ``set_num_threads(T)``):
 - ``torch eager``: PyTorch's conv2d/max_pool2d/linear under ``no_grad`` (NCHW), where
   torch is importable, and ``jax jit(vmap)`` of the same network for one image
   (``bench/jaxpeers.py``) where jax is (XLA's threads are fixed when jax is imported:
-  one thread if the first row is, then run other thread counts with ``--threads T``);
+  one thread if the first row is, then run other thread counts with ``--threads T``),
+  and the same as two ``jit(vmap)`` calls, convolutions | dense layers (jaxlib 0.10.2
+  fuses VGG-19's last pool and dense layers into one slow library call);
 - ``sgemm ceiling``: only the GEMMs the network needs (each convolution as one
   ``[O, C*kh*kw] @ [C*kh*kw, images*Ho*Wo]`` and each dense layer), on contiguous
   operands, with the BLAS NumPy runs: the time no implementation that spends its FLOPs in
@@ -255,10 +257,11 @@ def torch_impl(name, threads):
     return f
 
 
-def jax_impl(name, threads):
-    """``jit(vmap)`` of the network for one image (bench/jaxpeers.py), or the line
-    saying why there is no JAX row."""
-    f, why = jaxpeers.cnn_forward(ARCH[name][1], threads)
+def jax_impl(name, threads, split=False):
+    """``jit(vmap)`` of the network for one image (bench/jaxpeers.py; ``split``: its
+    convolutions and its dense layers as two), or the line saying why there is no JAX
+    row."""
+    f, why = jaxpeers.cnn_forward(ARCH[name][1], threads, split)
     return f or why
 
 
@@ -302,9 +305,12 @@ def rows(name, images, threads, repeat):
     impls.append(("numpy im2col+GEMM", lambda: numpy_batched(name, x, params)))
     t = torch_impl(name, threads)
     impls.append(("torch eager (oneDNN)", (lambda: t(x, params)) if t else None))
-    j = jax_impl(name, threads)
+    j, js = jax_impl(name, threads), jax_impl(name, threads, split=True)
     impls.append(("jax jit(vmap)", (lambda: j(x, params)) if callable(j) else None))
-    skipped = {"jax jit(vmap)": j if isinstance(j, str) else None}
+    impls.append(("jax jit(vmap), convs | dense", (lambda: js(x, params)) if callable(js)
+                  else None))
+    skipped = {"jax jit(vmap)": j if isinstance(j, str) else None,
+               "jax jit(vmap), convs | dense": js if isinstance(js, str) else None}
     ceiling = gemm_ceiling(name, images)
     impls.append(("sgemm ceiling (GEMMs only)", ceiling))
     live = [(label, fn) for label, fn in impls if fn is not None]

@@ -228,19 +228,29 @@ def grad_peers(name: str, threads: int | None = None):
         yield "jax jit(vmap(grad)) + clipping", step
 
 
-def cnn_forward(layers, threads: int):
+def cnn_forward(layers, threads: int, split: bool = False):
     """(function (x, params) -> logits as NumPy, None), or (None, why not): ``jit(vmap)``
     of the network for ONE image described by ``layers`` (``bench/cnn.py``'s ARCH
     entries: ("conv", O, C, k, padding) with relu, ("pool", k), ("dense", out, in,
-    relu))."""
+    relu)).  ``split``: the convolutional part and the dense layers as two ``jit(vmap)``
+    calls, one after the other: jaxlib 0.10.2 on this CPU makes VGG-19's last pool and
+    its three dense layers one YNN fusion that takes ~15 s per image (the convolutions
+    ~0.4 s), and the split keeps them apart."""
     why = missing() or thread_mismatch(threads)
     if why:
         return None, why
     jax = configure(threads)
+    if split:
+        cut = next(i for i, layer in enumerate(layers) if layer[0] == "dense")
+        nconv = 2 * sum(1 for layer in layers[:cut] if layer[0] != "pool")
+        (features, _), (classifier, _) = (cnn_forward(layers[:cut], threads),
+                                          cnn_forward(layers[cut:], threads))
+        return (lambda x, params: classifier(features(x, params[:nconv]),
+                                             params[nconv:])), None
     import jax.numpy as jnp
     from jax import lax
 
-    def one(x, params):  # x [C, H, W]
+    def one(x, params):  # x [C, H, W] (or the features the dense layers flatten)
         it = iter(params)
         h = x[None]
         for layer in layers:

@@ -74,12 +74,14 @@ def test_bench_grad_run_has_the_jax_rows_and_the_refusal():
 def test_cnn_jit_vmap_agrees_with_the_per_image_oracle(name):
     pytest.importorskip("jax")
     x, params = cnn.setup(name, 2)
-    fn, why = jaxpeers.cnn_forward(cnn.ARCH[name][1], 1 if jaxpeers.thread_mismatch(0) else 0)
-    assert why is None
+    threads = 1 if jaxpeers.thread_mismatch(0) else 0  # whatever jax was imported for
     want = cnn.oracle(name, x, params)
-    got = fn(x, params)
-    assert got.shape == want.shape
-    assert np.max(np.abs(got - want)) <= cnn.TOLERANCE * np.max(np.abs(want))
+    for split in (False, True):
+        fn, why = jaxpeers.cnn_forward(cnn.ARCH[name][1], threads, split)
+        assert why is None
+        got = fn(x, params)
+        assert got.shape == want.shape
+        assert np.max(np.abs(got - want)) <= cnn.TOLERANCE * np.max(np.abs(want))
 
 
 def test_cnn_row_says_when_xla_threads_were_fixed_at_import(monkeypatch):
