@@ -11,8 +11,9 @@ checks them against hydra's results.
   port, whose reverse mode JAX refuses (the row shows the error); DP-SGD as
   ``jit(vmap(grad))`` + per-example clipping.  Each step returns (mean loss, mean
   gradients...), or for DP-SGD (mean loss, sums of the clipped gradients...).
-- ``cnn_forward(layers, threads)``: ``jit(vmap)`` of a per-image network described by
-  ``bench/cnn.py``'s layer list (conv + relu, max-pool, dense).
+- ``cnn_forward(layers, threads, split)``: ``jit(vmap)`` of a per-image network
+  described by ``bench/cnn.py``'s layer list (conv + relu, max-pool, dense); ``split``:
+  its convolutions and its dense layers as two ``jit(vmap)`` calls.
 
 JAX is optional (the ``peers`` extra): where it is not importable every function here
 says so (``missing()``) and yields no rows.  Threads: XLA's CPU thread pool is made when
@@ -72,7 +73,9 @@ def describe(threads: int) -> str:
     if jax is None:
         return missing()
     import jaxlib
-    pool = ("one thread (XLA_FLAGS=" + ONE_THREAD + ")") if threads == 1 else "XLA's default pool"
+    # the pool jax was imported with (which may not be ``threads``': thread_mismatch)
+    pool = f"one thread (XLA_FLAGS={os.environ.get('XLA_FLAGS')})" if _imported_for[0] == 1 \
+        else "XLA's default pool"
     return f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, CPU, {pool}"
 
 
