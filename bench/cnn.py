@@ -15,7 +15,11 @@ PyTorch's ``set_num_threads(T)``):
 - ``numpy im2col+GEMM``: the same network hand-batched in NumPy (one contiguous im2col
   and one GEMM per convolution, lanes folded into the GEMM's N dimension);
 - ``torch eager``: PyTorch's conv2d/max_pool2d/linear under ``no_grad`` (NCHW), where
-  torch is importable, and ``jax jit(vmap)`` of the per-example function where jax is;
+  torch is importable, and ``jax jit(vmap)`` of the same network for one image
+  (``bench/jaxpeers.py``) where jax is (XLA's threads are fixed when jax is imported:
+  one thread if the first row is, then run other thread counts with ``--threads T``),
+  and the same as two ``jit(vmap)`` calls, convolutions | dense layers (jaxlib 0.10.2
+  fuses VGG-19's last pool and dense layers into one slow library call);
 - ``sgemm ceiling``: only the GEMMs the network needs (each convolution as one
   ``[O, C*kh*kw] @ [C*kh*kw, images*Ho*Wo]`` and each dense layer), on contiguous
   operands, with the BLAS NumPy runs: the time no direct (im2col) implementation that
@@ -49,6 +53,8 @@ import numpy as np
 
 import hydra
 from hydra import nn
+
+from . import jaxpeers
 
 try:  # a tree that builds generated loops in the background (its steady state is timed)
     from hydra.backends.machinecode import background
@@ -258,14 +264,12 @@ def torch_impl(name, threads):
     return f
 
 
-def jax_impl(name):
-    try:
-        import jax
-    except ImportError:
-        return None
-    weighted = [layer for layer in ARCH[name][1] if layer[0] != "pool"]
-    f = jax.jit(jax.vmap(MODELS[name], in_axes=(0,) + (None,) * (2 * len(weighted))))
-    return lambda x, params: np.asarray(f(x, *params))
+def jax_impl(name, threads, split=False):
+    """``jit(vmap)`` of the network for one image (bench/jaxpeers.py; ``split``: its
+    convolutions and its dense layers as two), or the line saying why there is no JAX
+    row."""
+    f, why = jaxpeers.cnn_forward(ARCH[name][1], threads, split)
+    return f or why
 
 
 # ---- timing --------------------------------------------------------------------------
@@ -308,8 +312,12 @@ def rows(name, images, threads, repeat):
     impls.append(("numpy im2col+GEMM", lambda: numpy_batched(name, x, params)))
     t = torch_impl(name, threads)
     impls.append(("torch eager (oneDNN)", (lambda: t(x, params)) if t else None))
-    j = jax_impl(name)
-    impls.append(("jax jit(vmap)", (lambda: j(x, params)) if j else None))
+    j, js = jax_impl(name, threads), jax_impl(name, threads, split=True)
+    impls.append(("jax jit(vmap)", (lambda: j(x, params)) if callable(j) else None))
+    impls.append(("jax jit(vmap), convs | dense", (lambda: js(x, params)) if callable(js)
+                  else None))
+    skipped = {"jax jit(vmap)": j if isinstance(j, str) else None,
+               "jax jit(vmap), convs | dense": js if isinstance(js, str) else None}
     ceiling = gemm_ceiling(name, images)
     impls.append(("sgemm ceiling (GEMMs only)", ceiling))
     live = [(label, fn) for label, fn in impls if fn is not None]
@@ -331,7 +339,7 @@ def rows(name, images, threads, repeat):
     result = []
     for label, fn in impls:
         if fn is None:
-            result.append((label, None, None, "not importable"))
+            result.append((label, None, None, skipped.get(label) or "not importable"))
             continue
         ok = "-" if "ceiling" in label else (
             "yes" if float(np.max(np.abs(np.asarray(outs[label]) - want))) <= TOLERANCE * scale
@@ -453,6 +461,7 @@ def main(argv=None) -> None:
         pass
     print(f"# {cpu}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
           f"numpy {np.__version__}; {blas_report()}")
+    print(f"# {jaxpeers.describe(min(int(t) for t in a.threads.split(',')))}")
     names = a.only or ["lenet", "vgg_small"] + (["vgg19"] if a.vgg19 else [])
     if a.profile:
         from .cnnprofile import report

@@ -24,10 +24,13 @@ inputs (max relative difference), and the peak memory one call holds beyond its
 arguments (tracemalloc: NumPy's buffers; PyTorch's are not traced).  One thread
 (``HYDRA_THREADS=1``, set before the run) and all cores: run it twice.  The PyTorch
 peers (``bench/gradpeers.py``: batched autograd, ``torch.func`` ``vmap(grad)``,
-padded/packed RNNs, masked early exit,
-``vmap(grad)`` + clipping) run after hydra's rows, warmed up, and are checked against
-hydra's gradient step; JAX gets rows only where it is importable (not written yet: the
-table says whether it is installed).
+padded/packed RNNs, masked early exit, ``vmap(grad)`` + clipping) are checked against
+hydra's gradient step; so are the JAX peers (``bench/jaxpeers.py``: ``jit(grad)`` of
+the batched mean loss, ``jit(vmap(grad))``, a masked ``scan``, early exit's
+``fori_loop`` + ``where`` and its refused ``while_loop`` port, ``jit(vmap(grad))`` +
+clipping) where jax is importable (the header says whether it is, and XLA's thread
+setting).  Each peer is called once first (JAX compiles), then timed in the same
+interleaved rounds as hydra's rows.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 import hydra
 from hydra import lanesum, nlanes
 
-from . import gradpeers
+from . import gradpeers, jaxpeers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import digits_cnn  # noqa: E402  (the examples directory is not a package)
@@ -196,32 +199,45 @@ def run(name: str, scale: float, repeat: int) -> list[tuple]:
         got = kernels[row](*args)
         ref = hydra.compile(f, varying=varying, backend="numpy")(*args)
         checks[row] = max_rel(got, ref)
-    times = {row: [] for row in kernels}
-    for _ in range(repeat):
-        for row, k in kernels.items():
+    reference = kernels[list(kernels)[1]](*args)  # the gradient step the peers compute
+    live, refused, got = warm_peers(name, args)
+    calls = {**kernels, **live}
+    times = {row: [] for row in calls}
+    for _ in range(repeat):  # hydra's rows and the peers interleaved, round by round
+        for row, k in calls.items():
             t = time.perf_counter()
-            k(*args)
+            result = k(*args)
             times[row].append((time.perf_counter() - t) * 1e3)
+            if row in live:
+                got[row] = result
     base = min(times[next(iter(times))])
     lanes = len(args[0])
-    out = [(name, lanes, row, min(ts), statistics.median(ts), min(ts) / base, checks[row],
-            peak_mib(kernels[row], args)) for row, ts in times.items()]
-    reference = kernels[list(kernels)[1]](*args)  # the gradient step the peers compute
+    out = [(name, lanes, row, min(times[row]), statistics.median(times[row]),
+            min(times[row]) / base, checks[row], peak_mib(kernels[row], args))
+           for row in kernels]
+    nan = float("nan")
+    for row in got:
+        if row in refused:
+            out.append((name, lanes, refused[row], nan, nan, nan, nan, nan))
+        else:  # (peak memory: torch's and XLA's buffers are not traced)
+            ts = times[row]
+            out.append((name, lanes, row, min(ts), statistics.median(ts), min(ts) / base,
+                        max_rel(tuple(got[row]), reference), nan))
+    return out
+
+
+def warm_peers(name, args):
+    """({row: step} of the peers that ran, {row: the error line} of those that refused,
+    {row: first result or None}, in the peers' order): each called once (JAX compiles)."""
+    live, refused, got = {}, {}, {}
     for row, step in gradpeers.peers(name) or ():
         try:
-            step(*args)
+            got[row] = step(*args)
+            live[row] = step
         except Exception as e:  # noqa: BLE001 (a peer that refuses: its error is the row)
-            out.append((name, lanes, f"{row}: {type(e).__name__}: {str(e)[:80]}",
-                        float("nan"), float("nan"), float("nan"), float("nan"), float("nan")))
-            continue
-        ts = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            got = step(*args)
-            ts.append((time.perf_counter() - t) * 1e3)
-        out.append((name, lanes, row, min(ts), statistics.median(ts), min(ts) / base,
-                    max_rel(tuple(got), reference), float("nan")))  # (torch: not traced)
-    return out
+            refused[row] = f"{row}: {type(e).__name__}: {str(e).splitlines()[0][:110]}"
+            got[row] = None
+    return live, refused, got
 
 
 def peak_mib(step, args) -> float:
@@ -237,12 +253,11 @@ def peak_mib(step, args) -> float:
 
 
 def peers() -> str:
-    have = [m for m in ("torch", "jax") if importlib.util.find_spec(m) is not None]
-    missing = [m for m in ("torch", "jax") if m not in have]
-    rows = "PyTorch rows: bench/gradpeers.py" if "torch" in have else ""
-    gone = f"{', '.join(missing)} not installed on this machine: no rows for it" \
-        if missing else "JAX rows not written yet"
-    return "peers: " + "; ".join(x for x in (rows, gone) if x)
+    torch = "PyTorch rows: bench/gradpeers.py" if importlib.util.find_spec("torch") \
+        else "torch not installed on this machine: no PyTorch rows"
+    threads = 1 if os.environ.get("HYDRA_THREADS") == "1" else 0
+    jax = jaxpeers.missing() or f"JAX rows: bench/jaxpeers.py ({jaxpeers.describe(threads)})"
+    return f"peers: {torch}; {jax}"
 
 
 def cpu_model() -> str:

@@ -1,5 +1,7 @@
-"""The PyTorch peers of ``bench/grad.py``: the same losses' gradient steps, batched
-autograd and ``torch.func`` ``vmap(grad)`` (per-example gradients), on the CPU.
+"""The peers of ``bench/grad.py``: the same losses' gradient steps in PyTorch (batched
+autograd and ``torch.func`` ``vmap(grad)``, per-example gradients) on the CPU, then
+JAX's (``bench/jaxpeers.py``: ``jit(grad)``, ``jit(vmap(grad))``, ``scan``,
+``fori_loop``/``while_loop``), each where its library is importable.
 
 Each peer takes the workload's NumPy arguments and returns the step's outputs as NumPy
 arrays in hydra's order (mean loss, then the mean gradients; for DP-SGD the sums of the
@@ -13,8 +15,17 @@ import os
 
 import numpy as np
 
+from . import jaxpeers
+
 
 def peers(name: str):
+    """(row name, step function) of every peer of workload ``name``: PyTorch's, then
+    JAX's."""
+    yield from torch_peers(name)
+    yield from jaxpeers.grad_peers(name)
+
+
+def torch_peers(name: str):
     """(row name, step function) of the PyTorch peers of workload ``name``."""
     try:
         import torch
