@@ -142,3 +142,37 @@ def test_the_native_max_pool_adjoint_is_the_host_rule_bit_for_bit(dtype, monkeyp
             first = max_pool_grad_loops(x[n], v[n], 2, None)
             second = max_pool_grad_loops(x[n] * 2.0, np.ones((2, 4, 5), dtype), 3, 1) * 2.0
             assert got[n].tobytes() == (first + second).astype(dtype).tobytes()
+
+
+def avg_loss(x, v):
+    return np.sum(hydra.nn.avg_pool2d(x, 2) * v) + np.sum(hydra.nn.avg_pool2d(x, 3, 1) * x[:, :4, :5])
+
+
+avg_grad = hydra.grad(avg_loss)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_native_avg_pool_adjoint_is_the_host_rule_bit_for_bit(dtype, monkeypatch):
+    monkeypatch.setattr(background, "ENABLED", False)
+    t = {np.float32: FLOAT32, np.float64: FLOAT64}[dtype]
+    cpu = hydra.compile(avg_grad, varying=("x", "v"), backend="cpu")
+    steps = cpu.dump_ir("steps", types=[ArrayType(t, 3, (2, 6, 7)), ArrayType(t, 3, (2, 3, 3))])
+    assert steps.count("(windowsteps.avg_pool_grad_step)") == 2  # apart and overlapping
+    ref = hydra.compile(avg_grad, varying=("x", "v"), backend="numpy")
+    rng = np.random.default_rng(4)
+    for lanes in (1, 17):
+        x = rng.standard_normal((lanes, 2, 6, 7)).astype(dtype)
+        v = rng.standard_normal((lanes, 2, 3, 3)).astype(dtype)
+        got, want = cpu(x, v), ref(x, v)
+        assert got.dtype == dtype and got.tobytes() == want.tobytes()
+        n = lanes - 1  # and the definition: each window's g / (k*k) on its pixels
+        spread = np.zeros((2, 6, 7))
+        for a in range(3):
+            for b in range(3):
+                spread[:, 2 * a:2 * a + 2, 2 * b:2 * b + 2] += v[n, :, a, b, None, None] / 4
+        third = np.zeros((2, 6, 7))
+        for a in range(4):
+            for b in range(5):
+                third[:, a:a + 3, b:b + 3] += x[n, :, a, b, None, None] / 9
+        third[:, :4, :5] += windows.avg_pool2d(x[n].astype(np.float64), 3, 1)
+        np.testing.assert_allclose(got[n], spread + third, rtol=1e-5, atol=1e-5)
