@@ -12,7 +12,8 @@ batching rule: one image is the case of no leading axes.
   as ``[images, C*kh*kw, Ho*Wo]``, then one batched GEMM ``g [images, O, Ho*Wo] @
   cols^T``.  Leading axes broadcast (a uniform image against per-lane adjoints makes
   its columns once).  An ``einsum`` over a window view (before) ran no GEMM: 10 ms for
-  the digits CNN's 512 lanes, against 0.3 ms.  (One GEMM over all lanes' output
+  the digits CNN's 512 lanes, against 0.3 ms.  Images go in chunks of ``COLUMN_BYTES``
+  of columns, as ``hydra.windows.conv2d``'s.  (One GEMM over all lanes' output
   positions, ``[O, images*Ho*Wo] @ [images*Ho*Wo, C*kh*kw]``, for a ``lanesum`` of the
   weights' gradient, measured 1.3-4x slower than the batched GEMM and its sum over the
   lanes: its operands need a transposed copy each.)
@@ -33,6 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
+#: bytes of im2col columns one chunk of images makes (they stay in the caches for its
+#: GEMM: LeNet's first layer's columns for 256 images are 15 MB)
+COLUMN_BYTES = 1 << 20
 
 
 def out_size(n: int, k: int, stride: int, padding: int = 0) -> int:
@@ -73,18 +78,33 @@ def _images(a, ndim: int = 3):
     return a.reshape((int(np.prod(lead, dtype=np.int64)),) + a.shape[-ndim:]), lead
 
 
+def _chunk(image_bytes: int) -> int:
+    """Images per chunk: ``COLUMN_BYTES`` of columns, at least one image."""
+    return max(1, COLUMN_BYTES // max(image_bytes, 1))
+
+
 def conv2d_grad_weight(x, g, kh, kw, stride=1, padding=0):
     """conv2d's adjoint for its weights: images ``x [..., C, H, W]`` correlated with
     ``g [..., O, Ho, Wo]``: ``[..., O, C, kh, kw]``."""
     x, g = np.asarray(x), np.asarray(g)
     dtype = np.result_type(x, g)
-    c = x.shape[-3]
+    c, h, w = x.shape[-3:]
     o, ho, wo = g.shape[-3:]
-    xs, xlead = _images(x)
-    cols = columns(xs, kh, kw, stride, padding, dtype).reshape(xlead + (c * kh * kw, ho * wo))
-    gm = g.reshape(g.shape[:-3] + (o, ho * wo)).astype(dtype, copy=False)
-    out = np.matmul(gm, np.swapaxes(cols, -1, -2))
-    return out.reshape(out.shape[:-2] + (o, c, kh, kw))
+    k, p = c * kh * kw, ho * wo
+    gm = g.reshape(g.shape[:-3] + (o, p)).astype(dtype, copy=False)
+    if x.ndim == 3:  # one image for all adjoints: its columns once
+        cols = columns(x[None], kh, kw, stride, padding, dtype)[0]
+        return np.matmul(gm, cols.T).reshape(g.shape[:-3] + (o, c, kh, kw))
+    lead = np.broadcast_shapes(x.shape[:-3], g.shape[:-3])
+    n = int(np.prod(lead, dtype=np.int64))
+    xs = np.broadcast_to(x, lead + (c, h, w)).reshape(n, c, h, w)
+    gs = np.broadcast_to(gm, lead + (o, p)).reshape(n, o, p)
+    out = np.empty((n, o, k), dtype)
+    step = _chunk(k * p * out.itemsize)
+    for n0 in range(0, n, step):  # each image's own GEMM: the chunks change no bits
+        cols = columns(xs[n0:n0 + step], kh, kw, stride, padding, dtype)
+        np.matmul(gs[n0:n0 + step], cols.transpose(0, 2, 1), out=out[n0:n0 + step])
+    return out.reshape(lead + (o, c, kh, kw))
 
 
 def conv2d_grad_input(g, w, height, width, stride=1, padding=0):
@@ -95,16 +115,20 @@ def conv2d_grad_input(g, w, height, width, stride=1, padding=0):
     dtype = np.result_type(g, w)
     gs, lead = _images(g)
     n, _, ho, wo = gs.shape
-    # [C*kh*kw, O] @ [O, n*Ho*Wo]: the images side by side in the GEMM's N dimension
-    folded = gs.transpose(1, 0, 2, 3).reshape(o, n * ho * wo).astype(dtype, copy=False)
-    cols = (w.reshape(o, c * kh * kw).T.astype(dtype, copy=False) @ folded).reshape(
-        c, kh, kw, n, ho, wo)
+    wt = w.reshape(o, c * kh * kw).T.astype(dtype, copy=False)
     hp, wp = height + 2 * padding, width + 2 * padding
     out = np.zeros((n, c, hp, wp), dtype)
-    for i in range(kh):
-        for j in range(kw):
-            out[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride] \
-                += cols[:, i, j].transpose(1, 0, 2, 3)
+    step = _chunk(c * kh * kw * ho * wo * out.itemsize)
+    for n0 in range(0, n, step):
+        m = min(step, n - n0)
+        # [C*kh*kw, O] @ [O, m*Ho*Wo]: the chunk's images side by side in the GEMM's N
+        folded = gs[n0:n0 + m].transpose(1, 0, 2, 3).reshape(o, m * ho * wo)
+        cols = (wt @ folded.astype(dtype, copy=False)).reshape(c, kh, kw, m, ho, wo)
+        dst = out[n0:n0 + m]
+        for i in range(kh):
+            for j in range(kw):
+                dst[:, :, i:i + stride * (ho - 1) + 1:stride,
+                    j:j + stride * (wo - 1) + 1:stride] += cols[:, i, j].transpose(1, 0, 2, 3)
     out = out[:, :, padding:padding + height, padding:padding + width]
     return np.ascontiguousarray(out).reshape(lead + (c, height, width))
 
