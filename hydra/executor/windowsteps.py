@@ -21,8 +21,8 @@ loop visits each window once, unrolled, and keeps the slot of its first maximum:
 (about 2 ns a window on this machine's EPYC, LeNet's 24x24 images too).  The avg's host
 rule is ``k*k`` strided read-modify-write passes (0.32 ms there, twice the forward
 pool); the loop writes each window's pixels once (0.07 ms).  The loops are built by the
-backend's ``compile_loop`` (cpu: ``nativeloops``, once per window shape and dtype, kept
-in hydra's disk cache).
+backend's ``compile_loop`` (cpu: ``machinecode.loops``, once per window shape and dtype,
+kept in hydra's disk cache).
 """
 
 from __future__ import annotations
