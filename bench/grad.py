@@ -11,7 +11,8 @@ one a per-example cross-entropy against a label (ML.md's shapes, scaled):
   (back-propagation through time, each lane its own trips);
 - ``early exit``: ML.md's early-exit network, cross-entropy of the exit layer's logits;
 - ``digits``: the CNN of ``examples/digits_cnn.py``: automatic (its ``hydra.nn``
-  forward) and hand-written;
+  forward), hand-written after the same ``hydra.nn`` forward (only the backward passes
+  differ) and hand-written as the example has it;
 - ``dp-sgd``: the MLP's step with per-example clipping and noise
   (``examples/dp_sgd.py``'s shape), against hydra's own non-private step;
 - ``greeks``: Black-Scholes price and its four Greeks by ``hydra.value_and_grad``
@@ -175,6 +176,7 @@ def workload(name: str, scale: float):
         idx = rng.integers(0, len(y), n)
         return ({"forward (hydra.nn)": digits_forward,
                  "automatic step (hydra.nn)": digits_cnn.batch_autograd,
+                 "hand-written step (hydra.nn forward)": digits_cnn.batch_grads_nn,
                  "hand-written step": digits_cnn.batch_grads}, ("x", "label"),
                 (x[idx], y[idx], *digits_cnn.init()))
     if name == "greeks":

@@ -28,14 +28,19 @@ from hydra import lanesum, nlanes
 FILTERS = 8
 
 
+def columns(x):
+    """The im2col of one [1, 10, 10] padded image for the 3x3 convolution: [9, 64]."""
+    p = x[0]
+    return np.stack((p[0:8, 0:8], p[0:8, 1:9], p[0:8, 2:10],
+                     p[1:9, 0:8], p[1:9, 1:9], p[1:9, 2:10],
+                     p[2:10, 0:8], p[2:10, 1:9], p[2:10, 2:10])).reshape(9, 64)
+
+
 def features(x, W, b):
     """Convolution (3x3, padding 1) + relu + 2x2 max-pool of one [1, 10, 10] padded image:
     (im2col columns [9, 64], activations [FILTERS, 8, 8] as [FILTERS, 4, 2, 4, 2] pooling
     windows, pooled [FILTERS, 4, 4])."""
-    p = x[0]
-    cols = np.stack((p[0:8, 0:8], p[0:8, 1:9], p[0:8, 2:10],
-                     p[1:9, 0:8], p[1:9, 1:9], p[1:9, 2:10],
-                     p[2:10, 0:8], p[2:10, 1:9], p[2:10, 2:10])).reshape(9, 64)
+    cols = columns(x)
     acts = np.maximum(W.reshape(FILTERS, 9) @ cols + b.reshape(FILTERS, 1), 0.0)
     w = acts.reshape(FILTERS, 4, 2, 4, 2)
     # the maximum of the four window entries as three elementwise maxima: a reduction
@@ -48,6 +53,21 @@ def features(x, W, b):
 def grads_one(x, label, W, b, V, c):
     """(loss, dW, db, dV, dc) of one example: x [1, 10, 10], label an int."""
     cols, windows, pooled = features(x, W, b)
+    return backward(label, V, c, cols, windows, pooled)
+
+
+def grads_nn_one(x, label, W, b, V, c):
+    """``grads_one`` with ``loss_one``'s forward pass (``hydra.nn`` layers) and the same
+    hand-written backward pass: beside ``hydra.value_and_grad`` of ``loss_one`` only the
+    backward passes differ (the issue's "hand-written step with the same forward")."""
+    acts = hydra.nn.relu(hydra.nn.conv2d(x, W, b))
+    pooled = hydra.nn.max_pool2d(acts, 2)
+    return backward(label, V, c, columns(x), acts.reshape(FILTERS, 4, 2, 4, 2), pooled)
+
+
+def backward(label, V, c, cols, windows, pooled):
+    """(loss, dW, db, dV, dc) from the forward pass's im2col columns, activations as
+    pooling windows and pooled activations."""
     flat = pooled.reshape(FILTERS * 16)
     z = V @ flat + c
     e = np.exp(z - z.max())
@@ -80,6 +100,14 @@ def predict_one(x, W, b, V, c):
 def batch_grads(x, label, W, b, V, c):
     """The batch's mean loss and gradients: one lane per example."""
     loss, dW, db, dV, dc = grads_one(x, label, W, b, V, c)
+    n = nlanes()
+    return lanesum(loss) / n, lanesum(dW) / n, lanesum(db) / n, lanesum(dV) / n, lanesum(dc) / n
+
+
+def batch_grads_nn(x, label, W, b, V, c):
+    """``batch_grads`` of ``grads_nn_one``: the hand-written backward pass after the
+    ``hydra.nn`` forward pass."""
+    loss, dW, db, dV, dc = grads_nn_one(x, label, W, b, V, c)
     n = nlanes()
     return lanesum(loss) / n, lanesum(dW) / n, lanesum(db) / n, lanesum(dV) / n, lanesum(dc) / n
 

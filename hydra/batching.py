@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from . import arraylib
 from .windows import avg_pool2d, avg_pool2d_grad, conv2d, max_pool2d
+# the layers' adjoints (hydra.grad's rules emit them; leading axes batch)
+from .windowgrads import conv2d_grad_input, conv2d_grad_weight, max_pool2d_grad
 from .arraylib import loop_rule  # noqa: F401  (batching.loop_rule: the fallback rule)
 from .types import ArrayType, Type, scalar
 
@@ -88,46 +89,6 @@ def setitem(a, value, *ints, index):
     out = np.array(a, copy=True)
     out[index_tuple(index, ints)] = value
     return out
-
-
-# --- the adjoints of the layers (hydra.grad's rules emit them; leading axes batch) -------
-
-def conv2d_grad_input(g, w, height, width, stride=1, padding=0):
-    """conv2d's adjoint for its images: ``g [..., O, Ho, Wo]`` spread back through
-    ``w [O, C, kh, kw]`` onto ``[..., C, height, width]`` (a transposed convolution)."""
-    _, c, kh, kw = w.shape
-    ho, wo = g.shape[-2:]
-    out = np.zeros(g.shape[:-3] + (c, height + 2 * padding, width + 2 * padding),
-                   np.result_type(g, w))
-    for i in range(kh):
-        for j in range(kw):
-            out[..., i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride] \
-                += np.einsum("...ohw,oc->...chw", g, w[:, :, i, j])
-    return out[..., padding:padding + height, padding:padding + width]
-
-
-def conv2d_grad_weight(x, g, kh, kw, stride=1, padding=0):
-    """conv2d's adjoint for its weights: images ``x [..., C, H, W]`` correlated with
-    ``g [..., O, Ho, Wo]``: ``[..., O, C, kh, kw]``."""
-    if padding:
-        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(padding, padding)] * 2)
-    cols = sliding_window_view(x, (kh, kw), axis=(-2, -1))[..., ::stride, ::stride, :, :]
-    return np.einsum("...ohw,...chwij->...ocij", g, cols)
-
-
-def max_pool2d_grad(x, g, k, stride=None):
-    """max_pool2d's adjoint: each window's ``g`` to the first maximum of the window in
-    row-major order (as PyTorch), 0 elsewhere: the shape of ``x [..., H, W]``."""
-    s = k if stride is None else stride
-    win = sliding_window_view(x, (k, k), axis=(-2, -1))[..., ::s, ::s, :, :]
-    ho, wo = win.shape[-4:-2]
-    di, dj = np.divmod(win.reshape(win.shape[:-2] + (k * k,)).argmax(-1), k)
-    rows = (np.arange(ho)[:, None] * s + di).reshape(-1, ho, wo)
-    cols = (np.arange(wo)[None, :] * s + dj).reshape(-1, ho, wo)
-    out = np.zeros(x.shape, np.result_type(x, g)).reshape((-1,) + x.shape[-2:])
-    lead = np.arange(out.shape[0])[:, None, None]
-    np.add.at(out, (lead, rows, cols), np.broadcast_to(g, win.shape[:-2]).reshape(-1, ho, wo))
-    return out.reshape(x.shape)
 
 
 def _reduce(name):
@@ -348,10 +309,9 @@ BATCH: dict[str, Callable] = {
     # the layers' adjoints take leading (lane) axes where their per-lane operands vary
     "conv2d_grad_input": lambda f, args, vary, n, out, params: (
         f(*args, **params) if not vary[1] else loop_rule(f, args, vary, n, out, params)),
-    "conv2d_grad_weight": lambda f, args, vary, n, out, params: (
-        f(*args, **params) if all(vary) else loop_rule(f, args, vary, n, out, params)),
+    "conv2d_grad_weight": lambda f, args, vary, n, out, params: f(*args, **params),
     "max_pool2d_grad": lambda f, args, vary, n, out, params: (
-        f(*args, **params) if all(vary) else loop_rule(f, args, vary, n, out, params)),
+        f(*args, **params) if vary[0] else loop_rule(f, args, vary, n, out, params)),
     "einsum": einsum_rule, "tensordot": tensordot_rule, **arraylib.BATCH,
     "full": lambda f, args, vary, n, out, params: np.broadcast_to(
         np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),

@@ -56,3 +56,21 @@ def test_greeks_agree_with_the_closed_forms(backend):
     assert max(out["errors"].values()) < 1e-12
     price, delta = out["mc"]
     assert abs(price - out["exact"][0]) < 0.3 and abs(delta - out["exact"][1]) < 0.03
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_digits_steps_automatic_and_hand_written_after_one_forward_agree(backend):
+    """The digits CNN's automatic step (``hydra.value_and_grad`` of its ``hydra.nn``
+    forward) against its hand-written backward pass after the same forward and the
+    per-example oracle (``grads_one`` in a Python loop), on lanes with tied windows."""
+    import hydra
+    import digits_cnn
+    x, y, _, _ = digits_cnn.load(limit=120)
+    args = (x[:48], y[:48], *digits_cnn.init())
+    auto = hydra.compile(digits_cnn.batch_autograd, varying=("x", "label"), backend=backend)
+    hand = hydra.compile(digits_cnn.batch_grads_nn, varying=("x", "label"), backend=backend)
+    oracle = digits_cnn.loop_grads(*args)
+    for a, h, o in zip(auto(*args), hand(*args), oracle):
+        scale = float(np.max(np.abs(o)))
+        np.testing.assert_allclose(a, o, rtol=1e-5, atol=1e-6 * scale)
+        np.testing.assert_allclose(h, o, rtol=1e-5, atol=1e-6 * scale)

@@ -24,6 +24,7 @@ from .fuse import loop_ready
 from .products import product_step
 from .reductions import axis_reduction, reduction_step
 from .smallsort import sort_step
+from .windowsteps import avg_pool_grad_step, pool_grad_step
 from .steps import Quick, converter
 
 
@@ -48,6 +49,10 @@ def quick(op: Op, compile_loop=None) -> Quick | None:
         return product_step(op, compile_loop)
     if fn in ("sort", "argsort") and compile_loop is not None and \
             (step := sort_step(op, compile_loop)) is not None:
+        return step
+    if fn in ("max_pool2d_grad", "avg_pool2d_grad") and compile_loop is not None and (
+            step := (pool_grad_step if fn == "max_pool2d_grad" else avg_pool_grad_step)(
+                op, compile_loop)) is not None:
         return step
     if fn not in PER_LANE:
         return None
