@@ -196,7 +196,12 @@ class Writer:
         if kind == "not" and depth > 0:
             return f"not ({self.cond(depth - 1)})"
         if kind == "guard":
+            # the index lane-local: under the ``and`` fewer lanes are active, so a
+            # cross-lane value in it differs there (lockstep semantics) and the checked
+            # index is not the one loaded (lanesum(i0) + i0 in bounds, then out)
+            cross, self.cross_lane = self.cross_lane, False
             i = self.int_expr(depth)
+            self.cross_lane = cross
             return f"(0 <= {i} < len(a) and a[{i}] > {self.draw(st.integers(-3, 5))})"
         return f"({self.int_expr(depth)} & 1)"
 
