@@ -194,6 +194,9 @@ def main() -> None:
                         help="also train the forward-only model with hydra.value_and_grad")
     args = parser.parse_args()
     x, y, x_test, y_test = load(args.limit)
+    if len(y) < args.batch:
+        parser.error(f"{len(y)} training digits make no batch of {args.batch}: pass a "
+                     f"smaller --batch or a larger --limit")
     rest = (args.epochs, args.batch, args.lr)
     params, t_loop = train(loop_grads, x, y, *rest)
     acc_loop = accuracy(params, x_test, y_test)
