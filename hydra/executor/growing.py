@@ -86,7 +86,7 @@ def _analyse(op: Op, consts: dict) -> Grows | None:
     implies = _implying(body, c)
     if implies is None:
         return None
-    for i, (a, y) in enumerate(zip(body.args, body.terminator.operands)):
+    for a, y in zip(body.args, body.terminator.operands):
         if not a.varying or y is a:
             continue
         sel = _made_by(body, y)
