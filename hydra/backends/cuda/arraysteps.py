@@ -36,11 +36,14 @@ from ...arraynamespace import Strict, to_device
 from ...effects import effects
 from ...batching import REDUCTIONS, UFUNCS, index_tuple, lane_product, shift_axis
 from ...executor.opsteps import int_sizes
-from ...executor.planner import Planner, deaths
+from ...backends.cut import users_of
+from ...executor.fuse import Fused
+from ...executor.planner import Planner, deaths, schedule, undefined
 from ...executor.steps import OpStep, Step, op_label
 from ...ir.core import Op
 from ...types import ArrayType, ScalarType
 from . import launch
+from .chains import ChainKernel, wanted
 
 
 class Resident:
@@ -123,6 +126,44 @@ class CrossLane(OpStep):
             OnHost.run(self, host, env)
 
 
+def op_step(op: Op) -> Step:
+    return CrossLane(op) if op.opcode == "intrinsic" else namespace_step(op) or OnHost(op)
+
+
+class ChainStep(Step):
+    """A chain of elementwise ops (``fuse.Fused``'s chain): on a device namespace (or
+    under ``HYDRA_CUDA_CHAIN_KERNELS=1``) one generated kernel (``chains``), its
+    ``outputs`` the only values written; else, and where the kernel refuses its
+    inputs, each op's own step in order (NumPy: the same calls as op by op)."""
+
+    def __init__(self, chain: Fused, members: list[Step]) -> None:
+        self.ops = chain.ops
+        self.members = members
+        self.kernel = ChainKernel(chain)
+        self.text = chain.label()
+
+    def run(self, host, env) -> None:
+        xp = host.xp
+        if wanted(xp):
+            try:
+                args = [env.device(v.id, bool(v.varying)) if env.raw(v.id) is not None
+                        else None for v in self.kernel.inputs]
+            except OnHostOnly:
+                args = None
+            outs = None if args is None else self.kernel.run(
+                xp, host.lanes, args, lambda a: kernel_memory(xp, a))
+            if outs is not None:
+                for v, o in zip(self.kernel.outputs, outs):
+                    env.put(v.id, o)
+                return
+        for step in self.members:
+            step.run(host, env)
+
+    def describe(self) -> str:
+        return (f"chain step ({len(self.ops)} elementwise ops, one generated kernel on a "
+                f"device namespace): {self.text}")
+
+
 class CudaPlanner(Planner):
     """The executor's planner with the cuda host side's steps (module docstring)."""
 
@@ -154,9 +195,19 @@ class CudaPlanner(Planner):
         return back
 
     def steps(self, items: list, layers: bool = False) -> list[Step]:
-        return [item if not isinstance(item, Op) else
-                CrossLane(item) if item.opcode == "intrinsic" else
-                namespace_step(item) or OnHost(item) for item in items]
+        """Each op's step; a chain of two or more elementwise ops that the executor's
+        fusion finds (``planner.schedule``), one ``ChainStep``."""
+        if self._users is None:
+            self._users, self._undef = users_of(self.fn), undefined(self.fn)
+        out: list[Step] = []
+        for item in schedule(items, self._users, self._undef, None):
+            if isinstance(item, Fused) and len(item.ops) > 1:
+                out.append(ChainStep(item, [op_step(op) for op in item.ops]))
+            elif isinstance(item, Fused):
+                out.append(op_step(item.ops[0]))
+            else:
+                out.append(op_step(item) if isinstance(item, Op) else item)
+        return out
 
     def segments(self, region, items: list, kernel_step) -> list:
         """``items``' steps (a phase as ``kernel_step(phase)``) with their deaths."""
