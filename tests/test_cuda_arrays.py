@@ -146,7 +146,8 @@ def test_views_and_writes_reach_the_arguments_under_the_strict_namespace(
 # --- fused elementwise chains (``arraysteps.ChainStep``, ``chains``) --------------------
 
 def chained(x, w, s, m, k):
-    y = np.maximum(x * w + s, 0.0)  # w: a uniform row, broadcast; s: a per-lane number
+    # a strided view, w a uniform row (broadcast), s a per-lane number
+    y = np.maximum(x[:, ::-1] * w + s, 0.0)
     z = np.where(y > 0.5, y - 1.0, np.sqrt(y) * 2.0)
     u = z if m else -z  # a select of arrays by a per-lane condition
     f = (u.astype(np.float32) * np.float32(1.5) + k) / 3.0  # float32, int broadcast

@@ -97,6 +97,10 @@ def _number(a) -> bool:
         isinstance(a, np.ndarray) and a.ndim == 0
 
 
+def _contiguous(m):
+    return np.ascontiguousarray(m) if isinstance(m, np.ndarray) else m
+
+
 class ChainKernel:
     """The generated kernels of one chain (module docstring)."""
 
@@ -179,7 +183,9 @@ class ChainKernel:
         outs = [xp.empty((lanes,) + shape_of(v), dtype=_dtype(v)) for v in self.outputs]
         total = lanes * int(np.prod(self.shape, dtype=np.int64))
         if total:
-            call = [memory(a) if kind[0] == "a" else _dtype(v).type(np.asarray(a)[()])
+            # (host memory, a kernel's argument on the simulator or copied to a GPU,
+            # must be one contiguous block; a device array is read through its strides)
+            call = [_contiguous(memory(a)) if kind[0] == "a" else _dtype(v).type(np.asarray(a)[()])
                 for v, a, kind in zip(self.inputs, args, key)]
             launch.launch(self.kernel(key), total, [memory(o) for o in outs] + call)
         return outs
