@@ -21,6 +21,11 @@ dead values are dropped after them as ``steps.run_steps`` drops them.
   too (no lane observes them, as with the rule's masked ops).  Where a value is not
   as the step expects (an index out of bounds, an undefined arm, a read-only target),
   the host rule runs instead and raises or decides as it does.
+- ``ChainStep``: a maximal chain of elementwise ops, as the executor's fusion finds it
+  (``planner.schedule``, ``fuse.fusable``: the cpu backend's rule) and placed where it
+  places a ``Fused`` step: on a device namespace (CuPy) one kernel ``chains``
+  generates, only the values an op outside the chain reads written; on NumPy (the
+  simulator) and on ``Strict`` its ops' own steps in order, the bits as op by op.
 - ``OnHost``: every other op by its host rule (``host.run_op``): the env hands the
   rule NumPy values, a resident array moved by the namespace's explicit, counted
   ``to_host``; an array the op writes is copied back into its device array in place,
@@ -36,12 +41,12 @@ from ...arraynamespace import Strict, to_device
 from ...effects import effects
 from ...batching import REDUCTIONS, UFUNCS, index_tuple, lane_product, shift_axis
 from ...executor.opsteps import int_sizes
-from ...backends.cut import users_of
 from ...executor.fuse import Fused
 from ...executor.planner import Planner, deaths, schedule, undefined
 from ...executor.steps import OpStep, Step, op_label
 from ...ir.core import Op
 from ...types import ArrayType, ScalarType
+from ..cut import users_of
 from . import launch
 from .chains import ChainKernel, wanted
 
