@@ -202,3 +202,19 @@ def test_a_chain_makes_no_hidden_transfer_under_the_strict_namespace(kernels, st
     assert counts["to_host"] == 1
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_chain_kernel_rounds_each_float_operation_on_its_own(monkeypatch):
+    """NVVM contracts a product and a sum into one FMA by default (fastmath or not),
+    which the simulator cannot show: the generated source spells float + - * as the
+    separately rounded device functions (float64 and float32 alike)."""
+    from hydra.backends.cuda import chains
+    monkeypatch.setattr(chains, "_KERNELS", {})
+    monkeypatch.setenv("HYDRA_CUDA_CHAIN_KERNELS", "1")
+    hydra.compile(chained, varying=("x", "s", "m"), backend="cuda")(*chain_args(2))
+    [src] = chains._KERNELS
+    body = src[src.index("def chain("):]
+    for spelled in ("dev.mul_rn64(", "dev.add_rn64(", "dev.sub_rn64(", "dev.mul_rn32(",
+                    "dev.sqrt(", "_max(", "_min(", "_sel("):
+        assert spelled in body, spelled
+    assert not any(f" {op} " in body for op in "+-*")  # (only the index arithmetic: %, //)
