@@ -141,3 +141,80 @@ def test_views_and_writes_reach_the_arguments_under_the_strict_namespace(
     """Writes through views of arguments, of a loop's carried row and of a host rule's
     array land where the reference puts them (tests/test_arrays_views.py's cases)."""
     check(fn, varying, list(make(5)), 5, "cuda")
+
+
+# --- fused elementwise chains (``arraysteps.ChainStep``, ``chains``) --------------------
+
+def chained(x, w, s, m, k):
+    # a strided view, w a uniform row (broadcast), s a per-lane number
+    y = np.maximum(x[:, ::-1] * w + s, 0.0)
+    z = np.where(y > 0.5, y - 1.0, np.sqrt(y) * 2.0)
+    u = z if m else -z  # a select of arrays by a per-lane condition
+    f = (u.astype(np.float32) * np.float32(1.5) + k) / 3.0  # float32, int broadcast
+    return f, np.minimum(u, x).sum() + f.sum()
+
+
+def chain_args(n):
+    x = RNG.standard_normal((n, 3, 4))
+    x[0, 0, :2] = [np.nan, -0.0]  # NaN and a signed zero through max/min and sqrt
+    return (x, RNG.standard_normal(4), RNG.standard_normal(n), np.arange(n) % 3 == 1,
+            np.arange(4, dtype=np.int32))
+
+
+def test_a_chain_is_one_step_in_the_steps_dump():
+    text = hydra.compile(chained, varying=("x", "s", "m"), backend="cuda").dump_ir(
+        "steps", *chain_args(3))
+    assert "chain step (" in text and "mul, add, maximum" in text
+    assert "namespace step: array maximum" not in text  # (inside the chain now)
+
+
+def test_a_chain_gives_the_numpy_backends_bits_as_numpy_calls_and_as_one_kernel(
+        monkeypatch):
+    """Under the simulator a chain runs as the ops' NumPy calls; forced, as the one
+    generated kernel a device namespace runs (a simulator thread per element: a few
+    lanes only).  Both give the numpy backend's bits (+ - * / max/min/where/sqrt and
+    the casts are exact on both)."""
+    args = chain_args(4)
+    k = hydra.compile(chained, varying=("x", "s", "m"), backend="cuda")
+    want = hydra.compile(chained, varying=("x", "s", "m"), backend="numpy")(*args)
+    launches = []
+    for kernels in "01":
+        monkeypatch.setenv("HYDRA_CUDA_CHAIN_KERNELS", kernels)
+        got = k(*args)
+        launches.append(k.last_run_stats["launches"])
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    assert launches[1] == launches[0] + 1  # the chain: one kernel
+    for g, w in zip(got, zip(*per_example(chained, ("x", "s", "m"), list(args), 4))):
+        assert_same(g, list(w))
+
+
+@pytest.mark.parametrize("kernels", ["0", "1"])
+def test_a_chain_makes_no_hidden_transfer_under_the_strict_namespace(kernels, strict,
+                                                                     monkeypatch):
+    monkeypatch.setenv("HYDRA_CUDA_CHAIN_KERNELS", kernels)
+    args = chain_args(3)
+    k = hydra.compile(chained, varying=("x", "s", "m"), backend="cuda")
+    want = hydra.compile(chained, varying=("x", "s", "m"), backend="numpy")(*args)
+    with strict.budget(to_host=1):  # f (the sum comes from a kernel), nothing else
+        counts, got = moved(strict, lambda: k(*args))
+    assert counts["to_host"] == 1
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_a_chain_kernel_rounds_each_float_operation_on_its_own(monkeypatch):
+    """NVVM contracts a product and a sum into one FMA by default (fastmath or not),
+    which the simulator cannot show: the generated source spells float + - * as the
+    separately rounded device functions (float64 and float32 alike)."""
+    from hydra.backends.cuda import chains
+    monkeypatch.setattr(chains, "_KERNELS", {})
+    monkeypatch.setenv("HYDRA_CUDA_CHAIN_KERNELS", "1")
+    hydra.compile(chained, varying=("x", "s", "m"), backend="cuda")(*chain_args(2))
+    [src] = chains._KERNELS
+    body = src[src.index("def chain("):]
+    for spelled in ("dev.mul_rn64(", "dev.add_rn64(", "dev.sub_rn64(", "dev.mul_rn32(",
+                    "dev.sqrt(", "_max(", "_min(", "_sel("):
+        assert spelled in body, spelled
+    assert not any(f" {op} " in body for op in "+-*")  # (only the index arithmetic: %, //)

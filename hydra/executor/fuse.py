@@ -125,9 +125,12 @@ def _cast(x: str, src: np.dtype, dst: np.dtype) -> str:
     return f"np.{dst.name}({x})"
 
 
-def _expr(op: Op, names: list[str]) -> str:
+def element_expr(op: Op, names: list[str], spell=None) -> str:
     """The scalar expression of one element of ``op`` (operand names given), in the
-    IR's result dtype."""
+    IR's result dtype.  ``spell(fn, dtype, args)``: a backend's own spelling of an op on
+    float operands of ``dtype`` (operand expressions ``args``), or None for the loop's
+    (cuda: separately rounded ``+ - *``, which NVVM would otherwise contract into FMAs,
+    and its device math functions)."""
     res = _dtype(op.result)
     if op.opcode == "select":
         c, a, b = names
@@ -139,6 +142,9 @@ def _expr(op: Op, names: list[str]) -> str:
     a = xs[0]
     b = xs[1] if len(xs) > 1 else None
     t = f"np.{out.name}"
+    own = spell(fn, ins[0], xs) if spell is not None and ins[0].kind == "f" else None
+    if own is not None:
+        return _cast(own, out, res)
     isbool = out.kind == "b"
     sym = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
            "bitxor": "^", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
@@ -388,7 +394,7 @@ class Fused(Step):
         written = {v.id: k for k, v in enumerate(self.outputs)}
         for j, op in enumerate(self.ops):
             lv = max([level[v.id] for v in op.operands], default=-1)
-            body[lv].append(f"t{j} = {_expr(op, [names[v.id] for v in op.operands])}")
+            body[lv].append(f"t{j} = {element_expr(op, [names[v.id] for v in op.operands])}")
             level[op.result.id], names[op.result.id] = lv, f"t{j}"
             if op.result.id in written:
                 self._store(body, written[op.result.id], op, j, lv, c)

@@ -21,6 +21,11 @@ dead values are dropped after them as ``steps.run_steps`` drops them.
   too (no lane observes them, as with the rule's masked ops).  Where a value is not
   as the step expects (an index out of bounds, an undefined arm, a read-only target),
   the host rule runs instead and raises or decides as it does.
+- ``ChainStep``: a maximal chain of elementwise ops, as the executor's fusion finds it
+  (``planner.schedule``, ``fuse.fusable``: the cpu backend's rule) and placed where it
+  places a ``Fused`` step: on a device namespace (CuPy) one kernel ``chains``
+  generates, only the values an op outside the chain reads written; on NumPy (the
+  simulator) and on ``Strict`` its ops' own steps in order, the bits as op by op.
 - ``OnHost``: every other op by its host rule (``host.run_op``): the env hands the
   rule NumPy values, a resident array moved by the namespace's explicit, counted
   ``to_host``; an array the op writes is copied back into its device array in place,
@@ -36,11 +41,14 @@ from ...arraynamespace import Strict, to_device
 from ...effects import effects
 from ...batching import REDUCTIONS, UFUNCS, index_tuple, lane_product, shift_axis
 from ...executor.opsteps import int_sizes
-from ...executor.planner import Planner, deaths
+from ...executor.fuse import Fused
+from ...executor.planner import Planner, deaths, schedule, undefined
 from ...executor.steps import OpStep, Step, op_label
 from ...ir.core import Op
 from ...types import ArrayType, ScalarType
+from ..cut import users_of
 from . import launch
+from .chains import ChainKernel, wanted
 
 
 class Resident:
@@ -123,6 +131,44 @@ class CrossLane(OpStep):
             OnHost.run(self, host, env)
 
 
+def op_step(op: Op) -> Step:
+    return CrossLane(op) if op.opcode == "intrinsic" else namespace_step(op) or OnHost(op)
+
+
+class ChainStep(Step):
+    """A chain of elementwise ops (``fuse.Fused``'s chain): on a device namespace (or
+    under ``HYDRA_CUDA_CHAIN_KERNELS=1``) one generated kernel (``chains``), its
+    ``outputs`` the only values written; else, and where the kernel refuses its
+    inputs, each op's own step in order (NumPy: the same calls as op by op)."""
+
+    def __init__(self, chain: Fused, members: list[Step]) -> None:
+        self.ops = chain.ops
+        self.members = members
+        self.kernel = ChainKernel(chain)
+        self.text = chain.label()
+
+    def run(self, host, env) -> None:
+        xp = host.xp
+        if wanted(xp):
+            try:
+                args = [env.device(v.id, bool(v.varying)) if env.raw(v.id) is not None
+                        else None for v in self.kernel.inputs]
+            except OnHostOnly:
+                args = None
+            outs = None if args is None else self.kernel.run(
+                xp, host.lanes, args, lambda a: kernel_memory(xp, a))
+            if outs is not None:
+                for v, o in zip(self.kernel.outputs, outs):
+                    env.put(v.id, o)
+                return
+        for step in self.members:
+            step.run(host, env)
+
+    def describe(self) -> str:
+        return (f"chain step ({len(self.ops)} elementwise ops, one generated kernel on a "
+                f"device namespace): {self.text}")
+
+
 class CudaPlanner(Planner):
     """The executor's planner with the cuda host side's steps (module docstring)."""
 
@@ -154,9 +200,19 @@ class CudaPlanner(Planner):
         return back
 
     def steps(self, items: list, layers: bool = False) -> list[Step]:
-        return [item if not isinstance(item, Op) else
-                CrossLane(item) if item.opcode == "intrinsic" else
-                namespace_step(item) or OnHost(item) for item in items]
+        """Each op's step; a chain of two or more elementwise ops that the executor's
+        fusion finds (``planner.schedule``), one ``ChainStep``."""
+        if self._users is None:
+            self._users, self._undef = users_of(self.fn), undefined(self.fn)
+        out: list[Step] = []
+        for item in schedule(items, self._users, self._undef, None):
+            if isinstance(item, Fused) and len(item.ops) > 1:
+                out.append(ChainStep(item, [op_step(op) for op in item.ops]))
+            elif isinstance(item, Fused):
+                out.append(op_step(item.ops[0]))
+            else:
+                out.append(op_step(item) if isinstance(item, Op) else item)
+        return out
 
     def segments(self, region, items: list, kernel_step) -> list:
         """``items``' steps (a phase as ``kernel_step(phase)``) with their deaths."""
