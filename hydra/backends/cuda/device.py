@@ -94,23 +94,28 @@ def _signed_zero(r, x):
     return r
 
 
+#: from 2**52 up every float is an integer (float32's from 2**23): and math.floor of one
+#: past 2**63 is an int64 on the device, which overflows
+_INTEGRAL = 4503599627370496.0
+
+
 @cuda.jit(device=True)
 def floor(x):
-    if not math.isfinite(x):
+    if not math.isfinite(x) or abs(x) >= _INTEGRAL:
         return x
     return _signed_zero(float(math.floor(x)), x)
 
 
 @cuda.jit(device=True)
 def ceil(x):
-    if not math.isfinite(x):
+    if not math.isfinite(x) or abs(x) >= _INTEGRAL:
         return x
     return _signed_zero(float(math.ceil(x)), x)
 
 
 @cuda.jit(device=True)
 def trunc(x):
-    if not math.isfinite(x):
+    if not math.isfinite(x) or abs(x) >= _INTEGRAL:
         return x
     return _signed_zero(float(math.trunc(x)), x)
 
