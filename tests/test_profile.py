@@ -303,3 +303,22 @@ def test_sync_points_in_loops_count_alike_on_every_backend():
         seen[backend] = {(ln.line, ln.lane_steps) for ln in p.lines()}
     assert seen["numpy"] == seen["cpu"] == seen["cuda"]
     assert (_line(reduces, "t += 1"), 120) in seen["numpy"]
+
+
+def test_a_profiled_first_run_times_its_build_apart_from_its_phase():
+    """The first profiled run of a phase builds its instrumented machine code: that time
+    is the 'build' event's, not the phase's too (the phase's line times counted it
+    twice)."""
+    def scaled(x, W):
+        h = np.tanh(W @ x)
+        return hydra.lanesum(h.sum() * 2.0 + 1.0)
+    k = hydra.compile(scaled, varying="x", backend="cpu", threads=1)
+    x, W = np.random.default_rng(0).standard_normal((64, 5)), np.ones((3, 5))
+    k(x, W)
+    with hydra.profile() as p:
+        k(x, W)
+    builds = [e for e in p.events if e.kind == "build"]
+    phases = [e for e in p.events if e.kind == "phase"]
+    assert builds and phases
+    for b in builds:
+        assert not any(e.start < b.end and b.start < e.end for e in phases), (b, phases)

@@ -77,12 +77,16 @@ class Phase(Step):
         self.twin: Phase | None | bool = False
         #: the threads its last run used (its profile event)
         self.threads = 1
+        #: when a profiled run's build of its machine code ended: the phase's event
+        #: starts there, not at the step's start (the build is an event of its own)
+        self.built_at = 0.0
 
     def run(self, host, env: dict) -> None:
         if events.RECORDING and self.driver.call is None:  # hydra.profile: its build
             start = time.perf_counter()
             self.driver.build()
             events.record("build", "machine code of a native phase", start)
+            self.built_at = time.perf_counter()
         self.plan.run_phase(self, env, host.lanes)
 
     def describe(self) -> str:
@@ -90,6 +94,7 @@ class Phase(Step):
                f"{len(self.outputs)} out"
 
     def record(self, k: int, start: float) -> None:
+        start, self.built_at = max(start, self.built_at), 0.0
         events.record("phase", f"native phase {k}", start, step=k, lines=step_lines(self),
                       threads=self.threads, mode=_mode(self),
                       why=getattr(self.gen, "why_lockstep", ""))
