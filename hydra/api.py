@@ -239,12 +239,13 @@ class Kernel:
         runner = self.backend.compile(fn, self.options, self._structured(types, profile=sites))
         return fn, runner
 
-    def _build_for_dump(self, types: list[Type], values) -> Function:
-        """The typed SSA as a call with these types would build it: without array shapes
-        unless whole-array code needs them (then with shapes and the uniform ints that
-        shapes depend on, as ``specialize`` does)."""
+    def _build_for_dump(self, types: list[Type], values, pyfunc=None) -> Function:
+        """The typed SSA of ``pyfunc`` (the kernel's own function, or its gradient) as a
+        call with these types would build it: without array shapes unless whole-array
+        code needs them (then with shapes and the uniform ints that shapes depend on,
+        as ``specialize`` does)."""
         known = dict(zip(self.param_names, values)) if values is not None else {}
-        return build_specialized(self.pyfunc, types, known, self.varying)[0]
+        return build_specialized(pyfunc or self.pyfunc, types, known, self.varying)[0]
 
     def __call__(self, *args, **kwargs):
         args = self.bind(*args, **kwargs)
@@ -333,7 +334,7 @@ class Kernel:
             values, types = self.signature(self.bind(*example_args))
         fn = self._build_for_dump(list(types), values)
         if stage == "grad":  # hydra.value_and_grad of the function (SPEC section 11)
-            fn = _gradient_for_dump(self, list(types))
+            fn = self._build_for_dump(list(types), values, _gradient_for_dump(self, types))
             return print_function(run_pipeline(fn, set(self.varying), stop_after="uniformity"))
         if stage == "ssa" and after is None:
             fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
@@ -345,18 +346,18 @@ class Kernel:
         return backend.dump(fn, stage, self.options, self._structured(types, backend))
 
 
-def _gradient_for_dump(kernel: Kernel, types: list[Type]) -> Function:
-    """The typed SSA of the kernel's gradient (a ``hydra.grad`` kernel's own, else
+def _gradient_for_dump(kernel: Kernel, types: list[Type]):
+    """The kernel's gradient function (a ``hydra.grad`` kernel's own, else
     ``hydra.value_and_grad`` of the function by every float scalar parameter)."""
     from .grad import GradFunction, value_and_grad
     if isinstance(kernel.pyfunc, GradFunction):
-        return kernel.pyfunc.build(types)
+        return kernel.pyfunc
     floats = tuple(i for i, t in enumerate(types)
                    if isinstance(t, ScalarType) and t.kind == "f")
     if not floats:
         raise ValueError(f"stage 'grad': {kernel.pyfunc.__name__} has no float parameter "
                          f"to differentiate")
-    return value_and_grad(kernel.pyfunc, argnums=floats).build(types)
+    return value_and_grad(kernel.pyfunc, argnums=floats)
 
 
 def _check_writeable(fn: Function, values: list) -> None:

@@ -318,3 +318,19 @@ def test_a_container_argument_gets_a_gradient_of_its_own_structure(backend):
     got = as_dict({"W": p.W, "b": p.b}, x[2])
     assert sorted(got) == ["W", "b"]
     np.testing.assert_allclose(got["W"], one.W, rtol=1e-12)
+
+
+def test_dump_ir_grad_stage_builds_with_shapes_where_arrays_need_them():
+    """``dump-ir --stage grad`` builds the gradient as a call does: ``np.take`` with a
+    constant tuple needs array shapes, which the plain build of the gradient lacked
+    (NeedShapes), while the kernel itself compiled."""
+    def picked(x):
+        v = np.ones(4) * x
+        return np.take(v, (0, 2)).sum()
+    k = hydra.compile(picked, varying="x", backend="numpy")
+    text = k.dump_ir("grad", np.arange(3.0))
+    assert "yield" in text and "take" in text
+    got = hydra.compile(hydra.grad(picked), varying="x", backend="numpy")(np.arange(3.0))
+    assert np.array_equal(got, [2.0, 2.0, 2.0])
+    assert "yield" in hydra.compile(hydra.grad(picked), varying="x").dump_ir(
+        "grad", np.arange(3.0))
