@@ -266,7 +266,7 @@ def test_refused_before_anything_runs():
                            r"hint: the lane reductions of per-lane arrays are"),
              (crosswrite, "lanes write at other lanes' indices"),
              (rows_crosswrite, "lanes write at other lanes' indices"),
-             (reads_neighbour_row, "at this lane's own index, which other lanes may read")]
+             (reads_neighbour_row, "read of a may read another lane's store")]
     for fn, words in cases:
         k = hydra.compile(fn, varying="v")
         args = (x, np.zeros(3, np.int64)) if fn is crosswrite else \

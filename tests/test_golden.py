@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import hydra
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "golden"))
 
 from programs import SITUATIONS, STEP_SITUATIONS  # noqa: E402
@@ -85,3 +87,25 @@ def test_sync_points():
     assert all(op.attrs.get("sync") for op in ops(shared, "load") + ops(shared, "store"))
     private = final_ir("lane_private_store_no_sync")
     assert not any(op.attrs.get("sync") for op in private.walk())
+
+
+def _stores_then_reads(out, x):
+    out[hydra.lane(), 0] = x  # lane-private
+    out[hydra.lane()] = out[hydra.lane()] * 2.0  # lane-private, a sub-array
+    return out[(hydra.lane() + 1) % hydra.nlanes()].sum() + out.sum()
+
+
+def test_sync_points_of_array_operations_on_a_shared_array():
+    """Array operations that read a shared array the kernel writes sync where they reach
+    other lanes' rows (Dask's chunks would read stale rows); the lane-private scalar and
+    sub-array stores need none: an array operation runs on the host for all lanes at
+    once, after every earlier store."""
+    from hydra.types import FLOAT64, ArrayType
+    fn = run_pipeline(build_function(_stores_then_reads,
+                                     [ArrayType(FLOAT64, 2, (8, 3)), FLOAT64]), {"x"},
+                      check=True)
+    synced = [op for op in fn.walk() if op.attrs.get("sync")]
+    assert not any(op.attrs.get("sync") for op in ops(fn, "store") + ops(fn, "array_store"))
+    assert sorted(op.attrs["fn"] for op in synced) == ["getitem", "sum"]
+    assert all("read of out may read another lane's store" == op.attrs["sync"]
+               for op in synced)

@@ -9,13 +9,18 @@ An op is a sync point if it is
 - a cross-lane intrinsic (it reads every active lane's current value), or
   ``atomic_add`` (every lane's update must land before anyone reads the array);
 - a ``print`` (lockstep output: all lanes' first print before any second print);
-- an access to a shared array (a uniform argument or a captured array) that the
-  kernel also writes, unless every access to that array is *lane-private*: indexed by
-  exactly ``lane()`` on its first axis, so no lane can read or overwrite an element
-  another lane touched.  Accesses are the scalar loads and stores, the sub-array
-  stores (``acc[i] = v``) and every array operation that reads the array or takes a
-  view of it (``acc[i].sum()``, ``acc.sum()``, ``acc @ x``): its ``Op.memory``.
-  Uniform views of it (``acc.T``, ``acc.reshape(...)``) count as the array itself.
+- a scalar load from, or store to, a shared array (a uniform argument or a captured
+  array) that the kernel also writes, unless every scalar access to that array is
+  *lane-private*: indexed by exactly ``lane()`` on its first axis, so no lane can read
+  or overwrite an element another lane touched;
+- a sub-array store (``acc[i] = v``) or an array operation that reads such an array or
+  takes a view of it (``acc[i].sum()``, ``acc.sum()``, ``acc @ x``: its ``Op.memory``)
+  where it is not lane-private itself (or the scalar accesses sync).  These run on the
+  host for all lanes at once, after every earlier store: a barrier already on cpu and
+  cuda, so lane-private scalar stores need no sync for them; Dask, whose chunks run
+  apart, refuses the ones marked.
+  Uniform views of a shared array (``acc.T``, ``acc.reshape(...)``) count as the array
+  itself, and no access through one is lane-private.
 
 Per-lane arrays (``np.zeros`` in a kernel, varying arguments) are private to
 their lane and never sync.  Distinct array arguments are assumed not to alias
@@ -40,7 +45,7 @@ def find_sync_points(fn: Function) -> Function:
     lane_values = lane_indices(ops)
     roots = _uniform_view_roots(ops)
     accesses: dict[int, list[tuple[Op, bool]]] = {}  # (op, reached without a view)
-    shared: dict[int, Value] = {}  # id(op) -> the shared array it reaches
+    shared: dict[int, tuple[Value, bool]] = {}  # id(op) -> (the shared array, direct)
     written: set[int] = set()
     for op in ops:
         if len(op.results) == 1 and op.result.id in roots:
@@ -51,23 +56,30 @@ def find_sync_points(fn: Function) -> Function:
                 continue  # per-lane arrays are lane-private
             root = roots.get(array.id, array)
             accesses.setdefault(root.id, []).append((op, root is array))
-            shared[id(op)] = root
+            shared[id(op)] = root, root is array
             if array is writes:
                 written.add(root.id)
+    # the scalar loads and stores may run in native code, gang by gang or thread by
+    # thread: they sync where any scalar access to their array is not lane-private.  An
+    # array operation or a sub-array store runs on the host over all lanes at once, a
+    # barrier already: it syncs only where it reaches other lanes' places itself (for
+    # Dask, whose chunks run apart), or where the scalar accesses do.
     shared_hazard = set()
     for array_id in written:
         if not all(direct and lane_private(op, lane_values)
-                   for op, direct in accesses[array_id]):
+                   for op, direct in accesses[array_id] if not _host_level(op)):
             shared_hazard.add(array_id)
     points = []
     for op in ops:
         reason = None
-        root = shared.get(id(op))
+        root, direct = shared.get(id(op), (None, False))
         if op.cross_lane:
             reason = f"cross-lane {op.attrs.get('name') or op.attrs['fn']}"
         elif op.opcode == "print":
             reason = "print in lane order"
-        elif root is not None and root.id in shared_hazard:
+        elif root is not None and (root.id in shared_hazard or root.id in written
+                                   and _host_level(op)
+                                   and not (direct and lane_private(op, lane_values))):
             name = root.name or "an array"
             reason = (f"store of {name} at this lane's own index, which other lanes "
                       f"may read" if op.written_array is root
@@ -131,3 +143,9 @@ def lane_private(op: Op, lane_values: set[int]) -> bool:
         return False
     index = first_index(op)
     return index is not None and index.id in lane_values
+
+
+def _host_level(op: Op) -> bool:
+    """An array operation or a sub-array store: the host runs it for all lanes at once."""
+    return op.opcode in ("array", "array_store")
+
