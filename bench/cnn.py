@@ -55,6 +55,7 @@ import hydra
 from hydra import nn
 
 from . import jaxpeers
+from .ml import blas_report as ml_blas_report
 
 try:  # a tree that builds generated loops in the background (its steady state is timed)
     from hydra.backends.machinecode import background
@@ -275,15 +276,8 @@ def jax_impl(name, threads, split=False):
 # ---- timing --------------------------------------------------------------------------
 
 def blas_report() -> str:
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return "BLAS: threadpoolctl not installed"
-    parts = [f"{i.get('internal_api')} {i.get('version')} kernel {i.get('architecture', '?')}"
-             f" ({Path(i.get('filepath', '')).name})"
-             for i in threadpool_info() if i.get("user_api") == "blas"]
-    env = ", ".join(f"{k}={os.environ.get(k, 'unset')}"
-                    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
+    """``bench.ml``'s BLAS line (kernel, threads, the OpenBLAS variables), with what
+    PyTorch's oneDNN runs."""
     onednn = ""
     try:
         import torch
@@ -291,7 +285,7 @@ def blas_report() -> str:
                  f" cpu capability {torch.backends.cpu.get_cpu_capability()}"
     except Exception:  # noqa: BLE001  (torch absent or too old to say)
         pass
-    return f"BLAS: {'; '.join(parts) or 'none found'} [{env}]{onednn}"
+    return ml_blas_report() + onednn
 
 
 def _limit(threads):

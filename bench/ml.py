@@ -384,8 +384,9 @@ def blas_report() -> str:
     parts = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture', '')} "
              f"({i.get('num_threads')} threads, {Path(i.get('filepath', '')).name})"
              for i in threadpool_info() if i.get("user_api") == "blas"]
-    core = os.environ.get("OPENBLAS_CORETYPE", "unset")
-    return f"BLAS: {'; '.join(parts) or 'none found'}; OPENBLAS_CORETYPE={core}"
+    env = ", ".join(f"{k}={os.environ.get(k, 'unset')}"
+                    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
+    return f"BLAS: {'; '.join(parts) or 'none found'}; {env}"
 
 
 TARGETS = {  # (workload, hydra row, peer rows, what the issue asks)

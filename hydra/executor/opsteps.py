@@ -27,6 +27,11 @@ from .smallsort import sort_step
 from .windowsteps import avg_pool_grad_step, pool_grad_step
 from .steps import Quick, converter
 
+#: array functions with a generated native loop of their own (given the backend's loop
+#: compiler; each maker returns None for inputs its loop does not take)
+NATIVE_STEPS = {"sort": sort_step, "argsort": sort_step,
+                "max_pool2d_grad": pool_grad_step, "avg_pool2d_grad": avg_pool_grad_step}
+
 
 def quick(op: Op, compile_loop=None) -> Quick | None:
     """The precomputed step of ``op``, or None where the host rule runs it.
@@ -47,12 +52,9 @@ def quick(op: Op, compile_loop=None) -> Quick | None:
         return reduction_step(op)
     if fn in ("matmul", "dot"):
         return product_step(op, compile_loop)
-    if fn in ("sort", "argsort") and compile_loop is not None and \
-            (step := sort_step(op, compile_loop)) is not None:
-        return step
-    if fn in ("max_pool2d_grad", "avg_pool2d_grad") and compile_loop is not None and (
-            step := (pool_grad_step if fn == "max_pool2d_grad" else avg_pool_grad_step)(
-                op, compile_loop)) is not None:
+    native = NATIVE_STEPS.get(fn)
+    if native is not None and compile_loop is not None and \
+            (step := native(op, compile_loop)) is not None:
         return step
     if fn not in PER_LANE:
         return None
