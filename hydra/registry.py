@@ -31,7 +31,9 @@ transformation asks the record instead of keeping a table of its own:
 - ``adjoint``: the reverse-mode rule (SPEC section 11), or why there is none.
 
 The registry is built from the tables that define these facts today (``OPCODES``,
-``hydra.batching``, the intrinsics table, the frontend's math table, ``hydra.nn``); a
+``hydra.batching``, the intrinsics table, ``hydra.nn``) and holds the tables the
+frontend reads: the math functions (``MATH_FUNCTIONS``) and NumPy's other spellings
+(``ALIASES``), so it imports nothing of the frontend.  A
 test (``tests/test_registry.py``) keeps it complete: every operation the frontend
 accepts has a record with every slot filled.  The executor issue moves those tables
 onto the records one by one; the gradients issue fills the ``adjoint`` slots.
@@ -53,7 +55,7 @@ from .grad.rules import MATH_RULES as _MATH_RULES
 from .grad.rules import OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
-from .types import BOOL
+from .types import BOOL, FLOAT64, WEAK_FLOAT, ScalarType, promote
 
 
 class AdjointState(enum.Enum):
@@ -190,19 +192,40 @@ for _name, _info in OPCODES.items():
 
 # --- math functions of numbers -----------------------------------------------------------
 
+#: the math/NumPy functions of numbers a kernel may call: name -> (IR fn, arity, result:
+#: "float" or "bool")
+MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
+    **{f: (f, 1, "float") for f in (
+        "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
+        "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
+        "fabs", "exp2", "cbrt", "gamma", "lgamma")},
+    "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
+    "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
+    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
+    "isfinite": ("isfinite", 1, "bool"),
+    "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
+}
+#: NumPy's names of the math functions that ``math`` spells otherwise (np.arcsin: asin)
+NUMPY_MATH_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+                    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow"}
 _MATH_STEPS = frozenset({"floor", "ceil", "trunc", "rint"})
 _MATH_PREDICATES = frozenset({"isnan", "isinf", "isfinite"})
 
 
-def _math_records() -> None:
-    # the frontend's table of math functions: name -> (IR fn, arity, result kind);
-    # ``round(x)`` is emitted as rint
-    from .frontend.calls import MATH_FUNCTIONS
+def math_operand_type(types: list) -> ScalarType:
+    """The type a math function computes in: its operands' promoted type, where that is
+    an integer or a bool float64 (a weak float where every operand is a weak Python
+    number); a float result has it, a predicate's is a bool."""
+    t = types[0]
+    for u in types[1:]:
+        t = promote(t, u)
+    return t if t.kind == "f" else WEAK_FLOAT if t.weak else FLOAT64
 
+
+def _math_records() -> None:
+    # ``round(x)`` is emitted as rint
     table = {**MATH_FUNCTIONS, "round": ("rint", 1, "float")}
     for name, (fn, arity, result) in table.items():
-        if ("math", fn) in RECORDS:
-            continue
         adjoint = (Adjoint.none(_NO_GRAD_RESULT) if fn in _MATH_PREDICATES
                    else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS
                    else Adjoint.of(MATH_RULES[fn]) if fn in MATH_RULES else NO_RULE_YET)
@@ -211,23 +234,17 @@ def _math_records() -> None:
                       batching=None, adjoint=adjoint, memory=PURE))
 
 
-_NUMPY_MATH_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
-                     "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
-                     "pow": "power"}
-
-
 def _math_definition(fn: str) -> Callable:
     """The math function of one number, as the per-example Python program computes it."""
     import math
-    ufunc = getattr(np, _NUMPY_MATH_NAMES.get(fn, fn), None)
+    numpy_name = {m: n for n, m in NUMPY_MATH_NAMES.items()}.get(fn, fn)
+    ufunc = getattr(np, numpy_name, None)
     return ufunc if ufunc is not None else getattr(math, fn)
 
 
 def _math_type(result: str) -> Callable:
-    """The frontend's rule (``calls.math_operand_type``); a predicate gives a NumPy bool
+    """The frontend's rule (``math_operand_type``); a predicate gives a NumPy bool
     (``np.isnan``; ``math.isnan``'s Python bool is the frontend's weak bool)."""
-    from .frontend.calls import math_operand_type
-
     def rule(types):
         return BOOL if result == "bool" else math_operand_type(types)
     return rule
@@ -276,9 +293,19 @@ def _array_type_rule(fn: str) -> Callable:
     return rule
 
 
-def _array_records() -> None:
-    from .frontend.arrayops import ALIASES
+#: NumPy's other spellings of array operations: name -> the record's name
+ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
+           "np.linalg.norm": "norm", "around": "round",
+           # ufuncs called by name (np.subtract(a, b)) are the operators' ops
+           "subtract": "sub", "multiply": "mul", "divide": "truediv",
+           "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
+           "right_shift": "rshift", "bitwise_and": "bitand", "bitwise_or": "bitor",
+           "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
+           "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+           "equal": "eq", "not_equal": "ne"}
 
+
+def _array_records() -> None:
     aliases: dict[str, list[str]] = {}
     for alias, target in (*ALIASES.items(), *arraylib.SPELLINGS.items()):
         aliases.setdefault(target, []).append(alias)

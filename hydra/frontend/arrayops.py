@@ -21,6 +21,7 @@ import numpy as np
 from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
+from ..registry import ALIASES
 from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
 from .arraycalls import FUNCTIONS as MORE_FUNCTIONS
 from .arraycalls import METHODS as MORE_METHODS
@@ -66,15 +67,6 @@ ARRAY_FUNCTIONS = frozenset({
     "amax", "amin", "argmax", "argmin", *MORE_FUNCTIONS, "np.linalg.norm", "around"})
 METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip",
                      *MORE_METHODS})
-ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
-           "np.linalg.norm": "norm", "around": "round",
-            # ufuncs called by name (np.subtract(a, b)) are the operators' ops
-            "subtract": "sub", "multiply": "mul", "divide": "truediv",
-            "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
-            "right_shift": "rshift", "bitwise_and": "bitand", "bitwise_or": "bitor",
-            "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
-            "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
-            "equal": "eq", "not_equal": "ne"}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "matmul": "@", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
             "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^"}

@@ -13,10 +13,10 @@ import numpy as np
 
 from .. import intrinsics, nn, trees
 from ..errors import CompileError, CompileTypeError, Loc
-from ..ir.core import Value
+from ..ir.core import LANE_ARRAY_FNS, Value
+from ..registry import MATH_FUNCTIONS, NUMPY_MATH_NAMES, math_operand_type
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
-                     ScalarType, promote, scalar)
-from ..ir.core import LANE_ARRAY_FNS
+                     ScalarType, scalar)
 from .arrayops import ArrayMethod, ListArg, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
@@ -27,21 +27,7 @@ from .source import parse_function
 from .subset import check_subset
 from .ufuncs import scalar_relu, scalar_ufunc
 
-#: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
-MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
-    **{f: (f, 1, "float") for f in (
-        "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
-        "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
-        "fabs", "exp2", "cbrt", "gamma", "lgamma")},
-    "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
-    "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
-    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
-    "isfinite": ("isfinite", 1, "bool"),
-    "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
-}
-_NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
-                  "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
-                  "abs": "abs", "absolute": "abs"}
+_NUMPY_ALIASES = {**NUMPY_MATH_NAMES, "absolute": "abs"}
 _MATH_TO_INT = ("floor", "ceil", "trunc")  # math.floor returns an int in Python
 
 
@@ -62,16 +48,6 @@ def array_reduction_error(fname: str, loc: Loc) -> CompileError:
 
 
 _NOT_SPECIAL = object()
-
-
-def math_operand_type(types: list) -> ScalarType:
-    """The type a math function computes in: its operands' promoted type, where that is
-    an integer or a bool float64 (a weak float where every operand is a weak Python
-    number); a float result has it, a predicate's is a bool."""
-    t = types[0]
-    for u in types[1:]:
-        t = promote(t, u)
-    return t if t.kind == "f" else WEAK_FLOAT if t.weak else FLOAT64
 
 
 class CallMixin:
