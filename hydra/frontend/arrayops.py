@@ -22,7 +22,7 @@ from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
 from ..registry import ALIASES
-from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
+from ..types import BOOL, ArrayType, ScalarType, scalar
 from .arraycalls import FUNCTIONS as MORE_FUNCTIONS
 from .arraycalls import METHODS as MORE_METHODS
 from .common import Meta, NeedShapes
@@ -36,14 +36,6 @@ SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
 #: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
 SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
 
-
-class ArrayIndex:
-    """An index that is not one integer per axis: slices, fewer integers than axes,
-    ``None``: the static ``spec`` and the integer operands that fill it."""
-
-    def __init__(self, spec: tuple, ints: list[Value]) -> None:
-        self.spec = spec
-        self.ints = ints
 
 
 class ListArg(tuple):
@@ -392,94 +384,6 @@ class ArrayMixin:
                 return op if op.opcode == "array" else None
         return None
 
-    # --- indexing -------------------------------------------------------------------------
-
-    def array_index(self, array: Value, raw, loc: Loc) -> ArrayIndex | None:
-        """The index as an ``ArrayIndex`` unless it is one integer per axis."""
-        items = list(raw) if isinstance(raw, tuple) else [raw]
-        if all(isinstance(v, Value) and isinstance(v.type, ScalarType) for v in items) \
-                and len(items) == array.type.ndim:
-            return None
-        spec, ints = [], []
-        for v in items:
-            if isinstance(v, slice):
-                spec.append(("slice", v.start, v.stop, v.step))
-            elif v is None or isinstance(v, Meta) and v.obj is None:
-                spec.append(("none",))
-            elif isinstance(v, Meta) and v.obj is Ellipsis:
-                spec.append(("ellipsis",))
-            elif isinstance(v, Value) and isinstance(v.type, ScalarType) and v.type.kind in "iub":
-                spec.append(("int",))
-                ints.append(self.coerce(v, scalar("int64"), loc))
-            else:
-                raise CompileError(f"array indices must be integers or slices, not "
-                                   f"{self.describe(v)}", loc)
-        return ArrayIndex(tuple(spec), ints)
-
-    def slice_value(self, node, loc: Loc) -> slice:
-        parts = []
-        for part in (node.lower, node.upper, node.step):
-            parts.append(None if part is None else self._static_int(self.expr(part),
-                                                                    "a slice bound", loc))
-        return slice(*parts)
-
-    def array_load(self, array: Value, index: ArrayIndex, loc: Loc) -> Value:
-        return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
-
-    def array_update(self, array, value, loc: Loc) -> bool:
-        """``a += b`` on an array: NumPy writes the result into ``a`` itself (an argument's
-        row, a view, an alias all see it), so it is a store of ``a + b`` into every element
-        of ``a``, under NumPy's rules (the same shape, a ``same_kind`` cast).  False where
-        ``array`` is not an array (the name is rebound, as for numbers)."""
-        if not (is_array(array) and is_array(value)) or array.type.shape is None:
-            return False
-        if tuple(value.type.shape) != tuple(array.type.shape):
-            raise CompileError(f"an augmented assignment writes its result into the array: "
-                               f"shape {value.type.shape} does not fit the array's "
-                               f"{array.type.shape}", loc)
-        src, dst = value.type.dtype.dtype, array.type.dtype.dtype
-        if not np.can_cast(src, dst, casting="same_kind"):
-            raise CompileError(f"an augmented assignment writes its result into the array: "
-                               f"{src} cannot be cast to the array's {dst} (NumPy's "
-                               f"same_kind rule)", loc,
-                               hint=f"a = a + b (not a += b) makes a new {src} array")
-        full = ArrayIndex((("slice", None, None, None),) * array.type.ndim, [])
-        self.array_store(array, full, value, loc)
-        return True
-
-    def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
-        if array.id in self.readonly_ids:
-            raise CompileError("this array is a read-only view (np.diag of a matrix is "
-                               "NumPy's read-only view of its diagonal): NumPy raises "
-                               "ValueError on a store into it", loc,
-                               hint="np.diag(a).copy() is an array of its own")
-        self._check_shaped(array, "a store into an array", loc)
-        self._check_shaped(value, "a store into an array", loc)
-        place = result_type("getitem", [array.type] + [i.type for i in index.ints],
-                            {"index": index.spec})
-        sub = place.shape if isinstance(place, ArrayType) else ()
-        if not isinstance(value, Value):
-            raise CompileError(f"cannot store {self.describe(value)} into an array", loc)
-        if isinstance(value.type, ScalarType):
-            value = self.coerce(value, array.type.dtype, loc)
-        else:
-            try:
-                # the value broadcasts to the place's shape (NumPy drops its leading 1s)
-                vshape = tuple(value.type.shape)
-                while len(vshape) > len(sub) and vshape[0] == 1:
-                    vshape = vshape[1:]
-                if np.broadcast_shapes(vshape, sub) != tuple(sub):
-                    raise ValueError
-            except ValueError:
-                raise CompileError(f"cannot store an array of shape {value.type.shape} into a "
-                                   f"place of shape {sub}", loc) from None
-            if vshape != tuple(value.type.shape):  # the stores broadcast rows of sub's rank
-                value = self.array_op("reshape", [value], loc, shape=vshape)
-            if value.type.dtype != array.type.dtype:
-                value = self.array_op("astype", [value], loc, dtype=array.type.dtype.name)
-        self.emit_op("array_store", [array, value, *index.ints], [], loc,
-                     {"fn": "setitem", "params": {"index": index.spec, "shape": sub}})
-
 
 def _weak_placeholder(t):
     if isinstance(t, ArrayType):
@@ -489,4 +393,4 @@ def _weak_placeholder(t):
     return t.dtype.type(1)
 
 
-__all__ = ["ArrayMixin", "NeedShapes", "SHAPED", "ArrayIndex", "BOOL", "WEAK_INT"]
+__all__ = ["ArrayMixin", "NeedShapes", "SHAPED"]

@@ -1,5 +1,6 @@
 """Expressions for the builder: typing by NumPy 2 rules, weak literals, per-lane
-short-circuit ``and``/``or``/``if-else``, loads and stores (calls are in ``calls``).
+short-circuit ``and``/``or``/``if-else`` (calls are in ``calls``, subscripts in
+``indexing``).
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import numpy as np
 
 from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
-from ..ir.core import Region, Value
+from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, Type, promote, scalar, typeof_python)
-from .fancy import FancyIndex
-from .arrayops import SHAPED, ArrayIndex, is_array
+from .arrayops import SHAPED, is_array
 from .common import Meta
-from .containers import Struct, is_node, items_of
+from .containers import Struct, items_of
 from .subset import EXPRESSIONS
 
 _BINOPS = {
@@ -424,34 +424,6 @@ class ExprMixin:
 
     # --- per-lane short circuit ---------------------------------------------------------
 
-    def if_value(self, cond: Value, then_fn, else_fn, loc: Loc):
-        """An ``if`` op that yields the value of then_fn() or else_fn(); each arm runs
-        only on the lanes that take it; a condition known when the kernel compiles
-        runs only the arm it picks (see static_truth)."""
-        truth = self.static_truth(cond)
-        if truth is not None:
-            return then_fn() if truth else else_fn()
-        arms, values = [], []
-        for fn in (then_fn, else_fn):
-            region, outer = Region(), self.region
-            self.region = region
-            values.append(fn())
-            self.region = outer
-            arms.append(region)
-        shape = self.pin_same(*values, self.join_shapes(
-            "$expr", self.shape_of("", values[0], loc), self.shape_of("", values[1], loc),
-            loc, loc))
-        yields = []
-        for region, v in zip(arms, values):
-            outer, self.region = self.region, region
-            leaves = self.leaves_as(v, shape, loc)
-            from ..ir.core import Op
-            region.ops.append(Op("yield", leaves, [], loc))
-            yields.append(leaves)
-            self.region = outer
-        op = self.emit_op("if", [cond], [v.type for v in yields[0]], loc, regions=arms)
-        return self.rebuild(shape, iter(op.results))
-
     def expr_boolop(self, node: ast.BoolOp):
         loc = self.loc(node)
         return self.boolop(isinstance(node.op, ast.And), node.values, loc)
@@ -472,116 +444,6 @@ class ExprMixin:
         cond = self.condition(node.test)
         return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse),
                              loc)
-
-    # --- arrays ----------------------------------------------------------------------
-
-    def subscript_parts(self, node: ast.Subscript) -> tuple[Value, list[Value]]:
-        loc = self.loc(node)
-        if isinstance(node.value, ast.Subscript):  # W[i][j] = v
-            inner = node.value
-            at = self.loc(inner)
-            outer = self.expr(inner.value)
-            if isinstance(outer, Value) and isinstance(outer.type, ArrayType):
-                index = self.indices(outer, inner.slice, at)
-                base = self.load(outer, index, at)
-                composed = self._composed(outer, index, base, node.slice, loc)
-                if composed is not None:
-                    return composed
-            else:
-                base = self.subscript_of(outer, inner, at)
-        else:
-            base = self.expr(node.value)
-        if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
-            self.read_only_error(base, "an item", loc)
-            raise CompileError(f"cannot assign to an item of {self.describe(base)}", loc)
-        return base, self.indices(base, node.slice, loc)
-
-    def _composed(self, outer: Value, index, view, node_slice, loc: Loc):
-        """``W[i][j] = v`` as ``W[i, j] = v`` where ``W[i]`` takes integers only: the same
-        place per NumPy (``W[i]`` is a view), and a store into ``W`` itself, which hydra
-        makes even where ``W[i]`` alone would be a per-lane gather (a varying ``i``).
-        None where the inner index is anything else (slices, ``None``)."""
-        if not isinstance(index, ArrayIndex) or any(item[0] != "int" for item in index.spec) \
-                or not isinstance(view, Value) or not isinstance(view.type, ArrayType):
-            return None
-        inner = self.indices(view, node_slice, loc)
-        if isinstance(inner, ArrayIndex):
-            return outer, ArrayIndex(tuple(index.spec) + tuple(inner.spec),
-                                     list(index.ints) + list(inner.ints))
-        return outer, list(index.ints) + list(inner)
-
-    def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
-        parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice)
-                    else self.list_or_expr(p) for p in parts)  # a[[0, 2]]: a list
-        raw = raw if isinstance(index, ast.Tuple) else raw[0]
-        fancy = self.fancy_index(array, raw, loc)  # an integer array or a mask in it
-        if fancy is not None:
-            return fancy
-        whole = self.array_index(array, raw, loc)
-        if whole is not None:
-            return whole
-        items = list(raw) if isinstance(raw, tuple) else [raw]
-        if len(items) != array.type.ndim:
-            raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
-                               f"{len(items)} index(es) were given; index every dimension", loc)
-        out = []
-        for axis, v in enumerate(items):
-            if not isinstance(v, Value) or not isinstance(v.type, ScalarType) \
-                    or v.type.kind not in "iub":
-                raise CompileError(f"array indices must be integers, not {self.describe(v)}", loc)
-            if v.type.name == "uint64":
-                # indices are int64 from here on: 2**63 and up would wrap to negative
-                # indices and count from the end; NumPy calls them out of bounds
-                small = self.emit("lt", [v, self.const(2**63, loc, v.type)], BOOL, loc)
-                self.emit_op("check", [small], [], loc, {
-                    "kind": "index",
-                    "message": f"index out of bounds for axis {axis}: a uint64 index of "
-                               f"2**63 or more"})
-            out.append(self.coerce(v, INT64, loc))
-        return out
-
-    def expr_subscript(self, node: ast.Subscript):
-        return self.subscript_of(self.expr(node.value), node, self.loc(node))
-
-    def subscript_of(self, base, node: ast.Subscript, loc: Loc):
-        """``base[...]`` of an evaluated ``base``: a tuple's item, an array's element or
-        sub-array."""
-        if is_node(base):
-            return self.container_item(base, node, loc)
-        if isinstance(base, Meta) and isinstance(base.obj, (list, dict, set)):
-            raise CompileError(f"{self.describe(base)} cannot be indexed in a kernel", loc,
-                               hint="make it a NumPy array at module level "
-                                    "(name = np.array([...]), captured when the kernel "
-                                    "compiles), or a tuple")
-        if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
-            raise CompileError(f"{self.describe(base)} cannot be indexed", loc)
-        return self.load(base, self.indices(base, node.slice, loc), loc)
-
-    def load(self, array: Value, indices: list[Value], loc: Loc) -> Value:
-        if isinstance(indices, FancyIndex):
-            return self.fancy_load(array, indices, loc)
-        if isinstance(indices, ArrayIndex):
-            return self.array_load(array, indices, loc)
-        return self.emit("load", [array, *indices], array.type.dtype, loc)
-
-    def store(self, array: Value, indices: list[Value], value, loc: Loc) -> None:
-        if isinstance(indices, FancyIndex):
-            raise CompileError("a store through an integer array index or a mask is not "
-                               "supported", loc,
-                               hint="a = np.where(mask, value, a) for a mask; a loop "
-                                    "for a[idx[j]] = v[j]")
-        if isinstance(indices, ArrayIndex) or is_array(value):
-            if not isinstance(indices, ArrayIndex):
-                indices = ArrayIndex((("int",),) * len(indices), indices)
-            return self.array_store(array, indices, value, loc)
-        if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
-            raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
-        if array.id in self.readonly_ids:  # the element store of a read-only view
-            return self.array_store(array, ArrayIndex((("int",),) * len(indices), indices),
-                                    value, loc)
-        value = self.coerce(value, array.type.dtype, loc)
-        self.emit_op("store", [array, *indices, value], [], loc)
 
 
 def _overflow_hint(t: ScalarType) -> str:
