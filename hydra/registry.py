@@ -179,15 +179,11 @@ _OPCODE_ADJOINTS = {
 }
 
 
-def _opcode_batching(name: str) -> Callable | None:
-    """None: the host rule runs all lanes at once.  ``array`` ops and selects of arrays
-    batch by ``hydra.batching``."""
-    return batching.batched if name == "array" else None
-
-
 for _name, _info in OPCODES.items():
+    # batching None: the host rule runs all lanes at once; ``array`` ops batch by
+    # ``hydra.batching``
     _add(OpRecord("op", _name, _info.doc, definition=None, type_rule=None,
-                  batching=_opcode_batching(_name),
+                  batching=batching.batched if _name == "array" else None,
                   adjoint=_OPCODE_ADJOINTS.get(_name, NO_RULE_YET), memory=_info.memory))
 
 # --- math functions of numbers -----------------------------------------------------------
@@ -346,17 +342,14 @@ def _layer_records() -> None:
     for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d",
                  "avg_pool2d"):
         layer = getattr(nn, name)
+        # an array operation of its own: its array record's facts; else compiled from its
+        # body: the records of the operations it uses
         own = getattr(layer, "__hydra_array_op__", None)
-        if own is not None:  # an array operation of its own: its array record
-            array = record("array", own[0])
-            _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
-                          definition=layer, type_rule=array.type_rule,
-                          batching=array.batching, adjoint=array.adjoint,
-                          memory=array.memory))
-        else:  # compiled from its body: the records of the operations it uses
-            _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
-                          definition=layer, type_rule=None, batching=None,
-                          adjoint=Adjoint.none(_BY_BODY)))
+        array = record("array", own[0]) if own is not None else None
+        _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0], definition=layer,
+                      type_rule=array and array.type_rule, batching=array and array.batching,
+                      adjoint=array.adjoint if array else Adjoint.none(_BY_BODY),
+                      memory=array and array.memory))
 
 
 # --- hydra.random ----------------------------------------------------------------------------

@@ -134,9 +134,6 @@ class ArrayMixin:
                                hint=f"np.{name}imum(a, b) is elementwise; a.{name}() reduces")
         return self.array_op(name, [a, b], loc)
 
-    def array_unary(self, name: str, v: Value, loc: Loc) -> Value:
-        return self.array_op(name, [v], loc)
-
     def array_attribute_value(self, array: Value, attr: str, loc: Loc):
         """``a.T``, ``a.shape`` (constants where known), methods; None for the others."""
         shape = array.type.shape

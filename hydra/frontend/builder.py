@@ -140,10 +140,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
             # container's int leaves are made constants by param_tree)
             if name in env:
                 env[name] = self.const(value, loc, env[name].type)
-        self.call_stack.append(self.root.pyfunc)
-        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
-            if isinstance(node, ast.Lambda) else node.body
-        leaves, tree = self.translate_function(self.root, env, body, loc)
+        leaves, tree = self.translate_function(self.root, env, loc, self.root.pyfunc)
         self.region.ops.append(Op("yield", leaves, [], loc))
         self.region.ops[:0] = self.entry_ops
         fn = Function(self.root.name, params, param_names, self.region, loc)
@@ -155,12 +152,16 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
         _finalize_types(fn)
         return fn
 
-    def translate_function(self, parsed: ParsedFunction, env: dict, body: list[ast.stmt],
-                           loc: Loc, partial: dict | None = None
-                           ) -> tuple[list[Value], object]:
-        """Translate a function body into the current region; return the leaves of its
+    def translate_function(self, parsed: ParsedFunction, env: dict, loc: Loc, key,
+                           partial: dict | None = None) -> tuple[list[Value], object]:
+        """Translate a function's body (a lambda's: its ``return``) into the current
+        region, with ``key`` on the call stack (recursion); return the leaves of its
         result and the ``trees.TreeDef`` that rebuilds it."""
+        node = parsed.node
+        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
+            if isinstance(node, ast.Lambda) else node.body
         saved = self.frame
+        self.call_stack.append(key)
         frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh(),
                       partial=dict(partial or {}))
         frame.has_return = has_return(body)
@@ -181,6 +182,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
             return leaves, tree
         finally:
             self.frame = saved
+            self.call_stack.pop()
 
     # --- variables --------------------------------------------------------------------
 

@@ -416,20 +416,12 @@ class CallMixin:
                                hint="rewrite the recursion as a loop")
         parsed = parse_function(fn)
         check_subset(parsed)
-        node = parsed.node
         try:
             bound = binder(parsed.pyfunc, mark_defaults=True)(*args, **kwargs)
         except TypeError as e:  # Python's own words for a bad call
             raise CompileTypeError(str(e), loc) from None
-        names = parameter_names(node)
+        names = parameter_names(parsed.node)
         # a default is a constant (or array, function, ...) captured like a module global
         env = {name: self.from_python(v.value, name, loc) if isinstance(v, Default) else v
                for name, v in zip(names, bound)}
-        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
-            if isinstance(node, ast.Lambda) else node.body
-        self.call_stack.append(fn)
-        try:
-            leaves, tree = self.translate_function(parsed, env, body, loc)
-        finally:
-            self.call_stack.pop()
-        return self.unflatten(leaves, tree)
+        return self.unflatten(*self.translate_function(parsed, env, loc, fn))

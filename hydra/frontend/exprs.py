@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import math
+import operator
 import types as pytypes
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Value
-from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
+from ..types import (BOOL, FLOAT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
                      ScalarType, Type, promote, scalar, typeof_python)
 from .arrayops import SHAPED, is_array
 from .common import Meta
@@ -31,12 +32,9 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//",
            "bitxor": "^"}
 
 _PYTHON_INT_OPS = {
-    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-    "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y, "pow": lambda x, y: x ** y,
-    "lshift": lambda x, y: x << y, "rshift": lambda x, y: x >> y,
-    "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
-    "min": min, "max": max,
-}
+    **{n: getattr(operator, n) for n in ("add", "sub", "mul", "floordiv", "mod", "pow",
+                                         "lshift", "rshift")},
+    "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor, "min": min, "max": max}
 
 NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -62,10 +60,13 @@ class ExprMixin:
         return v
 
     def describe(self, v) -> str:
+        """What ``v`` (a value, a type, a compile-time object) is, for an error message."""
         if isinstance(v, Value):
             if isinstance(v.type, ArrayType):
                 return f"an array ({v.type})"
-            name = v.type.strong().name if isinstance(v.type, ScalarType) else str(v.type)
+            v = v.type
+        if isinstance(v, Type):
+            name = v.strong().name if isinstance(v, ScalarType) else str(v)
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(v, tuple):
             return f"a tuple of {len(v)}"
@@ -99,25 +100,18 @@ class ExprMixin:
         return v
 
     def constant_value(self, v):
-        """The Python value of a constant, or None."""
-        if isinstance(v, Value):
-            for op in self._defining_ops(v):
-                return op.attrs.get("_python", op.attrs["value"])
-        return None
-
-    def _defining_ops(self, v: Value):
-        # Constants are looked up in the region being built (where they were just made),
-        # and among those made in enclosing regions (a uniform int a shape depends on, the
-        # counter of an unrolled loop, used in an if's or a loop's body)
-        outer = self.const_ops.get(v.id)
-        if outer is not None:
-            yield outer
-            return
-        for op in reversed(self.region.ops):
-            if op.results and op.results[0] is v:
-                if op.opcode == "const":
-                    yield op
-                return
+        """The Python value of a constant, or None.  Constants are looked up among those
+        made (in enclosing regions too: a uniform int a shape depends on, the counter of
+        an unrolled loop, used in an if's or a loop's body) and in the region being built."""
+        if not isinstance(v, Value):
+            return None
+        op = self.const_ops.get(v.id)
+        if op is None:
+            op = next((op for op in reversed(self.region.ops)
+                       if op.results and op.results[0] is v), None)
+        if op is None or op.opcode != "const":
+            return None
+        return op.attrs.get("_python", op.attrs["value"])
 
     def coerce(self, v: Value, t: Type, loc: Loc) -> Value:
         if not isinstance(v, Value):
@@ -206,15 +200,9 @@ class ExprMixin:
         return self.scalar_type_of(getattr(obj, "obj", None))
 
     def scalar_type_of(self, obj) -> ScalarType | None:
-        if obj is float:
-            return FLOAT64
-        if obj is int:
-            return INT64
-        if obj is bool:
-            return BOOL
-        if obj in NUMPY_SCALAR_TYPES:
-            return scalar(obj)
-        if isinstance(obj, (str, np.dtype)):
+        """The scalar type ``obj`` names (float, np.float32, "int8", a dtype), or None."""
+        if obj in (float, int, bool) or obj in NUMPY_SCALAR_TYPES \
+                or isinstance(obj, (str, np.dtype)):
             try:
                 return scalar(obj)
             except TypeError:
@@ -407,7 +395,7 @@ class ExprMixin:
         if isinstance(node.op, ast.UAdd) and (is_array(v) or v.type.kind != "b"):
             return v
         if is_array(v):
-            return self.array_unary("neg" if isinstance(node.op, ast.USub) else "invert", v, loc)
+            return self.array_op("neg" if isinstance(node.op, ast.USub) else "invert", [v], loc)
         t = v.type
         if t.kind == "b" and isinstance(node.op, ast.Invert):
             return self.emit("not", [v], t, loc)  # NumPy: ~ of a bool is logical not

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
-from ..types import ArrayType, ScalarType, Type, join
+from ..types import ArrayType, Type, join
 from .arrayops import SHAPED, NeedShapes
 from .common import Partial
 from .containers import Struct, is_node, items_of, like
@@ -91,18 +91,10 @@ class JoinMixin:
         return shape
 
     def describe_shape(self, s) -> str:
-        if isinstance(s, tuple):
-            return f"a tuple of {len(s)}"
-        if isinstance(s, Struct):
-            return s.describe()
-        if isinstance(s, ScalarType):
-            name = s.strong().name
-            return f"an {name}" if name[0] in "aeiou" else f"a {name}"
-        if isinstance(s, Value):
-            return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
-        if isinstance(s, ArrayType):
-            return f"an {s}"
-        return self.describe(s)
+        """A join key for an error message: an argument array by its name."""
+        if isinstance(s, Value) and isinstance(s.type, ArrayType):
+            return f"the array {s.name or '?'}"
+        return f"an {s}" if isinstance(s, ArrayType) else self.describe(s)
 
     def leaves_as(self, value, shape, loc: Loc) -> list[Value]:
         """The leaves of ``value`` converted to the join ``shape`` (emitting casts)."""
