@@ -167,14 +167,13 @@ class JoinMixin:
         frame.bound_at = bound
         (r_then, env_then, p_then), (r_else, env_else, p_else) = arms
         joined_env, joined_partial = dict(before), {}
-        names = [n for n in dict.fromkeys([*env_then, *env_else])]
         phis = []  # (name, shape)
-        for name in names:
+        for name in dict.fromkeys([*env_then, *env_else]):
             a, b = env_then.get(name), env_else.get(name)
+            if name in p_then or name in p_else:
+                joined_partial[name] = p_then.get(name) or p_else.get(name)
             if a is b and name in env_then:
                 joined_env[name] = a
-                if name in p_then or name in p_else:
-                    joined_partial[name] = p_then.get(name) or p_else.get(name)
                 continue
             if name not in env_then or name not in env_else:
                 present = a if name in env_then else b
@@ -183,39 +182,35 @@ class JoinMixin:
                     joined_partial[name] = Partial(self.value_loc(present, loc), loc)
                 if not isinstance(present, (Value, tuple, Struct)):
                     continue
-                shape = self.shape_of(name, present, loc)
-                phis.append((name, shape, name in env_then, name in env_else))
+                phis.append((name, self.shape_of(name, present, loc)))
                 continue
             shape = self.join_shapes(name, self.shape_of(name, a, loc), self.shape_of(name, b, loc),
                                      self.binding_loc(name, a, loc), self.binding_loc(name, b, loc))
-            shape = self.pin_same(a, b, shape)
-            if name in p_then or name in p_else:
-                joined_partial[name] = p_then.get(name) or p_else.get(name)
-            phis.append((name, shape, True, True))
+            phis.append((name, self.pin_same(a, b, shape)))
         yields = [[], []]
         for side, (region, env) in enumerate(((r_then, env_then), (r_else, env_else))):
             outer, self.region = self.region, region
-            for name, shape, in_then, in_else in phis:
-                present = (in_then, in_else)[side]
-                value = env[name] if present else None
-                yields[side] += (self.leaves_as(value, shape, loc) if present
+            for name, shape in phis:  # a name bound in one arm only: undefined in the other
+                yields[side] += (self.leaves_as(env[name], shape, loc) if name in env
                                  else self.undef_leaves(shape, loc))
             region.ops.append(Op("yield", yields[side], [], loc))
             self.region = outer
         types = [v.type for v in yields[0]]
         op = self.emit_op("if", [cond], types, loc, regions=[r_then, r_else])
         results = iter(op.results)
-        for name, shape, _, _ in phis:
+        for name, shape in phis:
             joined_env[name] = self.joined(name, shape, results)
         frame.env = joined_env
         frame.partial = joined_partial
 
     def undef_leaves(self, shape, loc: Loc) -> list[Value]:
+        return [self.emit("undef", [], t, loc) for t in self.leaf_types(shape)]
+
+    def leaf_types(self, shape) -> list[Type]:
+        """The types of the leaves a phi of join ``shape`` has."""
         if is_node(shape):
-            return [v for s in items_of(shape) for v in self.undef_leaves(s, loc)]
-        if isinstance(shape, Type):
-            return [self.emit("undef", [], shape, loc)]
-        return []
+            return [t for s in items_of(shape) for t in self.leaf_types(s)]
+        return [shape] if isinstance(shape, Type) else []
 
     def if_value(self, cond: Value, then_fn, else_fn, loc: Loc):
         """An ``if`` op that yields the value of then_fn() or else_fn(); each arm runs
@@ -238,7 +233,6 @@ class JoinMixin:
         for region, v in zip(arms, values):
             outer, self.region = self.region, region
             leaves = self.leaves_as(v, shape, loc)
-            from ..ir.core import Op
             region.ops.append(Op("yield", leaves, [], loc))
             yields.append(leaves)
             self.region = outer

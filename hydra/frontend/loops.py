@@ -13,10 +13,10 @@ import ast
 
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
-from ..types import BOOL, ScalarType, Type, join
+from ..types import BOOL, ScalarType, join
 from .arrayops import is_array
 from .common import Meta, Partial, assigned_names, has_return, loop_exits
-from .containers import Struct, is_node, items_of
+from .containers import Struct, is_node
 
 
 class LoopMixin:
@@ -214,13 +214,8 @@ class LoopMixin:
         for n in carried:
             if n in names:
                 out.append(pos)
-            pos += len(self.leaves_as_types(shapes[n]))
+            pos += len(self.leaf_types(shapes[n]))
         return out
-
-    def leaves_as_types(self, shape) -> list:
-        if is_node(shape):
-            return [t for s in items_of(shape) for t in self.leaves_as_types(s)]
-        return [shape] if isinstance(shape, Type) else []
 
     def bind(self, carried, shapes, args, entry_env, loc) -> None:
         it = iter(args)

@@ -82,7 +82,6 @@ def parse_function(fn) -> ParsedFunction:
     block = inspect.getblock(lines[first:])
     text = "".join(block)
     dedented = textwrap.dedent(text)
-    indent = len(text) - len(text.lstrip(" \t")) if text.strip() else 0
     indent = min((len(ln) - len(ln.lstrip()) for ln in block if ln.strip()), default=0)
     try:
         tree = ast.parse(dedented)
