@@ -55,7 +55,7 @@ from .grad.rules import MATH_RULES as _MATH_RULES
 from .grad.rules import OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
-from .types import BOOL, FLOAT64, WEAK_FLOAT, ScalarType, promote
+from .types import BOOL, FLOAT64, WEAK_FLOAT, ArrayType, ScalarType, promote
 
 
 class AdjointState(enum.Enum):
@@ -255,8 +255,16 @@ def lanesum_outer(args, mask, lanes, fail):
     return d.T @ x
 
 
+def _lane_array_type(entry) -> Callable:
+    """A lane intrinsic of an array, elementwise: its rule on the elements (bools summed
+    as int64), the array's shape."""
+    def rule(types):
+        a = types[0]
+        return ArrayType(entry.result([a.dtype, *types[1:]]), a.ndim, a.shape)
+    return rule
+
+
 def _lanesum_outer_type(types):
-    from .types import ArrayType, promote
     d, x = types
     return ArrayType(promote(d.dtype, x.dtype), 2, (d.shape[0], x.shape[0]))
 
@@ -320,7 +328,7 @@ def _array_records() -> None:
         entry = INTRINSICS.get(fn)
         _add(OpRecord("array", fn, entry.doc if entry else lanesum_outer.__doc__,
                       definition=entry.reference if entry else lanesum_outer,
-                      type_rule=entry.result if entry else _lanesum_outer_type,
+                      type_rule=_lane_array_type(entry) if entry else _lanesum_outer_type,
                       batching=None, adjoint=_ARRAY_NO_GRAD[fn],
                       monoid=entry.monoid if entry else None, memory=ARRAY_MEMORY[fn]))
 

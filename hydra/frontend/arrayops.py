@@ -21,8 +21,8 @@ import numpy as np
 from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
-from ..registry import ALIASES
-from ..types import BOOL, ArrayType, ScalarType, scalar
+from ..registry import ALIASES, record
+from ..types import WEAK_INT, ArrayType, ScalarType, scalar
 from .arraycalls import FUNCTIONS as MORE_FUNCTIONS
 from .arraycalls import METHODS as MORE_METHODS
 from .common import Meta, NeedShapes
@@ -101,30 +101,27 @@ class ArrayMixin:
     def _check_shaped(self, v, label: str, loc: Loc) -> None:
         """NeedShapes where ``v`` is an array whose shape its type does not hold: naming
         the uniform parameters that would give it (``np.zeros(k)``: specialize on k)."""
-        if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+        if not is_array(v) or v.type.shape is not None:
+            return
+        name = f"'{v.name}'" if v.name else "this array"
+        if v.id in self.unknown_shapes:
             made_at, params = self.unknown_shapes[v.id]
             raise NeedShapes(params=params, loc=made_at, message=
-                f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                f"{label}: the shape of {name} depends on a value that is "
                 f"not known when the kernel compiles (here: " + (shape_reason(params) or
                 "a varying value, or a uniform one that is not a constant") + ")",
                 hint="a per-lane array's shape must be the same on every lane and come "
                      "from argument shapes and constants (a.shape[0], 16)")
-        if is_array(v) and v.type.shape is None:
-            raise NeedShapes(
-                f"{label}: the shape of {self._array_name(v)} is not known when the "
-                f"kernel compiles", loc,
-                hint="a per-lane array's shape must come from argument shapes and "
-                     "constants, never from a varying value (dump-ir --sig: give "
-                     "shapes, float32[3, 4])")
+        raise NeedShapes(
+            f"{label}: the shape of {name} is not known when the kernel compiles", loc,
+            hint="a per-lane array's shape must come from argument shapes and constants, "
+                 "never from a varying value (dump-ir --sig: give shapes, float32[3, 4])")
 
     def is_array_ref(self, v: Value) -> bool:
         """An argument or captured array (shared memory, bound by reference), as opposed
         to a per-lane array value that a select may copy."""
         return v.id in self.array_refs or v.id in self.param_names_by_id \
             or v.type.shape is None
-
-    def _array_name(self, v: Value) -> str:
-        return f"'{v.name}'" if v.name else "this array"
 
     # --- operators ----------------------------------------------------------------------
 
@@ -134,8 +131,9 @@ class ArrayMixin:
                                hint=f"np.{name}imum(a, b) is elementwise; a.{name}() reduces")
         return self.array_op(name, [a, b], loc)
 
-    def array_attribute_value(self, array: Value, attr: str, loc: Loc):
-        """``a.T``, ``a.shape`` (constants where known), methods; None for the others."""
+    def array_attribute(self, array: Value, attr: str, loc: Loc):
+        """``a.T``, ``a.shape``, ``a.ndim``, ``a.size`` (constants where the shape is
+        known), the methods (``a.sum``)."""
         shape = array.type.shape
         if attr == "T":
             return self.array_op("transpose", [array], loc)
@@ -145,7 +143,21 @@ class ArrayMixin:
             return self.const(int(np.prod(shape, dtype=np.int64)), loc)
         if attr in METHODS:
             return Meta(ArrayMethod(array, attr))
-        return None
+        dims = tuple(self.emit("array_dim", [array], WEAK_INT, loc, {"axis": k})
+                     for k in range(array.type.ndim))
+        if attr == "shape":
+            return dims
+        if attr == "ndim":
+            return self.const(array.type.ndim, loc)
+        if attr == "size":
+            if not dims:  # a 0-d array holds one element
+                return self.const(1, loc)
+            size = dims[0]
+            for d in dims[1:]:
+                size = self.emit("mul", [size, d], WEAK_INT, loc)
+            return size
+        raise CompileError(f"array attribute '{attr}' is not supported (shape, ndim and size are)",
+                           loc)
 
     def call_array_method(self, m: ArrayMethod, args, kwargs, loc: Loc):
         name = m.name
@@ -363,23 +375,14 @@ class ArrayMixin:
         a = args[0]
         if a.type.shape is None:
             raise NeedShapes(f"{name}() of an array needs its shape", loc)
-        producer = self._producer(a)
-        if name == "lanesum" and producer is not None and producer.attrs["fn"] == "outer":
+        producer = self.defining_op(a)
+        if name == "lanesum" and producer is not None and producer.opcode == "array" \
+                and producer.attrs["fn"] == "outer":
             return self.emit("array", list(producer.operands), a.type, loc,
                              {"fn": "lanesum_outer", "params": {}})
-        t = a.type
-        if t.dtype.kind == "b" and name in ("lanesum", "laneprod", "prefixsum"):
-            t = ArrayType(scalar("int64"), t.ndim, t.shape)  # bools count as int64
-        if name in ("laneany", "laneall"):
-            t = ArrayType(BOOL, t.ndim, t.shape)
         rest = [self.coerce(k, scalar("int64"), loc) for k in args[1:]]
-        return self.emit("array", [a, *rest], t, loc, {"fn": name, "params": {}})
-
-    def _producer(self, v: Value):
-        for op in reversed(self.region.ops):
-            if op.results and op.results[0] is v:
-                return op if op.opcode == "array" else None
-        return None
+        return self.emit("array", [a, *rest], record("array", name).type_rule([a.type]), loc,
+                         {"fn": name, "params": {}})
 
 
 def _weak_placeholder(t):

@@ -15,7 +15,7 @@ import numpy as np
 from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Value
-from ..types import (BOOL, FLOAT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
+from ..types import (BOOL, FLOAT64, WEAK_BOOL, WEAK_FLOAT, ArrayType,
                      ScalarType, Type, promote, scalar, typeof_python)
 from .arrayops import SHAPED, is_array
 from .common import Meta
@@ -107,11 +107,15 @@ class ExprMixin:
             return None
         op = self.const_ops.get(v.id)
         if op is None:
-            op = next((op for op in reversed(self.region.ops)
-                       if op.results and op.results[0] is v), None)
+            op = self.defining_op(v)
         if op is None or op.opcode != "const":
             return None
         return op.attrs.get("_python", op.attrs["value"])
+
+    def defining_op(self, v: Value):
+        """The op of the region being built whose (first) result ``v`` is, or None."""
+        return next((op for op in reversed(self.region.ops)
+                     if op.results and op.results[0] is v), None)
 
     def coerce(self, v: Value, t: Type, loc: Loc) -> Value:
         if not isinstance(v, Value):
@@ -291,26 +295,6 @@ class ExprMixin:
                                    f"'{node.attr}'", loc) from None
             return self.from_python(obj, node.attr, loc)
         raise CompileError(f"attribute '{node.attr}' of {self.describe(base)} is not supported",
-                           loc)
-
-    def array_attribute(self, array: Value, attr: str, loc: Loc):
-        special = self.array_attribute_value(array, attr, loc)
-        if special is not None:
-            return special
-        dims = tuple(self.emit("array_dim", [array], WEAK_INT, loc, {"axis": k})
-                     for k in range(array.type.ndim))
-        if attr == "shape":
-            return dims
-        if attr == "ndim":
-            return self.const(array.type.ndim, loc)
-        if attr == "size":
-            if not dims:  # a 0-d array holds one element
-                return self.const(1, loc)
-            size = dims[0]
-            for d in dims[1:]:
-                size = self.emit("mul", [size, d], WEAK_INT, loc)
-            return size
-        raise CompileError(f"array attribute '{attr}' is not supported (shape, ndim and size are)",
                            loc)
 
     # --- arithmetic ------------------------------------------------------------------
