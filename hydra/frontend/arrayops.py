@@ -14,6 +14,7 @@ recompiles, specializing on shapes from then on.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 
 import numpy as np
@@ -152,10 +153,7 @@ class ArrayMixin:
         if attr == "size":
             if not dims:  # a 0-d array holds one element
                 return self.const(1, loc)
-            size = dims[0]
-            for d in dims[1:]:
-                size = self.emit("mul", [size, d], WEAK_INT, loc)
-            return size
+            return functools.reduce(lambda x, y: self.emit("mul", [x, y], WEAK_INT, loc), dims)
         raise CompileError(f"array attribute '{attr}' is not supported (shape, ndim and size are)",
                            loc)
 

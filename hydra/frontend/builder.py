@@ -23,6 +23,7 @@ Python functions are inlined; recursion is a ``CompileError``.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
 from .. import trees
@@ -250,9 +251,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
             return None
         if any(self.static_truth(f) for f in live):  # a return/break every lane took
             return self.const(False, loc)
-        stop = live[0]
-        for f in live[1:]:
-            stop = self.emit("bitor", [stop, f], BOOL, loc)
+        stop = functools.reduce(lambda x, y: self.emit("bitor", [x, y], BOOL, loc), live)
         return self.logical_not(stop, loc)
 
     def stmt(self, node: ast.stmt) -> None:

@@ -132,15 +132,13 @@ class IndexMixin:
                                "supported", loc,
                                hint="a = np.where(mask, value, a) for a mask; a loop "
                                     "for a[idx[j]] = v[j]")
-        if isinstance(indices, ArrayIndex) or is_array(value):
+        whole = isinstance(indices, ArrayIndex) or is_array(value)
+        if not whole and not (isinstance(value, Value) and isinstance(value.type, ScalarType)):
+            raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
+        if whole or array.id in self.readonly_ids:  # (an element store of a read-only view)
             if not isinstance(indices, ArrayIndex):
                 indices = ArrayIndex((("int",),) * len(indices), indices)
             return self.array_store(array, indices, value, loc)
-        if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
-            raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
-        if array.id in self.readonly_ids:  # the element store of a read-only view
-            return self.array_store(array, ArrayIndex((("int",),) * len(indices), indices),
-                                    value, loc)
         value = self.coerce(value, array.type.dtype, loc)
         self.emit_op("store", [array, *indices, value], [], loc)
 

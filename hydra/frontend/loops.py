@@ -10,6 +10,7 @@ for lanes that have not left the loop with ``break`` or ``return``.
 from __future__ import annotations
 
 import ast
+import functools
 
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
@@ -230,8 +231,6 @@ class LoopMixin:
     def and_not_stopped(self, cond_fn, stop: list[Value], loc: Loc) -> Value:
         """not (break or return) and cond, with cond evaluated only where it is needed:
         a lane that broke out must not evaluate (and maybe trap in) the condition."""
-        stopped = stop[0]
-        for s in stop[1:]:
-            stopped = self.emit("bitor", [stopped, s], BOOL, loc)
+        stopped = functools.reduce(lambda x, y: self.emit("bitor", [x, y], BOOL, loc), stop)
         go = self.emit("not", [stopped], BOOL, loc)
         return self.if_value(go, cond_fn, lambda: self.const(False, loc), loc)
