@@ -359,9 +359,8 @@ class ArrayMixin:
         return self.array_op(name, operands, loc, **params)
 
     def wants_array_call(self, fname: str, args, kwargs) -> bool:
-        """Is this call of a NumPy function one on whole arrays (else a scalar one)?"""
-        if fname in ("zeros", "ones", "empty", "full"):
-            return False
+        """Is this call of a NumPy function one on whole arrays (else a scalar one)?
+        (``np.zeros`` and its kin are ``call_local_array``'s, decided before.)"""
         has_array = any(is_array(a) for a in list(args) + list(kwargs.values())) or any(
             isinstance(a, tuple) and any(is_array(x) for x in a) for a in args)
         return fname in ARRAY_FUNCTIONS or has_array

@@ -259,7 +259,7 @@ class CallMixin:
     def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:
         if not args:
             raise CompileError(f"np.{fname}() needs a shape", loc)
-        shape = args[0] if isinstance(args[0], tuple) else (args[0],)
+        given = args[0] if isinstance(args[0], tuple) else (args[0],)
         dtype_arg = kwargs.pop("dtype", args[2] if fname == "full" and len(args) > 2 else
                                (args[1] if len(args) > 1 and fname != "full" else None))
         fill = {"zeros": 0, "ones": 1, "empty": 0}.get(fname)
@@ -271,7 +271,7 @@ class CallMixin:
                 dtype_arg = Meta(args[1].type.strong().dtype.type)  # NumPy: the fill's type
             if fill is None:  # a computed (maybe per-lane) fill value: an array op
                 return self.array_op("full", [args[1]], loc, shape=tuple(
-                    self._static_int(d, "np.full()'s shape", loc) for d in shape),
+                    self._static_int(d, "np.full()'s shape", loc) for d in given),
                     dtype=self._dtype(dtype_arg, "np.full()", loc))
         if kwargs:
             raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
@@ -280,7 +280,7 @@ class CallMixin:
         if fname == "full":
             self.coerce(args[1], dtype, loc)  # a Python int fill must fit (OverflowError)
         dims = []
-        for d in shape:
+        for d in given:
             if not isinstance(d, Value) or d.type.kind not in "iu":
                 raise CompileError(f"np.{fname}(): the shape must be integers", loc)
             size = self.constant_value(d)
@@ -293,7 +293,6 @@ class CallMixin:
         out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
                         {"dtype": dtype.name, "fill": fill})
         if shape is None:
-            given = args[0] if isinstance(args[0], tuple) else (args[0],)
             params = [p for d in given for p in self._params_behind(d)]
             self.unknown_shapes[out.id] = (loc, params)
         return out

@@ -52,13 +52,6 @@ class ExprMixin:
             raise CompileError(f"{type(node).__name__} is not supported", self.loc(node))
         return getattr(self, handler)(node)
 
-    def value(self, node: ast.expr) -> Value:
-        """An expression that must be a number or bool."""
-        v = self.expr(node)
-        if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
-            raise CompileError(f"expected a number here, not {self.describe(v)}", self.loc(node))
-        return v
-
     def describe(self, v) -> str:
         """What ``v`` (a value, a type, a compile-time object) is, for an error message."""
         if isinstance(v, Value):
@@ -375,7 +368,9 @@ class ExprMixin:
         if isinstance(node.op, ast.Not):
             return self.logical_not(self.condition(node.operand), loc)
         v = self.expr(node.operand)
-        v = self.value(node.operand) if not isinstance(v, Value) else v
+        if not isinstance(v, Value):
+            raise CompileError(f"expected a number here, not {self.describe(v)}",
+                               self.loc(node.operand))
         if isinstance(node.op, ast.UAdd) and (is_array(v) or v.type.kind != "b"):
             return v
         if is_array(v):
