@@ -101,10 +101,6 @@ class OpRecord:
     #: names of the frontend spellings that lead here (``np.amax`` -> array ``max``)
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.kind, self.name
-
 
 RECORDS: dict[tuple[str, str], OpRecord] = {}
 
@@ -133,8 +129,8 @@ def monoid(name: str) -> Monoid | None:
 
 
 def _add(r: OpRecord) -> None:
-    assert r.key not in RECORDS, r.key
-    RECORDS[r.key] = r
+    assert (r.kind, r.name) not in RECORDS, (r.kind, r.name)
+    RECORDS[r.kind, r.name] = r
 
 
 # --- why some operations carry no gradient (SPEC section 11) ----------------------------

@@ -16,7 +16,7 @@ from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
 from ..ir.core import Value
 from ..types import (BOOL, FLOAT64, WEAK_BOOL, WEAK_FLOAT, ArrayType,
-                     ScalarType, Type, promote, scalar, typeof_python)
+                     SCALAR_NAMES, ScalarType, Type, promote, scalar, typeof_python)
 from .arrayops import SHAPED, is_array
 from .common import Meta
 from .containers import Struct, items_of
@@ -36,9 +36,8 @@ _PYTHON_INT_OPS = {
                                          "lshift", "rshift")},
     "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor, "min": min, "max": max}
 
-NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
-    "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64")}
+#: the NumPy scalar types hydra computes in (np.float32, ...) -> their names
+NUMPY_SCALAR_TYPES = {np.dtype(n).type: n for n in SCALAR_NAMES}
 
 
 class ExprMixin:
@@ -221,9 +220,7 @@ class ExprMixin:
             raise CompileError(f"{what}: the dtype must be a NumPy scalar type such as "
                                f"np.float32, not {obj}", loc) from None
         raise CompileError(f"{what}: hydra does not compute in {name}", loc,
-                           hint="use one of " + ", ".join(
-                               ("bool" if n == "bool_" else n)
-                               for n in NUMPY_SCALAR_TYPES.values()))
+                           hint="use one of " + ", ".join(NUMPY_SCALAR_TYPES.values()))
 
     def from_python(self, obj, name: str, loc: Loc):
         """A free name's value: numbers become constants, arrays captured arrays."""

@@ -99,10 +99,8 @@ class JoinMixin:
     def leaves_as(self, value, shape, loc: Loc) -> list[Value]:
         """The leaves of ``value`` converted to the join ``shape`` (emitting casts)."""
         if is_node(shape):
-            out = []
-            for v, s in zip(items_of(value), items_of(shape)):
-                out += self.leaves_as(v, s, loc)
-            return out
+            return [x for v, s in zip(items_of(value), items_of(shape))
+                    for x in self.leaves_as(v, s, loc)]
         if isinstance(shape, Type):
             return [self.coerce(value, shape, loc)]
         return []  # an array or compile-time object: the same on every path, no phi
