@@ -148,23 +148,19 @@ class JoinMixin:
             (then_fn if truth else else_fn)()
             return
         frame = self.frame
-        before = dict(frame.env)
-        before_partial = dict(frame.partial)
-        bound_before = dict(frame.bound_at)
+        before = (frame.env, frame.partial, frame.bound_at)  # each arm works on copies
         arms, bound = [], {}
         for fn in (then_fn, else_fn):
             region = Region()
             outer, self.region = self.region, region
-            frame.env = dict(before)
-            frame.partial = dict(before_partial)
-            frame.bound_at = dict(bound_before)
+            frame.env, frame.partial, frame.bound_at = (dict(d) for d in before)
             fn()
             arms.append((region, frame.env, frame.partial))
             bound.update(frame.bound_at)
             self.region = outer
         frame.bound_at = bound
         (r_then, env_then, p_then), (r_else, env_else, p_else) = arms
-        joined_env, joined_partial = dict(before), {}
+        joined_env, joined_partial = dict(before[0]), {}
         phis = []  # (name, shape)
         for name in dict.fromkeys([*env_then, *env_else]):
             a, b = env_then.get(name), env_else.get(name)
