@@ -29,10 +29,10 @@ from .arraycalls import METHODS as MORE_METHODS
 from .common import Meta, NeedShapes
 from .unroll import shape_reason
 
-#: set while a kernel compiles with array shapes in its types (after a NeedShapes)
 #: where a user reads which array operations kernels take (the hint of a refused one)
 GUIDE_ARRAY_OPS = ("docs/guide.md, chapter 12 'Per-lane arrays: per-example NumPy code, "
                    "batched', lists the array operations kernels support ('Operations')")
+#: set while a kernel compiles with array shapes in its types (after a NeedShapes)
 SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
 #: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
 SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)

@@ -145,11 +145,9 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
         self.region.ops.append(Op("yield", leaves, [], loc))
         self.region.ops[:0] = self.entry_ops
         fn = Function(self.root.name, params, param_names, self.region, loc)
-        fn.notes["result_tree"] = tree
-        fn.notes["python_int_params"] = self.python_int_params
-        fn.notes["param_owners"] = self.param_owners
-        fn.notes["param_paths"] = self.param_paths
-        fn.notes["kernel_return_ids"] = self.kernel_return_ids
+        fn.notes.update(result_tree=tree, python_int_params=self.python_int_params,
+                        param_owners=self.param_owners, param_paths=self.param_paths,
+                        kernel_return_ids=self.kernel_return_ids)
         _finalize_types(fn)
         return fn
 
