@@ -31,7 +31,9 @@ transformation asks the record instead of keeping a table of its own:
 - ``adjoint``: the reverse-mode rule (SPEC section 11), or why there is none.
 
 The registry is built from the tables that define these facts today (``OPCODES``,
-``hydra.batching``, the intrinsics table, the frontend's math table, ``hydra.nn``); a
+``hydra.batching``, the intrinsics table, ``hydra.nn``) and holds the tables the
+frontend reads: the math functions (``MATH_FUNCTIONS``) and NumPy's other spellings
+(``ALIASES``), so it imports nothing of the frontend.  A
 test (``tests/test_registry.py``) keeps it complete: every operation the frontend
 accepts has a record with every slot filled.  The executor issue moves those tables
 onto the records one by one; the gradients issue fills the ``adjoint`` slots.
@@ -53,7 +55,7 @@ from .grad.rules import MATH_RULES as _MATH_RULES
 from .grad.rules import OPCODE_RULES
 from .intrinsics import INTRINSICS, Monoid
 from .ir.core import ARRAY_MEMORY, LANE_ARRAY_FNS, OPCODES, PURE, Memory, intrinsic_memory
-from .types import BOOL
+from .types import BOOL, FLOAT64, WEAK_FLOAT, ArrayType, ScalarType, promote
 
 
 class AdjointState(enum.Enum):
@@ -99,10 +101,6 @@ class OpRecord:
     #: names of the frontend spellings that lead here (``np.amax`` -> array ``max``)
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.kind, self.name
-
 
 RECORDS: dict[tuple[str, str], OpRecord] = {}
 
@@ -131,8 +129,8 @@ def monoid(name: str) -> Monoid | None:
 
 
 def _add(r: OpRecord) -> None:
-    assert r.key not in RECORDS, r.key
-    RECORDS[r.key] = r
+    assert (r.kind, r.name) not in RECORDS, (r.kind, r.name)
+    RECORDS[r.kind, r.name] = r
 
 
 # --- why some operations carry no gradient (SPEC section 11) ----------------------------
@@ -177,32 +175,49 @@ _OPCODE_ADJOINTS = {
 }
 
 
-def _opcode_batching(name: str) -> Callable | None:
-    """None: the host rule runs all lanes at once.  ``array`` ops and selects of arrays
-    batch by ``hydra.batching``."""
-    return batching.batched if name == "array" else None
-
-
 for _name, _info in OPCODES.items():
+    # batching None: the host rule runs all lanes at once; ``array`` ops batch by
+    # ``hydra.batching``
     _add(OpRecord("op", _name, _info.doc, definition=None, type_rule=None,
-                  batching=_opcode_batching(_name),
+                  batching=batching.batched if _name == "array" else None,
                   adjoint=_OPCODE_ADJOINTS.get(_name, NO_RULE_YET), memory=_info.memory))
 
 # --- math functions of numbers -----------------------------------------------------------
 
+#: the math/NumPy functions of numbers a kernel may call: name -> (IR fn, arity, result:
+#: "float" or "bool")
+MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
+    **{f: (f, 1, "float") for f in (
+        "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
+        "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
+        "fabs", "exp2", "cbrt", "gamma", "lgamma")},
+    "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
+    "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
+    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
+    "isfinite": ("isfinite", 1, "bool"),
+    "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
+}
+#: NumPy's names of the math functions that ``math`` spells otherwise (np.arcsin: asin)
+NUMPY_MATH_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+                    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow"}
 _MATH_STEPS = frozenset({"floor", "ceil", "trunc", "rint"})
 _MATH_PREDICATES = frozenset({"isnan", "isinf", "isfinite"})
 
 
-def _math_records() -> None:
-    # the frontend's table of math functions: name -> (IR fn, arity, result kind);
-    # ``round(x)`` is emitted as rint
-    from .frontend.calls import MATH_FUNCTIONS
+def math_operand_type(types: list) -> ScalarType:
+    """The type a math function computes in: its operands' promoted type, where that is
+    an integer or a bool float64 (a weak float where every operand is a weak Python
+    number); a float result has it, a predicate's is a bool."""
+    t = types[0]
+    for u in types[1:]:
+        t = promote(t, u)
+    return t if t.kind == "f" else WEAK_FLOAT if t.weak else FLOAT64
 
+
+def _math_records() -> None:
+    # ``round(x)`` is emitted as rint
     table = {**MATH_FUNCTIONS, "round": ("rint", 1, "float")}
     for name, (fn, arity, result) in table.items():
-        if ("math", fn) in RECORDS:
-            continue
         adjoint = (Adjoint.none(_NO_GRAD_RESULT) if fn in _MATH_PREDICATES
                    else Adjoint.none(_NO_GRAD_STEP) if fn in _MATH_STEPS
                    else Adjoint.of(MATH_RULES[fn]) if fn in MATH_RULES else NO_RULE_YET)
@@ -211,23 +226,17 @@ def _math_records() -> None:
                       batching=None, adjoint=adjoint, memory=PURE))
 
 
-_NUMPY_MATH_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
-                     "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
-                     "pow": "power"}
-
-
 def _math_definition(fn: str) -> Callable:
     """The math function of one number, as the per-example Python program computes it."""
     import math
-    ufunc = getattr(np, _NUMPY_MATH_NAMES.get(fn, fn), None)
+    numpy_name = {m: n for n, m in NUMPY_MATH_NAMES.items()}.get(fn, fn)
+    ufunc = getattr(np, numpy_name, None)
     return ufunc if ufunc is not None else getattr(math, fn)
 
 
 def _math_type(result: str) -> Callable:
-    """The frontend's rule (``calls.math_operand_type``); a predicate gives a NumPy bool
+    """The frontend's rule (``math_operand_type``); a predicate gives a NumPy bool
     (``np.isnan``; ``math.isnan``'s Python bool is the frontend's weak bool)."""
-    from .frontend.calls import math_operand_type
-
     def rule(types):
         return BOOL if result == "bool" else math_operand_type(types)
     return rule
@@ -242,8 +251,16 @@ def lanesum_outer(args, mask, lanes, fail):
     return d.T @ x
 
 
+def _lane_array_type(entry) -> Callable:
+    """A lane intrinsic of an array, elementwise: its rule on the elements (bools summed
+    as int64), the array's shape."""
+    def rule(types):
+        a = types[0]
+        return ArrayType(entry.result([a.dtype, *types[1:]]), a.ndim, a.shape)
+    return rule
+
+
 def _lanesum_outer_type(types):
-    from .types import ArrayType, promote
     d, x = types
     return ArrayType(promote(d.dtype, x.dtype), 2, (d.shape[0], x.shape[0]))
 
@@ -276,9 +293,19 @@ def _array_type_rule(fn: str) -> Callable:
     return rule
 
 
-def _array_records() -> None:
-    from .frontend.arrayops import ALIASES
+#: NumPy's other spellings of array operations: name -> the record's name
+ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
+           "np.linalg.norm": "norm", "around": "round",
+           # ufuncs called by name (np.subtract(a, b)) are the operators' ops
+           "subtract": "sub", "multiply": "mul", "divide": "truediv",
+           "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
+           "right_shift": "rshift", "bitwise_and": "bitand", "bitwise_or": "bitor",
+           "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
+           "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+           "equal": "eq", "not_equal": "ne"}
 
+
+def _array_records() -> None:
     aliases: dict[str, list[str]] = {}
     for alias, target in (*ALIASES.items(), *arraylib.SPELLINGS.items()):
         aliases.setdefault(target, []).append(alias)
@@ -297,7 +324,7 @@ def _array_records() -> None:
         entry = INTRINSICS.get(fn)
         _add(OpRecord("array", fn, entry.doc if entry else lanesum_outer.__doc__,
                       definition=entry.reference if entry else lanesum_outer,
-                      type_rule=entry.result if entry else _lanesum_outer_type,
+                      type_rule=_lane_array_type(entry) if entry else _lanesum_outer_type,
                       batching=None, adjoint=_ARRAY_NO_GRAD[fn],
                       monoid=entry.monoid if entry else None, memory=ARRAY_MEMORY[fn]))
 
@@ -319,17 +346,14 @@ def _layer_records() -> None:
     for name in ("relu", "sigmoid", "softmax", "log_softmax", "conv2d", "max_pool2d",
                  "avg_pool2d"):
         layer = getattr(nn, name)
+        # an array operation of its own: its array record's facts; else compiled from its
+        # body: the records of the operations it uses
         own = getattr(layer, "__hydra_array_op__", None)
-        if own is not None:  # an array operation of its own: its array record
-            array = record("array", own[0])
-            _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
-                          definition=layer, type_rule=array.type_rule,
-                          batching=array.batching, adjoint=array.adjoint,
-                          memory=array.memory))
-        else:  # compiled from its body: the records of the operations it uses
-            _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0],
-                          definition=layer, type_rule=None, batching=None,
-                          adjoint=Adjoint.none(_BY_BODY)))
+        array = record("array", own[0]) if own is not None else None
+        _add(OpRecord("layer", name, layer.__doc__.strip().splitlines()[0], definition=layer,
+                      type_rule=array and array.type_rule, batching=array and array.batching,
+                      adjoint=array.adjoint if array else Adjoint.none(_BY_BODY),
+                      memory=array and array.memory))
 
 
 # --- hydra.random ----------------------------------------------------------------------------

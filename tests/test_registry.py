@@ -135,6 +135,18 @@ def test_array_records_run_their_definitions():
     np.testing.assert_array_equal(out, np.full((4, 2), 3.0))
 
 
+@pytest.mark.parametrize("fn,dtype,expected", [
+    ("lanesum", BOOL, INT64), ("lanesum", FLOAT64, FLOAT64), ("laneprod", BOOL, INT64),
+    ("lanemax", BOOL, BOOL), ("laneany", FLOAT64, BOOL), ("shuffle", FLOAT64, FLOAT64)])
+def test_a_lane_intrinsic_of_an_array_is_typed_elementwise_by_its_record(fn, dtype, expected):
+    # the record the frontend types the op by: the intrinsic's rule on the elements, the
+    # array's shape (bools summed as int64, as lanesum of numbers counts them)
+    from hydra.types import ArrayType
+    rest = [INT64] if fn == "shuffle" else []
+    got = record("array", fn).type_rule([ArrayType(dtype, 2, (2, 3)), *rest])
+    assert got == ArrayType(expected, 2, (2, 3))
+
+
 def test_integer_and_step_operations_carry_no_gradient():
     for key in (("op", "lt"), ("array", "floor"), ("math", "isnan"), ("intrinsic", "lane"),
                 ("array", "argmax")):

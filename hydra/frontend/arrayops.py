@@ -14,6 +14,7 @@ recompiles, specializing on shapes from then on.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 
 import numpy as np
@@ -21,28 +22,21 @@ import numpy as np
 from ..batching import ELEMENTWISE, PER_LANE, REDUCTIONS, result_type
 from ..errors import CompileError, Loc
 from ..ir.core import Value
-from ..types import BOOL, WEAK_INT, ArrayType, ScalarType, scalar
+from ..registry import ALIASES, record
+from ..types import WEAK_INT, ArrayType, ScalarType, scalar
 from .arraycalls import FUNCTIONS as MORE_FUNCTIONS
 from .arraycalls import METHODS as MORE_METHODS
 from .common import Meta, NeedShapes
 from .unroll import shape_reason
 
-#: set while a kernel compiles with array shapes in its types (after a NeedShapes)
 #: where a user reads which array operations kernels take (the hint of a refused one)
 GUIDE_ARRAY_OPS = ("docs/guide.md, chapter 12 'Per-lane arrays: per-example NumPy code, "
                    "batched', lists the array operations kernels support ('Operations')")
+#: set while a kernel compiles with array shapes in its types (after a NeedShapes)
 SHAPED = contextvars.ContextVar("hydra_shaped", default=False)
 #: uniform int parameters a kernel specializes on (name -> value): shapes depend on them
 SHAPE_VALUES = contextvars.ContextVar("hydra_shape_values", default=None)
 
-
-class ArrayIndex:
-    """An index that is not one integer per axis: slices, fewer integers than axes,
-    ``None``: the static ``spec`` and the integer operands that fill it."""
-
-    def __init__(self, spec: tuple, ints: list[Value]) -> None:
-        self.spec = spec
-        self.ints = ints
 
 
 class ListArg(tuple):
@@ -66,15 +60,6 @@ ARRAY_FUNCTIONS = frozenset({
     "amax", "amin", "argmax", "argmin", *MORE_FUNCTIONS, "np.linalg.norm", "around"})
 METHODS = frozenset({*REDUCTIONS, "copy", "reshape", "astype", "dot", "transpose", "clip",
                      *MORE_METHODS})
-ALIASES = {"amax": "max", "amin": "min", "absolute": "abs", "power": "pow",
-           "np.linalg.norm": "norm", "around": "round",
-            # ufuncs called by name (np.subtract(a, b)) are the operators' ops
-            "subtract": "sub", "multiply": "mul", "divide": "truediv",
-            "floor_divide": "floordiv", "remainder": "mod", "left_shift": "lshift",
-            "right_shift": "rshift", "bitwise_and": "bitand", "bitwise_or": "bitor",
-            "bitwise_xor": "bitxor", "bitwise_not": "invert", "bitwise_invert": "invert",
-            "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
-            "equal": "eq", "not_equal": "ne"}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "matmul": "@", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
             "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^"}
@@ -117,30 +102,27 @@ class ArrayMixin:
     def _check_shaped(self, v, label: str, loc: Loc) -> None:
         """NeedShapes where ``v`` is an array whose shape its type does not hold: naming
         the uniform parameters that would give it (``np.zeros(k)``: specialize on k)."""
-        if is_array(v) and v.type.shape is None and v.id in self.unknown_shapes:
+        if not is_array(v) or v.type.shape is not None:
+            return
+        name = f"'{v.name}'" if v.name else "this array"
+        if v.id in self.unknown_shapes:
             made_at, params = self.unknown_shapes[v.id]
             raise NeedShapes(params=params, loc=made_at, message=
-                f"{label}: the shape of {self._array_name(v)} depends on a value that is "
+                f"{label}: the shape of {name} depends on a value that is "
                 f"not known when the kernel compiles (here: " + (shape_reason(params) or
                 "a varying value, or a uniform one that is not a constant") + ")",
                 hint="a per-lane array's shape must be the same on every lane and come "
                      "from argument shapes and constants (a.shape[0], 16)")
-        if is_array(v) and v.type.shape is None:
-            raise NeedShapes(
-                f"{label}: the shape of {self._array_name(v)} is not known when the "
-                f"kernel compiles", loc,
-                hint="a per-lane array's shape must come from argument shapes and "
-                     "constants, never from a varying value (dump-ir --sig: give "
-                     "shapes, float32[3, 4])")
+        raise NeedShapes(
+            f"{label}: the shape of {name} is not known when the kernel compiles", loc,
+            hint="a per-lane array's shape must come from argument shapes and constants, "
+                 "never from a varying value (dump-ir --sig: give shapes, float32[3, 4])")
 
     def is_array_ref(self, v: Value) -> bool:
         """An argument or captured array (shared memory, bound by reference), as opposed
         to a per-lane array value that a select may copy."""
         return v.id in self.array_refs or v.id in self.param_names_by_id \
             or v.type.shape is None
-
-    def _array_name(self, v: Value) -> str:
-        return f"'{v.name}'" if v.name else "this array"
 
     # --- operators ----------------------------------------------------------------------
 
@@ -150,11 +132,9 @@ class ArrayMixin:
                                hint=f"np.{name}imum(a, b) is elementwise; a.{name}() reduces")
         return self.array_op(name, [a, b], loc)
 
-    def array_unary(self, name: str, v: Value, loc: Loc) -> Value:
-        return self.array_op(name, [v], loc)
-
-    def array_attribute_value(self, array: Value, attr: str, loc: Loc):
-        """``a.T``, ``a.shape`` (constants where known), methods; None for the others."""
+    def array_attribute(self, array: Value, attr: str, loc: Loc):
+        """``a.T``, ``a.shape``, ``a.ndim``, ``a.size`` (constants where the shape is
+        known), the methods (``a.sum``)."""
         shape = array.type.shape
         if attr == "T":
             return self.array_op("transpose", [array], loc)
@@ -164,7 +144,18 @@ class ArrayMixin:
             return self.const(int(np.prod(shape, dtype=np.int64)), loc)
         if attr in METHODS:
             return Meta(ArrayMethod(array, attr))
-        return None
+        dims = tuple(self.emit("array_dim", [array], WEAK_INT, loc, {"axis": k})
+                     for k in range(array.type.ndim))
+        if attr == "shape":
+            return dims
+        if attr == "ndim":
+            return self.const(array.type.ndim, loc)
+        if attr == "size":
+            if not dims:  # a 0-d array holds one element
+                return self.const(1, loc)
+            return functools.reduce(lambda x, y: self.emit("mul", [x, y], WEAK_INT, loc), dims)
+        raise CompileError(f"array attribute '{attr}' is not supported (shape, ndim and size are)",
+                           loc)
 
     def call_array_method(self, m: ArrayMethod, args, kwargs, loc: Loc):
         name = m.name
@@ -368,9 +359,8 @@ class ArrayMixin:
         return self.array_op(name, operands, loc, **params)
 
     def wants_array_call(self, fname: str, args, kwargs) -> bool:
-        """Is this call of a NumPy function one on whole arrays (else a scalar one)?"""
-        if fname in ("zeros", "ones", "empty", "full"):
-            return False
+        """Is this call of a NumPy function one on whole arrays (else a scalar one)?
+        (``np.zeros`` and its kin are ``call_local_array``'s, decided before.)"""
         has_array = any(is_array(a) for a in list(args) + list(kwargs.values())) or any(
             isinstance(a, tuple) and any(is_array(x) for x in a) for a in args)
         return fname in ARRAY_FUNCTIONS or has_array
@@ -382,111 +372,14 @@ class ArrayMixin:
         a = args[0]
         if a.type.shape is None:
             raise NeedShapes(f"{name}() of an array needs its shape", loc)
-        producer = self._producer(a)
-        if name == "lanesum" and producer is not None and producer.attrs["fn"] == "outer":
+        producer = self.defining_op(a)
+        if name == "lanesum" and producer is not None and producer.opcode == "array" \
+                and producer.attrs["fn"] == "outer":
             return self.emit("array", list(producer.operands), a.type, loc,
                              {"fn": "lanesum_outer", "params": {}})
-        t = a.type
-        if t.dtype.kind == "b" and name in ("lanesum", "laneprod", "prefixsum"):
-            t = ArrayType(scalar("int64"), t.ndim, t.shape)  # bools count as int64
-        if name in ("laneany", "laneall"):
-            t = ArrayType(BOOL, t.ndim, t.shape)
         rest = [self.coerce(k, scalar("int64"), loc) for k in args[1:]]
-        return self.emit("array", [a, *rest], t, loc, {"fn": name, "params": {}})
-
-    def _producer(self, v: Value):
-        for op in reversed(self.region.ops):
-            if op.results and op.results[0] is v:
-                return op if op.opcode == "array" else None
-        return None
-
-    # --- indexing -------------------------------------------------------------------------
-
-    def array_index(self, array: Value, raw, loc: Loc) -> ArrayIndex | None:
-        """The index as an ``ArrayIndex`` unless it is one integer per axis."""
-        items = list(raw) if isinstance(raw, tuple) else [raw]
-        if all(isinstance(v, Value) and isinstance(v.type, ScalarType) for v in items) \
-                and len(items) == array.type.ndim:
-            return None
-        spec, ints = [], []
-        for v in items:
-            if isinstance(v, slice):
-                spec.append(("slice", v.start, v.stop, v.step))
-            elif v is None or isinstance(v, Meta) and v.obj is None:
-                spec.append(("none",))
-            elif isinstance(v, Meta) and v.obj is Ellipsis:
-                spec.append(("ellipsis",))
-            elif isinstance(v, Value) and isinstance(v.type, ScalarType) and v.type.kind in "iub":
-                spec.append(("int",))
-                ints.append(self.coerce(v, scalar("int64"), loc))
-            else:
-                raise CompileError(f"array indices must be integers or slices, not "
-                                   f"{self.describe(v)}", loc)
-        return ArrayIndex(tuple(spec), ints)
-
-    def slice_value(self, node, loc: Loc) -> slice:
-        parts = []
-        for part in (node.lower, node.upper, node.step):
-            parts.append(None if part is None else self._static_int(self.expr(part),
-                                                                    "a slice bound", loc))
-        return slice(*parts)
-
-    def array_load(self, array: Value, index: ArrayIndex, loc: Loc) -> Value:
-        return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)
-
-    def array_update(self, array, value, loc: Loc) -> bool:
-        """``a += b`` on an array: NumPy writes the result into ``a`` itself (an argument's
-        row, a view, an alias all see it), so it is a store of ``a + b`` into every element
-        of ``a``, under NumPy's rules (the same shape, a ``same_kind`` cast).  False where
-        ``array`` is not an array (the name is rebound, as for numbers)."""
-        if not (is_array(array) and is_array(value)) or array.type.shape is None:
-            return False
-        if tuple(value.type.shape) != tuple(array.type.shape):
-            raise CompileError(f"an augmented assignment writes its result into the array: "
-                               f"shape {value.type.shape} does not fit the array's "
-                               f"{array.type.shape}", loc)
-        src, dst = value.type.dtype.dtype, array.type.dtype.dtype
-        if not np.can_cast(src, dst, casting="same_kind"):
-            raise CompileError(f"an augmented assignment writes its result into the array: "
-                               f"{src} cannot be cast to the array's {dst} (NumPy's "
-                               f"same_kind rule)", loc,
-                               hint=f"a = a + b (not a += b) makes a new {src} array")
-        full = ArrayIndex((("slice", None, None, None),) * array.type.ndim, [])
-        self.array_store(array, full, value, loc)
-        return True
-
-    def array_store(self, array: Value, index: ArrayIndex, value, loc: Loc) -> None:
-        if array.id in self.readonly_ids:
-            raise CompileError("this array is a read-only view (np.diag of a matrix is "
-                               "NumPy's read-only view of its diagonal): NumPy raises "
-                               "ValueError on a store into it", loc,
-                               hint="np.diag(a).copy() is an array of its own")
-        self._check_shaped(array, "a store into an array", loc)
-        self._check_shaped(value, "a store into an array", loc)
-        place = result_type("getitem", [array.type] + [i.type for i in index.ints],
-                            {"index": index.spec})
-        sub = place.shape if isinstance(place, ArrayType) else ()
-        if not isinstance(value, Value):
-            raise CompileError(f"cannot store {self.describe(value)} into an array", loc)
-        if isinstance(value.type, ScalarType):
-            value = self.coerce(value, array.type.dtype, loc)
-        else:
-            try:
-                # the value broadcasts to the place's shape (NumPy drops its leading 1s)
-                vshape = tuple(value.type.shape)
-                while len(vshape) > len(sub) and vshape[0] == 1:
-                    vshape = vshape[1:]
-                if np.broadcast_shapes(vshape, sub) != tuple(sub):
-                    raise ValueError
-            except ValueError:
-                raise CompileError(f"cannot store an array of shape {value.type.shape} into a "
-                                   f"place of shape {sub}", loc) from None
-            if vshape != tuple(value.type.shape):  # the stores broadcast rows of sub's rank
-                value = self.array_op("reshape", [value], loc, shape=vshape)
-            if value.type.dtype != array.type.dtype:
-                value = self.array_op("astype", [value], loc, dtype=array.type.dtype.name)
-        self.emit_op("array_store", [array, value, *index.ints], [], loc,
-                     {"fn": "setitem", "params": {"index": index.spec, "shape": sub}})
+        return self.emit("array", [a, *rest], record("array", name).type_rule([a.type]), loc,
+                         {"fn": name, "params": {}})
 
 
 def _weak_placeholder(t):
@@ -497,4 +390,4 @@ def _weak_placeholder(t):
     return t.dtype.type(1)
 
 
-__all__ = ["ArrayMixin", "NeedShapes", "SHAPED", "ArrayIndex", "BOOL", "WEAK_INT"]
+__all__ = ["ArrayMixin", "NeedShapes", "SHAPED"]

@@ -23,23 +23,25 @@ Python functions are inlined; recursion is a ``CompileError``.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
-
 
 from .. import trees
 from ..errors import CompileError, Loc
 from ..ir.core import Function, Op, Region, Value
-from ..types import BOOL, ArrayType, ScalarType, Type, finalize, join
+from ..types import BOOL, Type, finalize
 from .binding import parameter_names
 from .arraycalls import MoreArrayMixin
 from .fancy import FancyIndexMixin
-from .arrayops import SHAPE_VALUES, SHAPED, ArrayMixin, NeedShapes
+from .arrayops import SHAPE_VALUES, ArrayMixin
 from .calls import CallMixin
-from .containers import ContainerMixin, Struct, is_node, items_of, like
+from .containers import ContainerMixin, Struct
 from .common import Meta, Partial, always_returns, contains, has_return
 from .compare import CompareMixin
 from .exprs import ExprMixin
 from .idioms import IdiomMixin
+from .indexing import IndexMixin
+from .joins import JoinMixin
 from .loops import LoopMixin
 from .scalars import ScalarRulesMixin
 from .source import ParsedFunction
@@ -69,7 +71,8 @@ class Frame:
 
 
 class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, FancyIndexMixin,
-              ScalarRulesMixin, ContainerMixin, IdiomMixin, CompareMixin, ExprMixin):
+              ScalarRulesMixin, ContainerMixin, IdiomMixin, CompareMixin, IndexMixin, JoinMixin,
+              ExprMixin):
     """Translates one kernel (and the functions it calls) into a ``Function``."""
 
     def __init__(self, parsed: ParsedFunction) -> None:
@@ -138,27 +141,26 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
             # container's int leaves are made constants by param_tree)
             if name in env:
                 env[name] = self.const(value, loc, env[name].type)
-        self.call_stack.append(self.root.pyfunc)
-        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
-            if isinstance(node, ast.Lambda) else node.body
-        leaves, tree = self.translate_function(self.root, env, body, loc)
+        leaves, tree = self.translate_function(self.root, env, loc, self.root.pyfunc)
         self.region.ops.append(Op("yield", leaves, [], loc))
         self.region.ops[:0] = self.entry_ops
         fn = Function(self.root.name, params, param_names, self.region, loc)
-        fn.notes["result_tree"] = tree
-        fn.notes["python_int_params"] = self.python_int_params
-        fn.notes["param_owners"] = self.param_owners
-        fn.notes["param_paths"] = self.param_paths
-        fn.notes["kernel_return_ids"] = self.kernel_return_ids
+        fn.notes.update(result_tree=tree, python_int_params=self.python_int_params,
+                        param_owners=self.param_owners, param_paths=self.param_paths,
+                        kernel_return_ids=self.kernel_return_ids)
         _finalize_types(fn)
         return fn
 
-    def translate_function(self, parsed: ParsedFunction, env: dict, body: list[ast.stmt],
-                           loc: Loc, partial: dict | None = None
-                           ) -> tuple[list[Value], object]:
-        """Translate a function body into the current region; return the leaves of its
+    def translate_function(self, parsed: ParsedFunction, env: dict, loc: Loc, key,
+                           partial: dict | None = None) -> tuple[list[Value], object]:
+        """Translate a function's body (a lambda's: its ``return``) into the current
+        region, with ``key`` on the call stack (recursion); return the leaves of its
         result and the ``trees.TreeDef`` that rebuilds it."""
+        node = parsed.node
+        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
+            if isinstance(node, ast.Lambda) else node.body
         saved = self.frame
+        self.call_stack.append(key)
         frame = Frame(parsed, env, prefix="" if saved is None else "@" + self.fresh(),
                       partial=dict(partial or {}))
         frame.has_return = has_return(body)
@@ -179,6 +181,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
             return leaves, tree
         finally:
             self.frame = saved
+            self.call_stack.pop()
 
     # --- variables --------------------------------------------------------------------
 
@@ -213,212 +216,6 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
         self.frame.partial.pop(name, None)
         self.frame.bound_at[name] = loc
 
-    # --- joins --------------------------------------------------------------------------
-
-    def shape_of(self, name: str, value, loc: Loc):
-        """The join key of a value: a tree of types, or the value itself for arrays and
-        compile-time objects (which must then be the same on every path)."""
-        if is_node(value):
-            return like(value, (self.shape_of(name, v, loc) for v in items_of(value)))
-        if isinstance(value, Value):
-            if isinstance(value.type, ArrayType) and not self.is_array_ref(value):
-                return value.type  # a per-lane array value: joined by a select
-            return value if isinstance(value.type, ArrayType) else value.type
-        return value
-
-    def join_shapes(self, name: str, a, b, loc_a: Loc, loc_b: Loc):
-        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) or \
-                isinstance(a, Struct) and isinstance(b, Struct) and a.same_node(b):
-            return like(a, (self.join_shapes(name, x, y, loc_a, loc_b)
-                            for x, y in zip(items_of(a), items_of(b))))
-        if a is not b:  # an item pinned to its value (pin_same) and another: by type
-            a, b = (s.type if isinstance(s, Value) and not (isinstance(s.type, ArrayType)
-                                                             and self.is_array_ref(s)) else s
-                    for s in (a, b))
-        if isinstance(a, Type) != isinstance(b, Type):
-            # an argument array on one path, a per-lane array value on another (h = x
-            # before a loop that computes h): both join as values
-            a, b = (s.type if isinstance(s, Value) and isinstance(s.type, ArrayType)
-                    and s.type.shape is not None else s for s in (a, b))
-        if isinstance(a, Type) and isinstance(b, Type):
-            t = join(a, b)
-            if t is not None:
-                return t
-        elif a is b or a == b:
-            return a
-        if name == "$expr":  # the two values of ``a and b``, ``a or b``, ``a if c else b``
-            raise CompileError(
-                f"this expression gives {self.describe_shape(a)} or {self.describe_shape(b)}, "
-                f"depending on which operand it yields; hydra needs one type", loc_b,
-                hint="give both values one type, e.g. bool(a) and bool(b)")
-        shown = name.lstrip("$") if not name.startswith("$retval") else "the return value"
-        if not SHAPED.get() and any(isinstance(s, ArrayType) or isinstance(s, Value) and
-                                    isinstance(s.type, ArrayType) for s in (a, b)):
-            # maybe per-lane array values whose shapes are not known yet: try with shapes
-            raise NeedShapes(f"'{shown}' needs array shapes", loc_b)
-        if all(isinstance(s, Value) and isinstance(s.type, ArrayType) for s in (a, b)):
-            rebound = max(loc_a, loc_b, key=lambda at: at.line)  # the later binding
-            raise CompileError(
-                f"'{shown}' is {self.describe_shape(a)} on one path and "
-                f"{self.describe_shape(b)} on another: a name must refer to one array, "
-                f"because hydra binds array names to arrays when it compiles (swapping "
-                f"arrays, as in 'h, hn = hn, h' in a loop, is not supported yet)", rebound,
-                hint="keep both buffers in one array with a leading axis of 2 and pick the "
-                     "current one by the step's parity: buf[i % 2, j] and "
-                     "buf[(i + 1) % 2, j]")
-        raise CompileError(
-            f"'{shown}' is {self.describe_shape(a)} on one path (line {loc_a.line}) and "
-            f"{self.describe_shape(b)} on another (line {loc_b.line})", loc_b,
-            hint="give the variable one type on every path")
-
-    def pin_same(self, a, b, shape):
-        """The join ``shape`` with the leaves that are one value on both paths (a
-        container's unchanged items) pinned to that value: no phi for them, so a uniform
-        item stays uniform whatever the condition."""
-        if is_node(shape) and is_node(a) and is_node(b):
-            return like(shape, [self.pin_same(x, y, s) for x, y, s in
-                                zip(items_of(a), items_of(b), items_of(shape))])
-        if isinstance(shape, Type) and isinstance(a, Value) and a is b:
-            return a
-        return shape
-
-    def describe_shape(self, s) -> str:
-        if isinstance(s, tuple):
-            return f"a tuple of {len(s)}"
-        if isinstance(s, Struct):
-            return s.describe()
-        if isinstance(s, ScalarType):
-            name = s.strong().name
-            return f"an {name}" if name[0] in "aeiou" else f"a {name}"
-        if isinstance(s, Value):
-            return f"the array {s.name or '?'}" if isinstance(s.type, ArrayType) else str(s.type)
-        if isinstance(s, ArrayType):
-            return f"an {s}"
-        return self.describe(s)
-
-    def leaves_as(self, value, shape, loc: Loc) -> list[Value]:
-        """The leaves of ``value`` converted to the join ``shape`` (emitting casts)."""
-        if is_node(shape):
-            out = []
-            for v, s in zip(items_of(value), items_of(shape)):
-                out += self.leaves_as(v, s, loc)
-            return out
-        if isinstance(shape, Type):
-            return [self.coerce(value, shape, loc)]
-        return []  # an array or compile-time object: the same on every path, no phi
-
-    def rebuild(self, shape, results):
-        """Inverse of leaves_as: the joined value from the op's results."""
-        if is_node(shape):
-            return like(shape, [self.rebuild(s, results) for s in items_of(shape)])
-        if isinstance(shape, Type):
-            return next(results)
-        return shape
-
-    def joined(self, name: str, shape, results):
-        """Variable ``name``'s value after an if or while: rebuilt from the op's
-        results, named after it (temporaries, ``$...``, stay unnamed)."""
-        value = self.rebuild(shape, results)
-        if isinstance(value, Value) and not name.startswith("$"):
-            value.name = name
-        if name == "$retval":  # the kernel's own, not an inlined helper's ($retval@k)
-            self.kernel_return_ids.update(v.id for v in _leaves(value, shape))
-        return value
-
-    def binding_loc(self, name: str, value, default: Loc) -> Loc:
-        """Where ``name`` got ``value``: the assignment that bound an array name (an
-        array argument's value was made at the ``def`` line, not where ``a, b = b, a``
-        rebinds it), else where the value was computed."""
-        if isinstance(value, Value) and isinstance(value.type, ArrayType) \
-                and name in self.frame.bound_at:
-            return self.frame.bound_at[name]
-        return self.value_loc(value, default)
-
-    def value_loc(self, value, default: Loc) -> Loc:
-        if isinstance(value, Value):
-            return value.loc
-        if is_node(value) and items_of(value):
-            return self.value_loc(items_of(value)[0], default)
-        return default
-
-    # --- structured if ------------------------------------------------------------------
-
-    def build_if(self, cond: Value, then_fn, else_fn, loc: Loc) -> None:
-        """Emit an ``if`` whose arms run ``then_fn``/``else_fn`` against copies of the
-        frame's variables, then join the variables that differ (the phis). A condition
-        known when the kernel compiles runs only the arm it picks, in place."""
-        truth = self.static_truth(cond)
-        if truth is not None:
-            (then_fn if truth else else_fn)()
-            return
-        frame = self.frame
-        before = dict(frame.env)
-        before_partial = dict(frame.partial)
-        bound_before = dict(frame.bound_at)
-        arms, bound = [], {}
-        for fn in (then_fn, else_fn):
-            region = Region()
-            outer, self.region = self.region, region
-            frame.env = dict(before)
-            frame.partial = dict(before_partial)
-            frame.bound_at = dict(bound_before)
-            fn()
-            arms.append((region, frame.env, frame.partial))
-            bound.update(frame.bound_at)
-            self.region = outer
-        frame.bound_at = bound
-        (r_then, env_then, p_then), (r_else, env_else, p_else) = arms
-        joined_env, joined_partial = dict(before), {}
-        names = [n for n in dict.fromkeys([*env_then, *env_else])]
-        phis = []  # (name, shape)
-        for name in names:
-            a, b = env_then.get(name), env_else.get(name)
-            if a is b and name in env_then:
-                joined_env[name] = a
-                if name in p_then or name in p_else:
-                    joined_partial[name] = p_then.get(name) or p_else.get(name)
-                continue
-            if name not in env_then or name not in env_else:
-                present = a if name in env_then else b
-                joined_env[name] = present
-                if not name.startswith("$"):
-                    joined_partial[name] = Partial(self.value_loc(present, loc), loc)
-                if not isinstance(present, (Value, tuple, Struct)):
-                    continue
-                shape = self.shape_of(name, present, loc)
-                phis.append((name, shape, name in env_then, name in env_else))
-                continue
-            shape = self.join_shapes(name, self.shape_of(name, a, loc), self.shape_of(name, b, loc),
-                                     self.binding_loc(name, a, loc), self.binding_loc(name, b, loc))
-            shape = self.pin_same(a, b, shape)
-            if name in p_then or name in p_else:
-                joined_partial[name] = p_then.get(name) or p_else.get(name)
-            phis.append((name, shape, True, True))
-        yields = [[], []]
-        for side, (region, env) in enumerate(((r_then, env_then), (r_else, env_else))):
-            outer, self.region = self.region, region
-            for name, shape, in_then, in_else in phis:
-                present = (in_then, in_else)[side]
-                value = env[name] if present else None
-                yields[side] += (self.leaves_as(value, shape, loc) if present
-                                 else self.undef_leaves(shape, loc))
-            region.ops.append(Op("yield", yields[side], [], loc))
-            self.region = outer
-        types = [v.type for v in yields[0]]
-        op = self.emit_op("if", [cond], types, loc, regions=[r_then, r_else])
-        results = iter(op.results)
-        for name, shape, _, _ in phis:
-            joined_env[name] = self.joined(name, shape, results)
-        frame.env = joined_env
-        frame.partial = joined_partial
-
-    def undef_leaves(self, shape, loc: Loc) -> list[Value]:
-        if is_node(shape):
-            return [v for s in items_of(shape) for v in self.undef_leaves(s, loc)]
-        if isinstance(shape, Type):
-            return [self.emit("undef", [], shape, loc)]
-        return []
-
     # --- statements -------------------------------------------------------------------
 
     def stmts(self, body: list[ast.stmt]) -> None:
@@ -452,9 +249,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
             return None
         if any(self.static_truth(f) for f in live):  # a return/break every lane took
             return self.const(False, loc)
-        stop = live[0]
-        for f in live[1:]:
-            stop = self.emit("bitor", [stop, f], BOOL, loc)
+        stop = functools.reduce(lambda x, y: self.emit("bitor", [x, y], BOOL, loc), live)
         return self.logical_not(stop, loc)
 
     def stmt(self, node: ast.stmt) -> None:
@@ -580,8 +375,3 @@ def _finalize_types(fn: Function) -> None:
                 fix(a)
 
 
-def _leaves(value, shape) -> list[Value]:
-    """The op results ``rebuild`` took for ``value`` of join ``shape``."""
-    if is_node(shape):
-        return [v for item, s in zip(items_of(value), items_of(shape)) for v in _leaves(item, s)]
-    return [value] if isinstance(shape, Type) else []

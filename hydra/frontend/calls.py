@@ -13,10 +13,10 @@ import numpy as np
 
 from .. import intrinsics, nn, trees
 from ..errors import CompileError, CompileTypeError, Loc
-from ..ir.core import Value
+from ..ir.core import LANE_ARRAY_FNS, Value
+from ..registry import MATH_FUNCTIONS, NUMPY_MATH_NAMES, math_operand_type
 from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
-                     ScalarType, promote, scalar)
-from ..ir.core import LANE_ARRAY_FNS
+                     ScalarType, scalar)
 from .arrayops import ArrayMethod, ListArg, NeedShapes, is_array
 from .binding import Default, binder, parameter_names
 from .common import Meta
@@ -27,21 +27,7 @@ from .source import parse_function
 from .subset import check_subset
 from .ufuncs import scalar_relu, scalar_ufunc
 
-#: math/numpy functions on scalars: name -> (IR fn, arity, result: "float", "int", "bool", "same")
-MATH_FUNCTIONS: dict[str, tuple[str, int, str]] = {
-    **{f: (f, 1, "float") for f in (
-        "sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan",
-        "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "expm1", "log1p", "erf", "erfc",
-        "fabs", "exp2", "cbrt", "gamma", "lgamma")},
-    "atan2": ("atan2", 2, "float"), "hypot": ("hypot", 2, "float"), "pow": ("pow", 2, "float"),
-    "copysign": ("copysign", 2, "float"), "fmod": ("fmod", 2, "float"),
-    "isnan": ("isnan", 1, "bool"), "isinf": ("isinf", 1, "bool"),
-    "isfinite": ("isfinite", 1, "bool"),
-    "floor": ("floor", 1, "float"), "ceil": ("ceil", 1, "float"), "trunc": ("trunc", 1, "float"),
-}
-_NUMPY_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
-                  "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
-                  "abs": "abs", "absolute": "abs"}
+_NUMPY_ALIASES = {**NUMPY_MATH_NAMES, "absolute": "abs"}
 _MATH_TO_INT = ("floor", "ceil", "trunc")  # math.floor returns an int in Python
 
 
@@ -62,16 +48,6 @@ def array_reduction_error(fname: str, loc: Loc) -> CompileError:
 
 
 _NOT_SPECIAL = object()
-
-
-def math_operand_type(types: list) -> ScalarType:
-    """The type a math function computes in: its operands' promoted type, where that is
-    an integer or a bool float64 (a weak float where every operand is a weak Python
-    number); a float result has it, a predicate's is a bool."""
-    t = types[0]
-    for u in types[1:]:
-        t = promote(t, u)
-    return t if t.kind == "f" else WEAK_FLOAT if t.weak else FLOAT64
 
 
 class CallMixin:
@@ -283,7 +259,7 @@ class CallMixin:
     def call_local_array(self, fname: str, args, kwargs, loc: Loc) -> Value:
         if not args:
             raise CompileError(f"np.{fname}() needs a shape", loc)
-        shape = args[0] if isinstance(args[0], tuple) else (args[0],)
+        given = args[0] if isinstance(args[0], tuple) else (args[0],)
         dtype_arg = kwargs.pop("dtype", args[2] if fname == "full" and len(args) > 2 else
                                (args[1] if len(args) > 1 and fname != "full" else None))
         fill = {"zeros": 0, "ones": 1, "empty": 0}.get(fname)
@@ -295,7 +271,7 @@ class CallMixin:
                 dtype_arg = Meta(args[1].type.strong().dtype.type)  # NumPy: the fill's type
             if fill is None:  # a computed (maybe per-lane) fill value: an array op
                 return self.array_op("full", [args[1]], loc, shape=tuple(
-                    self._static_int(d, "np.full()'s shape", loc) for d in shape),
+                    self._static_int(d, "np.full()'s shape", loc) for d in given),
                     dtype=self._dtype(dtype_arg, "np.full()", loc))
         if kwargs:
             raise CompileError(f"np.{fname}() arguments {sorted(kwargs)} are not supported", loc)
@@ -304,7 +280,7 @@ class CallMixin:
         if fname == "full":
             self.coerce(args[1], dtype, loc)  # a Python int fill must fit (OverflowError)
         dims = []
-        for d in shape:
+        for d in given:
             if not isinstance(d, Value) or d.type.kind not in "iu":
                 raise CompileError(f"np.{fname}(): the shape must be integers", loc)
             size = self.constant_value(d)
@@ -317,7 +293,6 @@ class CallMixin:
         out = self.emit("local_array", dims, ArrayType(dtype, len(dims), shape), loc,
                         {"dtype": dtype.name, "fill": fill})
         if shape is None:
-            given = args[0] if isinstance(args[0], tuple) else (args[0],)
             params = [p for d in given for p in self._params_behind(d)]
             self.unknown_shapes[out.id] = (loc, params)
         return out
@@ -440,20 +415,12 @@ class CallMixin:
                                hint="rewrite the recursion as a loop")
         parsed = parse_function(fn)
         check_subset(parsed)
-        node = parsed.node
         try:
             bound = binder(parsed.pyfunc, mark_defaults=True)(*args, **kwargs)
         except TypeError as e:  # Python's own words for a bad call
             raise CompileTypeError(str(e), loc) from None
-        names = parameter_names(node)
+        names = parameter_names(parsed.node)
         # a default is a constant (or array, function, ...) captured like a module global
         env = {name: self.from_python(v.value, name, loc) if isinstance(v, Default) else v
                for name, v in zip(names, bound)}
-        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
-            if isinstance(node, ast.Lambda) else node.body
-        self.call_stack.append(fn)
-        try:
-            leaves, tree = self.translate_function(parsed, env, body, loc)
-        finally:
-            self.call_stack.pop()
-        return self.unflatten(leaves, tree)
+        return self.unflatten(*self.translate_function(parsed, env, loc, fn))

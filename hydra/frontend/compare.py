@@ -15,8 +15,7 @@ from ..types import BOOL, INT64, UINT64, WEAK_BOOL, ScalarType, promote
 from .arrayops import is_array
 
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
-_PYTHON_COMPARE = {"lt": operator.lt, "le": operator.le, "gt": operator.gt,
-                   "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}
+_PYTHON_COMPARE = {name: getattr(operator, name) for name in CMPOPS.values()}
 
 
 class CompareMixin:

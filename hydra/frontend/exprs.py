@@ -1,24 +1,25 @@
 """Expressions for the builder: typing by NumPy 2 rules, weak literals, per-lane
-short-circuit ``and``/``or``/``if-else``, loads and stores (calls are in ``calls``).
+short-circuit ``and``/``or``/``if-else`` (calls are in ``calls``, subscripts in
+``indexing``).
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import operator
 import types as pytypes
 
 import numpy as np
 
 from ..arrays import array_problem
 from ..errors import CompileError, CompileOverflowError, Loc
-from ..ir.core import Region, Value
-from ..types import (BOOL, FLOAT64, INT64, WEAK_BOOL, WEAK_FLOAT, WEAK_INT, ArrayType,
-                     ScalarType, Type, promote, scalar, typeof_python)
-from .fancy import FancyIndex
-from .arrayops import SHAPED, ArrayIndex, is_array
+from ..ir.core import Value
+from ..types import (BOOL, FLOAT64, WEAK_BOOL, WEAK_FLOAT, ArrayType,
+                     SCALAR_NAMES, ScalarType, Type, promote, scalar, typeof_python)
+from .arrayops import SHAPED, is_array
 from .common import Meta
-from .containers import Struct, is_node, items_of
+from .containers import Struct, items_of
 from .subset import EXPRESSIONS
 
 _BINOPS = {
@@ -31,16 +32,12 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//",
            "bitxor": "^"}
 
 _PYTHON_INT_OPS = {
-    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-    "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y, "pow": lambda x, y: x ** y,
-    "lshift": lambda x, y: x << y, "rshift": lambda x, y: x >> y,
-    "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y, "bitxor": lambda x, y: x ^ y,
-    "min": min, "max": max,
-}
+    **{n: getattr(operator, n) for n in ("add", "sub", "mul", "floordiv", "mod", "pow",
+                                         "lshift", "rshift")},
+    "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor, "min": min, "max": max}
 
-NUMPY_SCALAR_TYPES = {getattr(np, n): n for n in (
-    "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64")}
+#: the NumPy scalar types hydra computes in (np.float32, ...) -> their names
+NUMPY_SCALAR_TYPES = {np.dtype(n).type: n for n in SCALAR_NAMES}
 
 
 class ExprMixin:
@@ -54,18 +51,14 @@ class ExprMixin:
             raise CompileError(f"{type(node).__name__} is not supported", self.loc(node))
         return getattr(self, handler)(node)
 
-    def value(self, node: ast.expr) -> Value:
-        """An expression that must be a number or bool."""
-        v = self.expr(node)
-        if not isinstance(v, Value) or not isinstance(v.type, ScalarType):
-            raise CompileError(f"expected a number here, not {self.describe(v)}", self.loc(node))
-        return v
-
     def describe(self, v) -> str:
+        """What ``v`` (a value, a type, a compile-time object) is, for an error message."""
         if isinstance(v, Value):
             if isinstance(v.type, ArrayType):
                 return f"an array ({v.type})"
-            name = v.type.strong().name if isinstance(v.type, ScalarType) else str(v.type)
+            v = v.type
+        if isinstance(v, Type):
+            name = v.strong().name if isinstance(v, ScalarType) else str(v)
             return f"an {name}" if name[0] in "aeiou" else f"a {name}"
         if isinstance(v, tuple):
             return f"a tuple of {len(v)}"
@@ -99,25 +92,22 @@ class ExprMixin:
         return v
 
     def constant_value(self, v):
-        """The Python value of a constant, or None."""
-        if isinstance(v, Value):
-            for op in self._defining_ops(v):
-                return op.attrs.get("_python", op.attrs["value"])
-        return None
+        """The Python value of a constant, or None.  Constants are looked up among those
+        made (in enclosing regions too: a uniform int a shape depends on, the counter of
+        an unrolled loop, used in an if's or a loop's body) and in the region being built."""
+        if not isinstance(v, Value):
+            return None
+        op = self.const_ops.get(v.id)
+        if op is None:
+            op = self.defining_op(v)
+        if op is None or op.opcode != "const":
+            return None
+        return op.attrs.get("_python", op.attrs["value"])
 
-    def _defining_ops(self, v: Value):
-        # Constants are looked up in the region being built (where they were just made),
-        # and among those made in enclosing regions (a uniform int a shape depends on, the
-        # counter of an unrolled loop, used in an if's or a loop's body)
-        outer = self.const_ops.get(v.id)
-        if outer is not None:
-            yield outer
-            return
-        for op in reversed(self.region.ops):
-            if op.results and op.results[0] is v:
-                if op.opcode == "const":
-                    yield op
-                return
+    def defining_op(self, v: Value):
+        """The op of the region being built whose (first) result ``v`` is, or None."""
+        return next((op for op in reversed(self.region.ops)
+                     if op.results and op.results[0] is v), None)
 
     def coerce(self, v: Value, t: Type, loc: Loc) -> Value:
         if not isinstance(v, Value):
@@ -206,15 +196,9 @@ class ExprMixin:
         return self.scalar_type_of(getattr(obj, "obj", None))
 
     def scalar_type_of(self, obj) -> ScalarType | None:
-        if obj is float:
-            return FLOAT64
-        if obj is int:
-            return INT64
-        if obj is bool:
-            return BOOL
-        if obj in NUMPY_SCALAR_TYPES:
-            return scalar(obj)
-        if isinstance(obj, (str, np.dtype)):
+        """The scalar type ``obj`` names (float, np.float32, "int8", a dtype), or None."""
+        if obj in (float, int, bool) or obj in NUMPY_SCALAR_TYPES \
+                or isinstance(obj, (str, np.dtype)):
             try:
                 return scalar(obj)
             except TypeError:
@@ -236,9 +220,7 @@ class ExprMixin:
             raise CompileError(f"{what}: the dtype must be a NumPy scalar type such as "
                                f"np.float32, not {obj}", loc) from None
         raise CompileError(f"{what}: hydra does not compute in {name}", loc,
-                           hint="use one of " + ", ".join(
-                               ("bool" if n == "bool_" else n)
-                               for n in NUMPY_SCALAR_TYPES.values()))
+                           hint="use one of " + ", ".join(NUMPY_SCALAR_TYPES.values()))
 
     def from_python(self, obj, name: str, loc: Loc):
         """A free name's value: numbers become constants, arrays captured arrays."""
@@ -303,26 +285,6 @@ class ExprMixin:
                                    f"'{node.attr}'", loc) from None
             return self.from_python(obj, node.attr, loc)
         raise CompileError(f"attribute '{node.attr}' of {self.describe(base)} is not supported",
-                           loc)
-
-    def array_attribute(self, array: Value, attr: str, loc: Loc):
-        special = self.array_attribute_value(array, attr, loc)
-        if special is not None:
-            return special
-        dims = tuple(self.emit("array_dim", [array], WEAK_INT, loc, {"axis": k})
-                     for k in range(array.type.ndim))
-        if attr == "shape":
-            return dims
-        if attr == "ndim":
-            return self.const(array.type.ndim, loc)
-        if attr == "size":
-            if not dims:  # a 0-d array holds one element
-                return self.const(1, loc)
-            size = dims[0]
-            for d in dims[1:]:
-                size = self.emit("mul", [size, d], WEAK_INT, loc)
-            return size
-        raise CompileError(f"array attribute '{attr}' is not supported (shape, ndim and size are)",
                            loc)
 
     # --- arithmetic ------------------------------------------------------------------
@@ -403,11 +365,13 @@ class ExprMixin:
         if isinstance(node.op, ast.Not):
             return self.logical_not(self.condition(node.operand), loc)
         v = self.expr(node.operand)
-        v = self.value(node.operand) if not isinstance(v, Value) else v
+        if not isinstance(v, Value):
+            raise CompileError(f"expected a number here, not {self.describe(v)}",
+                               self.loc(node.operand))
         if isinstance(node.op, ast.UAdd) and (is_array(v) or v.type.kind != "b"):
             return v
         if is_array(v):
-            return self.array_unary("neg" if isinstance(node.op, ast.USub) else "invert", v, loc)
+            return self.array_op("neg" if isinstance(node.op, ast.USub) else "invert", [v], loc)
         t = v.type
         if t.kind == "b" and isinstance(node.op, ast.Invert):
             return self.emit("not", [v], t, loc)  # NumPy: ~ of a bool is logical not
@@ -423,34 +387,6 @@ class ExprMixin:
         return self.emit("invert", [v], t, loc)
 
     # --- per-lane short circuit ---------------------------------------------------------
-
-    def if_value(self, cond: Value, then_fn, else_fn, loc: Loc):
-        """An ``if`` op that yields the value of then_fn() or else_fn(); each arm runs
-        only on the lanes that take it; a condition known when the kernel compiles
-        runs only the arm it picks (see static_truth)."""
-        truth = self.static_truth(cond)
-        if truth is not None:
-            return then_fn() if truth else else_fn()
-        arms, values = [], []
-        for fn in (then_fn, else_fn):
-            region, outer = Region(), self.region
-            self.region = region
-            values.append(fn())
-            self.region = outer
-            arms.append(region)
-        shape = self.pin_same(*values, self.join_shapes(
-            "$expr", self.shape_of("", values[0], loc), self.shape_of("", values[1], loc),
-            loc, loc))
-        yields = []
-        for region, v in zip(arms, values):
-            outer, self.region = self.region, region
-            leaves = self.leaves_as(v, shape, loc)
-            from ..ir.core import Op
-            region.ops.append(Op("yield", leaves, [], loc))
-            yields.append(leaves)
-            self.region = outer
-        op = self.emit_op("if", [cond], [v.type for v in yields[0]], loc, regions=arms)
-        return self.rebuild(shape, iter(op.results))
 
     def expr_boolop(self, node: ast.BoolOp):
         loc = self.loc(node)
@@ -472,116 +408,6 @@ class ExprMixin:
         cond = self.condition(node.test)
         return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse),
                              loc)
-
-    # --- arrays ----------------------------------------------------------------------
-
-    def subscript_parts(self, node: ast.Subscript) -> tuple[Value, list[Value]]:
-        loc = self.loc(node)
-        if isinstance(node.value, ast.Subscript):  # W[i][j] = v
-            inner = node.value
-            at = self.loc(inner)
-            outer = self.expr(inner.value)
-            if isinstance(outer, Value) and isinstance(outer.type, ArrayType):
-                index = self.indices(outer, inner.slice, at)
-                base = self.load(outer, index, at)
-                composed = self._composed(outer, index, base, node.slice, loc)
-                if composed is not None:
-                    return composed
-            else:
-                base = self.subscript_of(outer, inner, at)
-        else:
-            base = self.expr(node.value)
-        if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
-            self.read_only_error(base, "an item", loc)
-            raise CompileError(f"cannot assign to an item of {self.describe(base)}", loc)
-        return base, self.indices(base, node.slice, loc)
-
-    def _composed(self, outer: Value, index, view, node_slice, loc: Loc):
-        """``W[i][j] = v`` as ``W[i, j] = v`` where ``W[i]`` takes integers only: the same
-        place per NumPy (``W[i]`` is a view), and a store into ``W`` itself, which hydra
-        makes even where ``W[i]`` alone would be a per-lane gather (a varying ``i``).
-        None where the inner index is anything else (slices, ``None``)."""
-        if not isinstance(index, ArrayIndex) or any(item[0] != "int" for item in index.spec) \
-                or not isinstance(view, Value) or not isinstance(view.type, ArrayType):
-            return None
-        inner = self.indices(view, node_slice, loc)
-        if isinstance(inner, ArrayIndex):
-            return outer, ArrayIndex(tuple(index.spec) + tuple(inner.spec),
-                                     list(index.ints) + list(inner.ints))
-        return outer, list(index.ints) + list(inner)
-
-    def indices(self, array: Value, index: ast.expr, loc: Loc) -> list[Value]:
-        parts = index.elts if isinstance(index, ast.Tuple) else [index]
-        raw = tuple(self.slice_value(p, loc) if isinstance(p, ast.Slice)
-                    else self.list_or_expr(p) for p in parts)  # a[[0, 2]]: a list
-        raw = raw if isinstance(index, ast.Tuple) else raw[0]
-        fancy = self.fancy_index(array, raw, loc)  # an integer array or a mask in it
-        if fancy is not None:
-            return fancy
-        whole = self.array_index(array, raw, loc)
-        if whole is not None:
-            return whole
-        items = list(raw) if isinstance(raw, tuple) else [raw]
-        if len(items) != array.type.ndim:
-            raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
-                               f"{len(items)} index(es) were given; index every dimension", loc)
-        out = []
-        for axis, v in enumerate(items):
-            if not isinstance(v, Value) or not isinstance(v.type, ScalarType) \
-                    or v.type.kind not in "iub":
-                raise CompileError(f"array indices must be integers, not {self.describe(v)}", loc)
-            if v.type.name == "uint64":
-                # indices are int64 from here on: 2**63 and up would wrap to negative
-                # indices and count from the end; NumPy calls them out of bounds
-                small = self.emit("lt", [v, self.const(2**63, loc, v.type)], BOOL, loc)
-                self.emit_op("check", [small], [], loc, {
-                    "kind": "index",
-                    "message": f"index out of bounds for axis {axis}: a uint64 index of "
-                               f"2**63 or more"})
-            out.append(self.coerce(v, INT64, loc))
-        return out
-
-    def expr_subscript(self, node: ast.Subscript):
-        return self.subscript_of(self.expr(node.value), node, self.loc(node))
-
-    def subscript_of(self, base, node: ast.Subscript, loc: Loc):
-        """``base[...]`` of an evaluated ``base``: a tuple's item, an array's element or
-        sub-array."""
-        if is_node(base):
-            return self.container_item(base, node, loc)
-        if isinstance(base, Meta) and isinstance(base.obj, (list, dict, set)):
-            raise CompileError(f"{self.describe(base)} cannot be indexed in a kernel", loc,
-                               hint="make it a NumPy array at module level "
-                                    "(name = np.array([...]), captured when the kernel "
-                                    "compiles), or a tuple")
-        if not isinstance(base, Value) or not isinstance(base.type, ArrayType):
-            raise CompileError(f"{self.describe(base)} cannot be indexed", loc)
-        return self.load(base, self.indices(base, node.slice, loc), loc)
-
-    def load(self, array: Value, indices: list[Value], loc: Loc) -> Value:
-        if isinstance(indices, FancyIndex):
-            return self.fancy_load(array, indices, loc)
-        if isinstance(indices, ArrayIndex):
-            return self.array_load(array, indices, loc)
-        return self.emit("load", [array, *indices], array.type.dtype, loc)
-
-    def store(self, array: Value, indices: list[Value], value, loc: Loc) -> None:
-        if isinstance(indices, FancyIndex):
-            raise CompileError("a store through an integer array index or a mask is not "
-                               "supported", loc,
-                               hint="a = np.where(mask, value, a) for a mask; a loop "
-                                    "for a[idx[j]] = v[j]")
-        if isinstance(indices, ArrayIndex) or is_array(value):
-            if not isinstance(indices, ArrayIndex):
-                indices = ArrayIndex((("int",),) * len(indices), indices)
-            return self.array_store(array, indices, value, loc)
-        if not isinstance(value, Value) or not isinstance(value.type, ScalarType):
-            raise CompileError(f"cannot store {self.describe(value)} into an array element", loc)
-        if array.id in self.readonly_ids:  # the element store of a read-only view
-            return self.array_store(array, ArrayIndex((("int",),) * len(indices), indices),
-                                    value, loc)
-        value = self.coerce(value, array.type.dtype, loc)
-        self.emit_op("store", [array, *indices, value], [], loc)
 
 
 def _overflow_hint(t: ScalarType) -> str:

@@ -253,15 +253,7 @@ class IdiomMixin:
         env = {k: v for k, v in fn.frame.env.items() if not k.startswith("$")}
         partial = {k: p for k, p in fn.frame.partial.items() if k not in bound.arguments}
         env.update(bound.arguments)
-        node = fn.node
-        body = [ast.Return(node.body, lineno=node.body.lineno, col_offset=node.body.col_offset)] \
-            if isinstance(node, ast.Lambda) else node.body
-        self.call_stack.append(fn.node)
-        try:
-            leaves, tree = self.translate_function(fn.parsed, env, body, loc, partial)
-        finally:
-            self.call_stack.pop()
-        return self.unflatten(leaves, tree)
+        return self.unflatten(*self.translate_function(fn.parsed, env, loc, fn.node, partial))
 
     # --- arrays ------------------------------------------------------------------------
 

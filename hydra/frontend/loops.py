@@ -10,13 +10,14 @@ for lanes that have not left the loop with ``break`` or ``return``.
 from __future__ import annotations
 
 import ast
+import functools
 
 from ..errors import CompileError, Loc
 from ..ir.core import Op, Region, Value
-from ..types import BOOL, ScalarType, Type, join
+from ..types import BOOL, ScalarType, join
 from .arrayops import is_array
 from .common import Meta, Partial, assigned_names, has_return, loop_exits
-from .containers import Struct, is_node, items_of
+from .containers import Struct, is_node
 
 
 class LoopMixin:
@@ -214,13 +215,8 @@ class LoopMixin:
         for n in carried:
             if n in names:
                 out.append(pos)
-            pos += len(self.leaves_as_types(shapes[n]))
+            pos += len(self.leaf_types(shapes[n]))
         return out
-
-    def leaves_as_types(self, shape) -> list:
-        if is_node(shape):
-            return [t for s in items_of(shape) for t in self.leaves_as_types(s)]
-        return [shape] if isinstance(shape, Type) else []
 
     def bind(self, carried, shapes, args, entry_env, loc) -> None:
         it = iter(args)
@@ -235,8 +231,6 @@ class LoopMixin:
     def and_not_stopped(self, cond_fn, stop: list[Value], loc: Loc) -> Value:
         """not (break or return) and cond, with cond evaluated only where it is needed:
         a lane that broke out must not evaluate (and maybe trap in) the condition."""
-        stopped = stop[0]
-        for s in stop[1:]:
-            stopped = self.emit("bitor", [stopped, s], BOOL, loc)
+        stopped = functools.reduce(lambda x, y: self.emit("bitor", [x, y], BOOL, loc), stop)
         go = self.emit("not", [stopped], BOOL, loc)
         return self.if_value(go, cond_fn, lambda: self.const(False, loc), loc)

@@ -79,21 +79,11 @@ def parse_function(fn) -> ParsedFunction:
             hint="hydra reads the function's source: define it in a file or a notebook cell, "
                  "not with exec() or in the plain interactive interpreter",
         ) from None
+    if fn.__name__ == "<lambda>":  # maybe in the middle of an expression: the file's AST
+        return ParsedFunction(fn, _find_lambda(fn, lines, first), filename, 0, 0)
     block = inspect.getblock(lines[first:])
-    text = "".join(block)
-    dedented = textwrap.dedent(text)
-    indent = len(text) - len(text.lstrip(" \t")) if text.strip() else 0
     indent = min((len(ln) - len(ln.lstrip()) for ln in block if ln.strip()), default=0)
-    try:
-        tree = ast.parse(dedented)
-    except SyntaxError:
-        # A lambda in the middle of an expression: parse the whole logical statement.
-        tree = None
-    if fn.__name__ == "<lambda>":
-        node = _find_lambda(fn, lines, first)
-        return ParsedFunction(fn, node, filename, 0, 0)
-    assert tree is not None
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(textwrap.dedent("".join(block)))):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == fn.__name__:
             if isinstance(node, ast.AsyncFunctionDef):
                 raise CompileError("async functions are not supported",

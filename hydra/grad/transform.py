@@ -46,6 +46,7 @@ import numpy as np
 from ..batching import ELEMENTWISE
 from ..errors import CompileError
 from ..ir.core import Function, Op, Region, Value
+from ..registry import AdjointState, record
 from ..types import BOOL, INT64, ArrayType, ScalarType
 from .analysis import active, check_differentiable, defined, describe, useful
 from .checkpoint import segment
@@ -62,7 +63,6 @@ def is_float(t) -> bool:
 
 
 def _record(op: Op):
-    from ..registry import record  # the registry imports the rules: import it late
     if op.opcode in ("math", "array"):
         return record(op.opcode, op.attrs["fn"])
     if op.opcode == "intrinsic":
@@ -249,7 +249,6 @@ class Transform:
         return adj
 
     def reverse_op(self, op: Op, adj: dict) -> None:
-        from ..registry import AdjointState
         gs = [adj.get(r.id) for r in op.results]
         if all(g is None for g in gs) or not op.operands:
             return
