@@ -42,9 +42,11 @@ def _mark(v: Value) -> str:
 def _attr(key: str, value) -> str:
     if isinstance(value, np.ndarray):
         return f"{key}=<array {value.dtype} {value.shape}>"
-    if isinstance(value, float):
-        return f"{key}={value!r}"
     return f"{key}={value!r}"
+
+
+#: the label each region of an op with regions prints under (the CFG picture's too)
+REGION_LABELS = {"if": ("then", "else"), "while": ("before", "do")}
 
 
 class Printer:
@@ -91,17 +93,10 @@ class Printer:
 
     def op(self, op: Op, depth: int) -> None:
         pad = "  " * depth
-        text = pad + self.header(op)
+        self.lines.append(pad + self.header(op) + (" {" if op.regions else ""))
         if op.regions:
-            text += " {"
-        self.lines.append(text)
-        if op.opcode == "if":
-            self._sub(op.regions[0], "then", depth)
-            self._sub(op.regions[1], "else", depth)
-            self.lines.append(pad + "}")
-        elif op.opcode == "while":
-            self._sub(op.regions[0], "before", depth)
-            self._sub(op.regions[1], "do", depth)
+            for region, label in zip(op.regions, REGION_LABELS[op.opcode]):
+                self._sub(region, label, depth)
             self.lines.append(pad + "}")
 
     def _sub(self, region: Region, label: str, depth: int) -> None:
