@@ -34,7 +34,7 @@ import numpy as np
 
 from .batching import index_tuple
 from .errors import CompileError, KernelValueError
-from .ir.core import ARRAY_MEMORY, VIEW, Function, Op, Value
+from .ir.core import ARRAY_MEMORY, VIEW, Function, Op, Value, passes_on
 
 #: array fns whose result may be a view of their first operand (their declaration)
 VIEW_FNS = frozenset(fn for fn, memory in ARRAY_MEMORY.items() if memory == VIEW)
@@ -394,15 +394,5 @@ def _refuse(op: Op, chose: str, seen: str, one: Value | None) -> None:
 
 def _carried_to(owner: Op | None, end: Op, v: Value) -> list[Value]:
     """The values that ``end``, a terminator of one of ``owner``'s regions or a
-    ``while`` (its operands: the initial carried values), passes ``v`` on to: an if's
-    result; a while's first trip or next trip (from its body); a while's body and
-    results (from its condition, whose first operand is the test)."""
-    at = [j for j, o in enumerate(end.operands) if o is v]
-    if end.opcode == "while":
-        return [end.regions[0].args[j] for j in at]
-    if owner.opcode == "if":
-        return [owner.results[j] for j in at]
-    if end.opcode == "condition":
-        return [r for j in at if j > 0 for r in (owner.regions[1].args[j - 1],
-                                                 owner.results[j - 1])]
-    return [owner.regions[0].args[j] for j in at]
+    ``while`` (its operands: the initial carried values), passes ``v`` on to."""
+    return [to for to, u, at in passes_on(owner or end) if u is v and at is end]

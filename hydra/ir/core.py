@@ -343,6 +343,22 @@ class Op:
         return self.operands[writes[0]] if writes else None
 
 
+def passes_on(op: Op) -> list[tuple[Value, Value, Op]]:
+    """The values an ``if`` or a ``while`` passes on (``Memory.carries``), as (to, from,
+    at: the op whose operand ``from`` is): an if's results from its arms' yields; a
+    while's before-region arguments from its initial values (at the while) and its
+    body's yield, its body arguments and results from what its condition passes on."""
+    if op.opcode == "if":
+        return [(r, y, arm.terminator) for arm in op.regions
+                for r, y in zip(op.results, arm.terminator.operands)]
+    before, body = op.regions
+    cond, end = before.terminator, body.terminator
+    return [*((a, v, op) for a, v in zip(before.args, op.operands)),
+            *((a, v, end) for a, v in zip(before.args, end.operands)),
+            *((a, v, cond) for a, v in zip(body.args, cond.operands[1:])),
+            *((r, v, cond) for r, v in zip(op.results, cond.operands[1:]))]
+
+
 @dataclass(slots=True, eq=False)
 class Region:
     args: list[Value] = field(default_factory=list)

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 from ..ir.core import Function, Op, Value
 from ..types import ArrayType
-
-#: array functions whose result is a view of their first operand
-VIEW_FNS = ("getitem", "reshape", "transpose")
+from ..views import VIEW_FNS
 
 
 def find_sync_points(fn: Function) -> Function:

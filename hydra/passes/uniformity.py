@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..batching import FRESH
-from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
+from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value, passes_on
 from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
@@ -76,17 +76,9 @@ def _written_temporaries(fn: Function) -> set[int]:
             targets.append(op.operands[0])
         elif op.opcode == "array" and op.attrs["fn"] in VIEW_FNS and op.result.id not in copies:
             may_alias.join(op.result, op.operands[0])
-        elif op.opcode == "if":
-            for region in op.regions:
-                for r, y in zip(op.results, region.terminator.operands):
-                    may_alias.join(r, y)
-        elif op.opcode == "while":
-            before, body = op.regions
-            passed = before.terminator.operands[1:]
-            for i, r in enumerate(op.results):
-                for v in (op.operands[i], body.terminator.operands[i], passed[i],
-                          body.args[i], r):
-                    may_alias.join(before.args[i], v)
+        elif op.opcode in ("if", "while"):  # (a loop's condition passes its arguments on)
+            for to, v, _ in passes_on(op):
+                may_alias.join(to, v)
     written = {may_alias.find(v.id) for v in targets}
     _mark_observed_layouts(producer, may_alias, written)
     fn.notes["shared_reshapes"] = [decided for vid, decided in reshapes.items()
