@@ -98,13 +98,10 @@ def check_layouts(fn: Function, values: list) -> None:
     if not decided:
         return
     given = {p.id: (f"argument '{p.name}'", a) for p, a in zip(fn.params, values)}
+    given.update((op.result.id, (f"the captured array '{op.attrs['name']}'", op.attrs["array"]))
+                 for op in fn.walk() if op.opcode == "global_array")
     for copies, root, chain in decided:
-        if root.id in given:
-            what, a = given[root.id]
-        else:
-            op = next(op for op in fn.walk() if op.opcode == "global_array"
-                      and op.result is root)
-            what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
+        what, a = given[root.id]
         if not isinstance(a, np.ndarray) or a.flags.c_contiguous:
             continue
         strides, b = a.strides, a
@@ -123,7 +120,6 @@ def check_layouts(fn: Function, values: list) -> None:
                 f"{made} in this reshape, and the kernel writes it: hydra compiled {other}, "
                 f"as for a C-contiguous array; pass np.ascontiguousarray(...)", None,
                 chain[-1].loc)
-
 
 
 def check_stores(fn: Function) -> None:
@@ -223,14 +219,10 @@ class _Merges:
             if arm.id in self.made and _sources(self.made[arm.id], arm) is not None:
                 self._carried(op, arm, {v.id})
         for arm in arms:
-            if arm.id in self.callers:
-                seen = f"{arm.name or 'an argument'}, the caller's array"
-            elif self._read_later(arm, op, {v.id}, merge,
-                                  {k for k, a in enumerate(arms) if a is arm}):
-                seen = f"{arm.name or 'an array'}, which is read after the store"
-            else:
-                continue
-            _refuse(op, "a varying if chose", seen, arm if arms[0] is arms[1] else None)
+            if arm.id in self.callers or self._read_later(
+                    arm, op, {v.id}, merge, {k for k, a in enumerate(arms) if a is arm}):
+                _refuse(op, "a varying if chose", arm, arm.id in self.callers,
+                        arm if arms[0] is arms[1] else None)
 
     def _carried(self, op: Op, v: Value, chosen: set | None = None) -> None:
         """A store into (a view of) a value a loop carries: where the loop joined
@@ -243,16 +235,12 @@ class _Merges:
         missed, joins = self._origins(v, set(), chosen is not None)
         joins |= chosen or set()
         for base in missed.values():
-            if base.id in self.callers:
-                seen = f"{base.name or 'an argument'}, the caller's array"
-            elif self._read_later(base, op, joins,
-                                  renewed=self._renewed(base, op, v, chosen is not None)):
-                seen = f"{base.name or 'an array'}, which is read after the store"
-            else:
-                continue
-            what = "a loop carried" if self.made[v.id].opcode == "while" else \
-                "a varying if chose"
-            _refuse(op, what, seen, base if len(missed) == 1 else None)
+            if base.id in self.callers or self._read_later(
+                    base, op, joins, renewed=self._renewed(base, op, v, chosen is not None)):
+                what = "a loop carried" if self.made[v.id].opcode == "while" else \
+                    "a varying if chose"
+                _refuse(op, what, base, base.id in self.callers,
+                        base if len(missed) == 1 else None)
 
     def _origins(self, v: Value, blocked: set, copied: bool = False
                  ) -> tuple[dict[int, Value], set[int]]:
@@ -370,10 +358,13 @@ def _sources(at: Op, w: Value) -> list[tuple[Value, bool]] | None:
     return [(passed[j], bool(test.varying) and not body.args[j].varying)]
 
 
-def _refuse(op: Op, chose: str, seen: str, one: Value | None) -> None:
+def _refuse(op: Op, chose: str, base: Value, caller: bool, one: Value | None) -> None:
     """The ``CompileError`` for a store into one of the arrays that ``chose`` joined
-    (into per-lane rows, a copy), landing per example in ``seen``; ``one``: the array
-    where every choice is (a view of) that one array."""
+    (into per-lane rows, a copy), landing per example in ``base``, the caller's array or
+    one read after the store; ``one``: the array where every choice is (a view of) that
+    one array."""
+    seen = f"{base.name or 'an argument'}, the caller's array" if caller else \
+        f"{base.name or 'an array'}, which is read after the store"
     if one is None:
         raise CompileError(
             f"a store into an array that {chose}: per example it lands in {seen}, on the "
