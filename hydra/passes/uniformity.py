@@ -147,21 +147,12 @@ def _op(op: Op, written: set[int], pushes: dict) -> bool:
     for region in op.regions:
         changed |= _region(region, written, pushes)
     inputs = any(v.varying for v in op.operands)
-    if op.opcode == "if":
-        cond = op.operands[0].varying
-        for i, r in enumerate(op.results):
-            yielded = any(reg.terminator.operands[i].varying for reg in op.regions)
-            changed |= _mark(r, cond or yielded)
-    elif op.opcode == "while":
-        before, body = op.regions
-        cond_op = before.terminator
-        cond = cond_op.operands[0].varying
-        for i, r in enumerate(op.results):
-            carried = op.operands[i].varying or body.terminator.operands[i].varying
-            changed |= _mark(before.args[i], carried)
-            passed = cond_op.operands[i + 1].varying
-            changed |= _mark(body.args[i], passed)
-            changed |= _mark(r, passed or cond)
+    if op.opcode in ("if", "while"):  # what is passed on, and the results where the
+        # lanes took different arms or left at different trips (the test is varying)
+        test = op.operands[0] if op.opcode == "if" else op.regions[0].terminator.operands[0]
+        results = {r.id for r in op.results} if test.varying else set()
+        for to, v, _ in passes_on(op):
+            changed |= _mark(to, v.varying or to.id in results)
     elif op.opcode == "intrinsic":
         entry = INTRINSICS[op.attrs["name"]]
         if op.results:
