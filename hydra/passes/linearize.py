@@ -152,11 +152,7 @@ class _Linearizer:
         # scalar and gets a per-lane live-out copy, taken as each lane leaves.
         frozen = [i for i in used if body.args[i].varying]
         live = [i for i in used if i not in frozen]
-        live_init = []
-        for i in live:
-            u = Value(op.results[i].type, loc, varying=True)
-            self.out.append(Op("undef", [], [u], loc))
-            live_init.append(u)
+        live_init = [self.new("undef", [], op.results[i].type, loc, True) for i in live]
 
         def fresh_args(region: Region) -> tuple[Value, list[Value]]:
             m = Value(BOOL, loc, "m.loop", varying=True)
@@ -180,11 +176,9 @@ class _Linearizer:
             passed[k] = before.args[1 + k]
         not_c = self.new("not", [c], BOOL, loc, True)
         exiting = self.new("bitand", [m_before, not_c], BOOL, loc, True, "m.exit")
-        new_lives = []
-        for k, i in enumerate(live):
-            sel = self.new("select", [exiting, passed[i], lives_before[k]], op.results[i].type,
-                           loc, True, op.results[i].name)
-            new_lives.append(sel)
+        new_lives = [self.new("select", [exiting, passed[i], lives_before[k]],
+                              op.results[i].type, loc, True, op.results[i].name)
+                     for k, i in enumerate(live)]
         m_next = self.new("bitand", [m_before, c], BOOL, loc, True, "m.loop")
         go = self.new("any", [m_next], BOOL, loc, False)
         self.out.append(Op("condition", [go, m_next, *passed, *new_lives], [], loc))
@@ -223,8 +217,8 @@ class _Linearizer:
         carried = [Value(r.type, r.loc, r.name, varying=r.varying) for r in op.results]
         final_lives = [Value(op.results[i].type, loc, op.results[i].name, varying=True)
                        for i in live]
-        for k, i in enumerate(live):
-            self.subst[op.results[i].id] = final_lives[k]
+        for i, v in zip(live, final_lives):
+            self.subst[op.results[i].id] = v
         for i in frozen:
             self.subst[op.results[i].id] = carried[i]
         op.operands = [mask, *op.operands, *live_init]
