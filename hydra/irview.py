@@ -37,13 +37,11 @@ def highlight_html(text: str) -> str:
     for m in _TOKEN.finditer(text):
         out.append(html.escape(text[pos:m.start()]))
         kind = m.lastgroup
-        token = html.escape(m.group())
-        if kind == "mark":
-            mark = m.group().strip(": ").strip()
-            token = f': <span class="{mark}">{mark}</span> '
-            out.append(token)
+        if kind == "mark":  # ": u ": the mark alone gets its class
+            mark = m.group().strip(": ")
+            out.append(f': <span class="{mark}">{mark}</span> ')
         else:
-            out.append(f'<span class="{kind}">{token}</span>')
+            out.append(f'<span class="{kind}">{html.escape(m.group())}</span>')
         pos = m.end()
     out.append(html.escape(text[pos:]))
     return _CSS + '<div class="hydra-ir">' + "".join(out) + "</div>"

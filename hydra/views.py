@@ -151,9 +151,8 @@ def _gathered(op: Op, made: dict, copied: set) -> None:
     hydra gathers a per-lane copy (SPEC section 8)."""
     for v in _views_back(op.operands[0], made, copied):
         view = made.get(v.id)
-        if view is None or view.opcode != "array" or view.attrs["fn"] != "getitem" \
-                or v.id in copied:
-            continue
+        if view is None or view.opcode != "array" or view.attrs["fn"] != "getitem":
+            continue  # (a copied reshape is no getitem)
         base = view.operands[0]
         if any(i.varying for i in view.operands[1:]):
             what = "the lane's array" if base.varying else "the shared array"
