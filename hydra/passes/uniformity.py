@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..batching import FRESH
-from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value, passes_on
+from ..ir.core import LANE_ARRAY_FNS, Function, Op, Value, passes_on
 from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
@@ -49,8 +49,8 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
         if op.opcode == "tape_push":
             pushes.setdefault(op.attrs["tape"], []).append(op)
     changed = True
-    while changed:
-        changed = _region(fn.body, written, pushes)
+    while changed:  # to the least fixpoint: every op each round (a mark only turns on)
+        changed = any([_op(op, written, pushes) for op in fn.walk()])
     _check_uniform_operands(fn)
     check_stores(fn)
     return fn
@@ -135,17 +135,8 @@ def _mark(v: Value, varying: bool) -> bool:
     return False
 
 
-def _region(region: Region, written: set[int], pushes: dict) -> bool:
-    changed = False
-    for op in region.ops:
-        changed |= _op(op, written, pushes)
-    return changed
-
-
 def _op(op: Op, written: set[int], pushes: dict) -> bool:
     changed = False
-    for region in op.regions:
-        changed |= _region(region, written, pushes)
     inputs = any(v.varying for v in op.operands)
     if op.opcode in ("if", "while"):  # what is passed on, and the results where the
         # lanes took different arms or left at different trips (the test is varying)
