@@ -20,18 +20,14 @@ from .core import Function, Op, Region, Value
 class _Names:
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
-        self.used: dict[str, int] = {}
-        self.counter = 0
+        self.used: dict[str, int] = {}  # name -> how many values have it ("": unnamed)
 
     def __call__(self, v: Value) -> str:
         if v.id not in self.names:
-            if v.name:
-                n = self.used.get(v.name, 0)
-                self.used[v.name] = n + 1
-                self.names[v.id] = f"%{v.name}" if n == 0 else f"%{v.name}.{n}"
-            else:
-                self.names[v.id] = f"%{self.counter}"
-                self.counter += 1
+            n = self.used.get(v.name, 0)
+            self.used[v.name] = n + 1
+            self.names[v.id] = f"%{n}" if not v.name else \
+                f"%{v.name}" if n == 0 else f"%{v.name}.{n}"
         return self.names[v.id]
 
 
