@@ -163,16 +163,23 @@ def profile(args) -> str:
     return str(p) + "\n"
 
 
+def ir_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose which IR to show and for which types (``dump-ir`` here,
+    ``%hydra_ir`` in a notebook)."""
+    parser.add_argument("--stage", choices=STAGES, default="predicated")
+    parser.add_argument("--after", choices=PASS_NAMES, default=None,
+                        help="stop after this pass (ssa/predicated stages)")
+    parser.add_argument("--sig", default=None,
+                        help='argument types, e.g. "float32, float32[:], int64"')
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hydra", description="hydra tools")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump-ir", help="print a kernel's IR at one stage")
     d.add_argument("target", help="FILE::FUNC")
     d.add_argument("--lanes", type=int, default=8)
-    d.add_argument("--stage", choices=STAGES, default="predicated")
-    d.add_argument("--after", choices=PASS_NAMES, default=None,
-                   help="stop after this pass (ssa/predicated stages)")
-    d.add_argument("--sig", default=None, help='argument types, e.g. "float32, float32[:], int64"')
+    ir_options(d)
     d.add_argument("--varying", default="", help="comma-separated varying parameters")
     d.add_argument("--backend", default=None, help="backend for llvm/asm/ptx/numba stages")
     q = sub.add_parser("profile", help="run a kernel under hydra.profile: lane utilization "
