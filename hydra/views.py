@@ -64,14 +64,13 @@ def shared_reshapes(fn: Function) -> dict[int, tuple[bool, Value, list[Op]]]:
     """Reshapes of uniform parameters and captured arrays, through views: result id ->
     (NumPy copies, the shared array, the chain of view ops from it, the reshape last),
     for a C-contiguous shared array.  Reshapes whose shapes are not known are left out."""
-    chains: dict[int, tuple[Value, list[Op], np.ndarray]] = {}
-    for p in fn.params:
-        if not p.varying and getattr(p.type, "shape", None) is not None:
-            chains[p.id] = (p, [], _stand_in(tuple(p.type.shape)))
+    shared = [p for p in fn.params if not p.varying]
+    shared += [op.result for op in fn.walk() if op.opcode == "global_array"]
+    chains: dict[int, tuple[Value, list[Op], np.ndarray]] = {
+        v.id: (v, [], _stand_in(tuple(v.type.shape))) for v in shared
+        if getattr(v.type, "shape", None) is not None}
     out = {}
     for op in fn.walk():
-        if op.opcode == "global_array" and getattr(op.result.type, "shape", None) is not None:
-            chains[op.result.id] = (op.result, [], _stand_in(tuple(op.result.type.shape)))
         if op.opcode != "array" or op.attrs["fn"] not in VIEW_FNS \
                 or op.operands[0].id not in chains \
                 or getattr(op.result.type, "shape", None) is None:

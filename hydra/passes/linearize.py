@@ -129,13 +129,10 @@ class _Linearizer:
             return term.operands
         inner = Region([], self.region_ops(region, arm_mask))
         yielded = inner.terminator.operands
-        skipped = Region([], [])
-        undefs = []
-        for y in yielded:
-            u = Value(y.type, loc, varying=y.varying)
-            skipped.ops.append(Op("undef", [], [u], loc))
-            undefs.append(u)
-        skipped.ops.append(Op("yield", undefs, [], loc))
+        saved, self.out = self.out, []
+        undefs = [self.new("undef", [], y.type, loc, y.varying) for y in yielded]
+        skipped = Region([], [*self.out, Op("yield", undefs, [], loc)])
+        self.out = saved
         guard = self.new("any", [arm_mask], BOOL, loc, False)
         results = [Value(y.type, y.loc, y.name, varying=y.varying or False) for y in yielded]
         self.out.append(Op("if", [guard], results, loc, {"guard": True}, [inner, skipped]))
