@@ -186,11 +186,11 @@ class _Linearizer:
         term = body.ops.pop()
         yielded = term.operands
         m_stay, lives_out = m_body, lives_body
+        saved, self.out = self.out, body.ops  # the end of the body
         if flags:
             # Lanes that set an exit flag leave the loop mask here, at the end of the
             # iteration, and their live-out values are taken now; the flag itself need
             # not travel around the loop.
-            saved, self.out = self.out, body.ops
             leave = yielded[flags[0]]
             for k in flags[1:]:
                 leave = self.new("bitor", [leave, yielded[k]], BOOL, loc, True)
@@ -200,13 +200,10 @@ class _Linearizer:
             lives_out = [self.new("select", [leaving, yielded[i], lives_body[k]],
                                   op.results[i].type, loc, True, op.results[i].name)
                          for k, i in enumerate(live)]
-            body.ops, self.out = self.out, saved
-        if frozen:
-            saved, self.out = self.out, body.ops
-            for i in frozen:
-                yielded[i] = self.new("select", [m_body, yielded[i], body.args[1 + i]],
-                                      op.results[i].type, loc, True, op.results[i].name)
-            body.ops, self.out = self.out, saved
+        for i in frozen:
+            yielded[i] = self.new("select", [m_body, yielded[i], body.args[1 + i]],
+                                  op.results[i].type, loc, True, op.results[i].name)
+        body.ops, self.out = self.out, saved
         term.operands = [m_stay, *yielded, *lives_out]
         body.ops.append(term)
 
