@@ -72,9 +72,8 @@ def parse_sig(sig: str) -> list[Type]:
 
 def annotation_types(fn) -> list[Type]:
     import inspect
-    params = list(inspect.signature(fn).parameters.values())
     types = []
-    for p in params:
+    for p in inspect.signature(fn).parameters.values():
         ann = p.annotation
         if ann is inspect.Parameter.empty:
             raise UsageError(f"parameter '{p.name}' of {fn.__name__} has no annotation; "

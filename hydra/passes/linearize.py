@@ -99,12 +99,9 @@ class _Linearizer:
         loc = op.loc
         cond = op.operands[0]
         not_cond = self.new("not", [cond], BOOL, loc, True)
-        arm_results = []
-        for region, arm_cond, label in ((op.regions[0], cond, "then"),
-                                        (op.regions[1], not_cond, "else")):
-            arm_mask = self.new("bitand", [mask, arm_cond], BOOL, loc, True, f"m.{label}")
-            arm_results.append(self.arm(region, arm_mask, loc))
-        then_vals, else_vals = arm_results
+        then_vals, else_vals = [
+            self.arm(region, self.new("bitand", [mask, c], BOOL, loc, True, f"m.{label}"), loc)
+            for region, c, label in zip(op.regions, (cond, not_cond), ("then", "else"))]
         for r, a, b in zip(op.results, then_vals, else_vals):
             if a is b:
                 self.subst[r.id] = a

@@ -62,11 +62,9 @@ def find_sync_points(fn: Function) -> Function:
     # array operation or a sub-array store runs on the host over all lanes at once, a
     # barrier already: it syncs only where it reaches other lanes' places itself (for
     # Dask, whose chunks run apart), or where the scalar accesses do.
-    shared_hazard = set()
-    for array_id in written:
-        if not all(direct and lane_private(op, lane_values)
-                   for op, direct in accesses[array_id] if not _host_level(op)):
-            shared_hazard.add(array_id)
+    shared_hazard = {array_id for array_id in written if not all(
+        direct and lane_private(op, lane_values)
+        for op, direct in accesses[array_id] if not _host_level(op))}
     points = []
     for op in ops:
         reason = None
