@@ -58,7 +58,6 @@ class _Layout:
         self.printer.function(fn)  # name every value in text order, so both views agree
         self.rows: list[tuple[int, str, str]] = []  # (depth, text, css class)
         self.boxes: list[tuple[int, int, int, str, str]] = []  # (depth, first, last, label, class)
-        self.fn = fn
 
     def region(self, region: Region, depth: int) -> None:
         for op in region.ops:
