@@ -200,15 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, TypeError) as exc:
         print(f"hydra {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except ImportError as exc:  # a stage whose backend cannot load here (ptx without CUDA)
-        print(f"hydra dump-ir: error: stage {args.stage!r} is not available here: {exc}",
+    except ImportError as exc:  # a backend that cannot load here (ptx without CUDA)
+        what = f"stage {args.stage!r}" if args.command == "dump-ir" else "the backend"
+        print(f"hydra {args.command}: error: {what} is not available here: {exc}",
               file=sys.stderr)
         return 1
-    except CompileError as exc:
-        print(f"hydra dump-ir: {exc}", file=sys.stderr)
-        return 1
-    except HydraError as exc:
-        print(f"hydra dump-ir: error: {exc}", file=sys.stderr)
+    except HydraError as exc:  # a CompileError's text says where and what itself
+        lead = "" if isinstance(exc, CompileError) else "error: "
+        print(f"hydra {args.command}: {lead}{exc}", file=sys.stderr)
         return 1
     return 0
 
