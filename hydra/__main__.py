@@ -72,9 +72,8 @@ def parse_sig(sig: str) -> list[Type]:
 
 def annotation_types(fn) -> list[Type]:
     import inspect
-    params = list(inspect.signature(fn).parameters.values())
     types = []
-    for p in params:
+    for p in inspect.signature(fn).parameters.values():
         ann = p.annotation
         if ann is inspect.Parameter.empty:
             raise UsageError(f"parameter '{p.name}' of {fn.__name__} has no annotation; "
@@ -163,16 +162,23 @@ def profile(args) -> str:
     return str(p) + "\n"
 
 
+def ir_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose which IR to show and for which types (``dump-ir`` here,
+    ``%hydra_ir`` in a notebook)."""
+    parser.add_argument("--stage", choices=STAGES, default="predicated")
+    parser.add_argument("--after", choices=PASS_NAMES, default=None,
+                        help="stop after this pass (ssa/predicated stages)")
+    parser.add_argument("--sig", default=None,
+                        help='argument types, e.g. "float32, float32[:], int64"')
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hydra", description="hydra tools")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump-ir", help="print a kernel's IR at one stage")
     d.add_argument("target", help="FILE::FUNC")
     d.add_argument("--lanes", type=int, default=8)
-    d.add_argument("--stage", choices=STAGES, default="predicated")
-    d.add_argument("--after", choices=PASS_NAMES, default=None,
-                   help="stop after this pass (ssa/predicated stages)")
-    d.add_argument("--sig", default=None, help='argument types, e.g. "float32, float32[:], int64"')
+    ir_options(d)
     d.add_argument("--varying", default="", help="comma-separated varying parameters")
     d.add_argument("--backend", default=None, help="backend for llvm/asm/ptx/numba stages")
     q = sub.add_parser("profile", help="run a kernel under hydra.profile: lane utilization "
@@ -194,15 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, TypeError) as exc:
         print(f"hydra {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except ImportError as exc:  # a stage whose backend cannot load here (ptx without CUDA)
-        print(f"hydra dump-ir: error: stage {args.stage!r} is not available here: {exc}",
+    except ImportError as exc:  # a backend that cannot load here (ptx without CUDA)
+        what = f"stage {args.stage!r}" if args.command == "dump-ir" else "the backend"
+        print(f"hydra {args.command}: error: {what} is not available here: {exc}",
               file=sys.stderr)
         return 1
-    except CompileError as exc:
-        print(f"hydra dump-ir: {exc}", file=sys.stderr)
-        return 1
-    except HydraError as exc:
-        print(f"hydra dump-ir: error: {exc}", file=sys.stderr)
+    except HydraError as exc:  # a CompileError's text says where and what itself
+        lead = "" if isinstance(exc, CompileError) else "error: "
+        print(f"hydra {args.command}: {lead}{exc}", file=sys.stderr)
         return 1
     return 0
 

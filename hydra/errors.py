@@ -75,63 +75,44 @@ class CompileTypeError(CompileError, TypeError):
     words; ``except TypeError`` catches it too."""
 
 
-def _lane_message(message: str, lane: int | None, loc: Loc | None) -> str:
-    where = f" (lane {lane})" if lane is not None else ""
-    text = f"{message}{where}"
-    if loc is not None and loc.line > 0:
-        text = f"{loc.file}:{loc.line}: {text}"
-        src = loc.source_line()
-        if src:
-            text += "\n    " + src.strip()
-    return text
+class _KernelError(HydraError):
+    """An error found while a kernel ran, at a lane (or None: all lanes) and a source
+    location; each kind below is also the built-in error a Python user would catch."""
+
+    def __init__(self, message: str, lane: int | None, loc: Loc | None):
+        self.lane, self.loc = lane, loc
+        where = f" (lane {lane})" if lane is not None else ""
+        text = f"{message}{where}"
+        if loc is not None and loc.line > 0:
+            text = f"{loc.file}:{loc.line}: {text}"
+            src = loc.source_line()
+            if src:
+                text += "\n    " + src.strip()
+        super().__init__(text)
 
 
-class KernelIndexError(IndexError, HydraError):
+class KernelIndexError(_KernelError, IndexError):
     """An out-of-bounds index inside a kernel."""
 
-    def __init__(self, message: str, lane: int | None, loc: Loc | None):
-        self.lane, self.loc = lane, loc
-        super().__init__(_lane_message(message, lane, loc))
 
-
-class KernelZeroDivisionError(ZeroDivisionError, HydraError):
+class KernelZeroDivisionError(_KernelError, ZeroDivisionError):
     """Integer ``//`` or ``%`` by zero inside a kernel."""
 
-    def __init__(self, message: str, lane: int | None, loc: Loc | None):
-        self.lane, self.loc = lane, loc
-        super().__init__(_lane_message(message, lane, loc))
 
-
-class KernelAssertionError(AssertionError, HydraError):
+class KernelAssertionError(_KernelError, AssertionError):
     """A failing ``assert`` inside a kernel."""
 
-    def __init__(self, message: str, lane: int | None, loc: Loc | None):
-        self.lane, self.loc = lane, loc
-        super().__init__(_lane_message(message, lane, loc))
 
-
-class KernelValueError(ValueError, HydraError):
+class KernelValueError(_KernelError, ValueError):
     """A run-time value error inside a kernel (e.g. ``range`` with step 0)."""
 
-    def __init__(self, message: str, lane: int | None, loc: Loc | None):
-        self.lane, self.loc = lane, loc
-        super().__init__(_lane_message(message, lane, loc))
 
-
-class KernelOverflowError(OverflowError, HydraError):
+class KernelOverflowError(_KernelError, OverflowError):
     """A Python int computed in a kernel that does not fit the NumPy type it meets."""
 
-    def __init__(self, message: str, lane: int | None, loc: Loc | None):
-        self.lane, self.loc = lane, loc
-        super().__init__(_lane_message(message, lane, loc))
 
-
-class InactiveLaneError(HydraError):
+class InactiveLaneError(_KernelError):
     """A cross-lane operation read a value from a lane that is not active."""
-
-    def __init__(self, message: str, lane: int | None, loc: Loc | None):
-        self.lane, self.loc = lane, loc
-        super().__init__(_lane_message(message, lane, loc))
 
 
 RUNTIME_ERRORS = {

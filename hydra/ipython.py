@@ -32,11 +32,11 @@ import tokenize
 
 import numpy as np
 
-from .api import STAGES, Kernel
+from .__main__ import UsageError, annotation_types, ir_options, parse_sig
+from .api import Kernel
 from .errors import HydraError
 from .ir.printer import print_function
 from .irview import cfg_svg, highlight_html
-from .passes import PASS_NAMES
 
 _cells = itertools.count(1)
 
@@ -112,11 +112,7 @@ def _ir_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="%hydra_ir", add_help=False,
                 usage="%(prog)s [-h] [--stage S] [--after PASS] [--sig TYPES] kernel [arg ...]",
                 description="Show a kernel's IR, highlighted, and its control flow.")
-    p.add_argument("--stage", choices=STAGES, default="predicated")
-    p.add_argument("--after", choices=PASS_NAMES, default=None)
-    p.add_argument("--sig", default=None,
-                   help='argument types, e.g. "float32, float32[:], int64" (without '
-                        'example arguments)')
+    ir_options(p)
     p.add_argument("-h", "--help", action="store_true", help="show this help")
     p.add_argument("kernel", nargs="?",
                    help="a hydra kernel of the notebook; then example arguments, Python "
@@ -124,8 +120,9 @@ def _ir_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _usage(parser: argparse.ArgumentParser, line: str):
-    """The parsed options of ``line``, or None after printing the help for ``-h``."""
+def _usage(parser: argparse.ArgumentParser, line: str, needs: str, missing: str):
+    """The parsed options of ``line``, or None after printing the help for ``-h``; a
+    usage error saying ``missing`` where the argument ``needs`` is not given."""
     try:
         opts = parser.parse_args(shlex.split(line))
     except MagicUsageError as e:
@@ -133,6 +130,8 @@ def _usage(parser: argparse.ArgumentParser, line: str):
     if opts.help:
         print(parser.format_help())
         return None
+    if getattr(opts, needs) is None:
+        _raise_usage(f"{missing}\n{parser.format_usage().rstrip()}")
     return opts
 
 
@@ -145,12 +144,9 @@ def _raise_usage(message: str):
 
 
 def spmd_magic(shell, line: str, cell: str):
-    parser = _spmd_parser()
-    opts = _usage(parser, line)
+    opts = _usage(_spmd_parser(), line, "lanes", "give the number of lanes")
     if opts is None:
         return None
-    if opts.lanes is None:
-        _raise_usage(f"give the number of lanes\n{parser.format_usage().rstrip()}")
     varying = [v.strip() for v in opts.varying.split(",") if v.strip()]
     try:
         kernel, args = cell_kernel(cell, shell.user_ns, opts.lanes, varying, opts.backend)
@@ -218,7 +214,6 @@ def _split_on_spaces(text: str) -> list[str]:
 def _known_types(kernel: Kernel, sig: str | None) -> list:
     """The argument types of ``%hydra_ir`` without example arguments: ``--sig``, else
     the kernel's most recent call, else the function's annotations."""
-    from .__main__ import UsageError, annotation_types, parse_sig
     try:
         if sig is not None:
             types = parse_sig(sig)
@@ -263,12 +258,9 @@ def ir_views(kernel: Kernel, stage: str, after, args: list,
 def hydra_ir_magic(shell, line: str):
     from IPython.display import HTML, SVG, display
     head, rest = split_ir_line(line)
-    parser = _ir_parser()
-    opts = _usage(parser, head)
+    opts = _usage(_ir_parser(), head, "kernel", "give the kernel to show")
     if opts is None:
         return
-    if opts.kernel is None:
-        _raise_usage(f"give the kernel to show\n{parser.format_usage().rstrip()}")
     kernel = shell.user_ns.get(opts.kernel)
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{opts.kernel!r} is not a hydra kernel (make one with hydra.compile)")

@@ -13,7 +13,7 @@ import html
 import re
 
 from .ir.core import Function, Op, Region
-from .ir.printer import Printer
+from .ir.printer import REGION_LABELS, Printer
 
 _TOKEN = re.compile(
     r"(?P<sync>!sync\([^)]*\))|(?P<loc>;\s\S+:\d+)|(?P<mask>%m(?:\.\w+)*(?![\w.]))|(?P<value>%[\w.]+)"
@@ -37,13 +37,11 @@ def highlight_html(text: str) -> str:
     for m in _TOKEN.finditer(text):
         out.append(html.escape(text[pos:m.start()]))
         kind = m.lastgroup
-        token = html.escape(m.group())
-        if kind == "mark":
-            mark = m.group().strip(": ").strip()
-            token = f': <span class="{mark}">{mark}</span> '
-            out.append(token)
+        if kind == "mark":  # ": u ": the mark alone gets its class
+            mark = m.group().strip(": ")
+            out.append(f': <span class="{mark}">{mark}</span> ')
         else:
-            out.append(f'<span class="{kind}">{token}</span>')
+            out.append(f'<span class="{kind}">{html.escape(m.group())}</span>')
         pos = m.end()
     out.append(html.escape(text[pos:]))
     return _CSS + '<div class="hydra-ir">' + "".join(out) + "</div>"
@@ -60,20 +58,16 @@ class _Layout:
         self.printer.function(fn)  # name every value in text order, so both views agree
         self.rows: list[tuple[int, str, str]] = []  # (depth, text, css class)
         self.boxes: list[tuple[int, int, int, str, str]] = []  # (depth, first, last, label, class)
-        self.fn = fn
 
     def region(self, region: Region, depth: int) -> None:
         for op in region.ops:
             self.op(op, depth)
 
-    def line(self, op: Op) -> str:
-        return self.printer.header(op)
-
-    def box(self, op: Op, depth: int, text: str, arms, label: str, kind: str) -> None:
+    def box(self, op: Op, depth: int, text: str, label: str, kind: str) -> None:
         """An if or while: its header, its non-empty regions, and a box around them."""
         first = len(self.rows)
         self.rows.append((depth, text, "head"))
-        for region, arm in zip(op.regions, arms):
+        for region, arm in zip(op.regions, REGION_LABELS[op.opcode]):
             if len(region.ops) <= 1 and op.opcode == "if":
                 continue  # an arm that only yields: nothing to draw
             self.rows.append((depth + 1, arm + ":", "arm"))
@@ -83,15 +77,15 @@ class _Layout:
     def op(self, op: Op, depth: int) -> None:
         if op.opcode in ("const", "undef"):
             return  # constants clutter the picture; the text view has them
-        text = self.line(op)
+        text = self.printer.header(op)
         css = "sync" if op.attrs.get("sync") else ("mask" if _is_mask(op) else "op")
         if op.opcode == "if":
             label = "skip unless any lane is on" if op.attrs.get("guard") else "uniform branch"
-            self.box(op, depth, text, ("then", "else"), label, "ifbox")
+            self.box(op, depth, text, label, "ifbox")
         elif op.opcode == "while":
             varying = op.attrs.get("varying")
             label = "repeat while any lane is active" if varying else "uniform loop"
-            self.box(op, depth, text, ("before", "do"), label, "anyloop" if varying else "loop")
+            self.box(op, depth, text, label, "anyloop" if varying else "loop")
         else:
             self.rows.append((depth, text, css))
 

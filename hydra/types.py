@@ -174,20 +174,16 @@ def typeof_python(value) -> Type | None:
     if isinstance(value, np.bool_):
         return BOOL
     # NumPy scalars first: np.float64 subclasses float, but it is strong (NEP 50)
-    if isinstance(value, np.generic):
+    if isinstance(value, (np.generic, np.ndarray)):
         try:
-            return scalar(value.dtype)
+            t = scalar(value.dtype)
         except TypeError:
             return None
+        return ArrayType(t, value.ndim) if isinstance(value, np.ndarray) else t
     if isinstance(value, int):
         return WEAK_INT
     if isinstance(value, float):
         return WEAK_FLOAT
-    if isinstance(value, np.ndarray):
-        try:
-            return ArrayType(scalar(value.dtype), value.ndim)
-        except TypeError:
-            return None
     if isinstance(value, tuple):
         elems = [typeof_python(v) for v in value]
         return None if any(e is None for e in elems) else TupleType(tuple(elems))

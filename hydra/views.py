@@ -34,7 +34,7 @@ import numpy as np
 
 from .batching import index_tuple
 from .errors import CompileError, KernelValueError
-from .ir.core import ARRAY_MEMORY, VIEW, Function, Op, Value
+from .ir.core import ARRAY_MEMORY, VIEW, Function, Op, Value, passes_on
 
 #: array fns whose result may be a view of their first operand (their declaration)
 VIEW_FNS = frozenset(fn for fn, memory in ARRAY_MEMORY.items() if memory == VIEW)
@@ -64,14 +64,13 @@ def shared_reshapes(fn: Function) -> dict[int, tuple[bool, Value, list[Op]]]:
     """Reshapes of uniform parameters and captured arrays, through views: result id ->
     (NumPy copies, the shared array, the chain of view ops from it, the reshape last),
     for a C-contiguous shared array.  Reshapes whose shapes are not known are left out."""
-    chains: dict[int, tuple[Value, list[Op], np.ndarray]] = {}
-    for p in fn.params:
-        if not p.varying and getattr(p.type, "shape", None) is not None:
-            chains[p.id] = (p, [], _stand_in(tuple(p.type.shape)))
+    shared = [p for p in fn.params if not p.varying]
+    shared += [op.result for op in fn.walk() if op.opcode == "global_array"]
+    chains: dict[int, tuple[Value, list[Op], np.ndarray]] = {
+        v.id: (v, [], _stand_in(tuple(v.type.shape))) for v in shared
+        if getattr(v.type, "shape", None) is not None}
     out = {}
     for op in fn.walk():
-        if op.opcode == "global_array" and getattr(op.result.type, "shape", None) is not None:
-            chains[op.result.id] = (op.result, [], _stand_in(tuple(op.result.type.shape)))
         if op.opcode != "array" or op.attrs["fn"] not in VIEW_FNS \
                 or op.operands[0].id not in chains \
                 or getattr(op.result.type, "shape", None) is None:
@@ -98,13 +97,10 @@ def check_layouts(fn: Function, values: list) -> None:
     if not decided:
         return
     given = {p.id: (f"argument '{p.name}'", a) for p, a in zip(fn.params, values)}
+    given.update((op.result.id, (f"the captured array '{op.attrs['name']}'", op.attrs["array"]))
+                 for op in fn.walk() if op.opcode == "global_array")
     for copies, root, chain in decided:
-        if root.id in given:
-            what, a = given[root.id]
-        else:
-            op = next(op for op in fn.walk() if op.opcode == "global_array"
-                      and op.result is root)
-            what, a = f"the captured array '{op.attrs['name']}'", op.attrs["array"]
+        what, a = given[root.id]
         if not isinstance(a, np.ndarray) or a.flags.c_contiguous:
             continue
         strides, b = a.strides, a
@@ -123,7 +119,6 @@ def check_layouts(fn: Function, values: list) -> None:
                 f"{made} in this reshape, and the kernel writes it: hydra compiled {other}, "
                 f"as for a C-contiguous array; pass np.ascontiguousarray(...)", None,
                 chain[-1].loc)
-
 
 
 def check_stores(fn: Function) -> None:
@@ -155,9 +150,8 @@ def _gathered(op: Op, made: dict, copied: set) -> None:
     hydra gathers a per-lane copy (SPEC section 8)."""
     for v in _views_back(op.operands[0], made, copied):
         view = made.get(v.id)
-        if view is None or view.opcode != "array" or view.attrs["fn"] != "getitem" \
-                or v.id in copied:
-            continue
+        if view is None or view.opcode != "array" or view.attrs["fn"] != "getitem":
+            continue  # (a copied reshape is no getitem)
         base = view.operands[0]
         if any(i.varying for i in view.operands[1:]):
             what = "the lane's array" if base.varying else "the shared array"
@@ -223,14 +217,10 @@ class _Merges:
             if arm.id in self.made and _sources(self.made[arm.id], arm) is not None:
                 self._carried(op, arm, {v.id})
         for arm in arms:
-            if arm.id in self.callers:
-                seen = f"{arm.name or 'an argument'}, the caller's array"
-            elif self._read_later(arm, op, {v.id}, merge,
-                                  {k for k, a in enumerate(arms) if a is arm}):
-                seen = f"{arm.name or 'an array'}, which is read after the store"
-            else:
-                continue
-            _refuse(op, "a varying if chose", seen, arm if arms[0] is arms[1] else None)
+            if arm.id in self.callers or self._read_later(
+                    arm, op, {v.id}, merge, {k for k, a in enumerate(arms) if a is arm}):
+                _refuse(op, "a varying if chose", arm, arm.id in self.callers,
+                        arm if arms[0] is arms[1] else None)
 
     def _carried(self, op: Op, v: Value, chosen: set | None = None) -> None:
         """A store into (a view of) a value a loop carries: where the loop joined
@@ -243,16 +233,12 @@ class _Merges:
         missed, joins = self._origins(v, set(), chosen is not None)
         joins |= chosen or set()
         for base in missed.values():
-            if base.id in self.callers:
-                seen = f"{base.name or 'an argument'}, the caller's array"
-            elif self._read_later(base, op, joins,
-                                  renewed=self._renewed(base, op, v, chosen is not None)):
-                seen = f"{base.name or 'an array'}, which is read after the store"
-            else:
-                continue
-            what = "a loop carried" if self.made[v.id].opcode == "while" else \
-                "a varying if chose"
-            _refuse(op, what, seen, base if len(missed) == 1 else None)
+            if base.id in self.callers or self._read_later(
+                    base, op, joins, renewed=self._renewed(base, op, v, chosen is not None)):
+                what = "a loop carried" if self.made[v.id].opcode == "while" else \
+                    "a varying if chose"
+                _refuse(op, what, base, base.id in self.callers,
+                        base if len(missed) == 1 else None)
 
     def _origins(self, v: Value, blocked: set, copied: bool = False
                  ) -> tuple[dict[int, Value], set[int]]:
@@ -370,10 +356,13 @@ def _sources(at: Op, w: Value) -> list[tuple[Value, bool]] | None:
     return [(passed[j], bool(test.varying) and not body.args[j].varying)]
 
 
-def _refuse(op: Op, chose: str, seen: str, one: Value | None) -> None:
+def _refuse(op: Op, chose: str, base: Value, caller: bool, one: Value | None) -> None:
     """The ``CompileError`` for a store into one of the arrays that ``chose`` joined
-    (into per-lane rows, a copy), landing per example in ``seen``; ``one``: the array
-    where every choice is (a view of) that one array."""
+    (into per-lane rows, a copy), landing per example in ``base``, the caller's array or
+    one read after the store; ``one``: the array where every choice is (a view of) that
+    one array."""
+    seen = f"{base.name or 'an argument'}, the caller's array" if caller else \
+        f"{base.name or 'an array'}, which is read after the store"
     if one is None:
         raise CompileError(
             f"a store into an array that {chose}: per example it lands in {seen}, on the "
@@ -394,15 +383,5 @@ def _refuse(op: Op, chose: str, seen: str, one: Value | None) -> None:
 
 def _carried_to(owner: Op | None, end: Op, v: Value) -> list[Value]:
     """The values that ``end``, a terminator of one of ``owner``'s regions or a
-    ``while`` (its operands: the initial carried values), passes ``v`` on to: an if's
-    result; a while's first trip or next trip (from its body); a while's body and
-    results (from its condition, whose first operand is the test)."""
-    at = [j for j, o in enumerate(end.operands) if o is v]
-    if end.opcode == "while":
-        return [end.regions[0].args[j] for j in at]
-    if owner.opcode == "if":
-        return [owner.results[j] for j in at]
-    if end.opcode == "condition":
-        return [r for j in at if j > 0 for r in (owner.regions[1].args[j - 1],
-                                                 owner.results[j - 1])]
-    return [owner.regions[0].args[j] for j in at]
+    ``while`` (its operands: the initial carried values), passes ``v`` on to."""
+    return [to for to, u, at in passes_on(owner or end) if u is v and at is end]

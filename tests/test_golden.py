@@ -7,6 +7,7 @@ pass unnoticed."""
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 
 import hydra
@@ -87,6 +88,26 @@ def test_sync_points():
     assert all(op.attrs.get("sync") for op in ops(shared, "load") + ops(shared, "store"))
     private = final_ir("lane_private_store_no_sync")
     assert not any(op.attrs.get("sync") for op in private.walk())
+
+
+def _store_then_print(x, out):
+    out[hydra.lane()] = x  # lane-private, but the print reads every lane's element
+    print(out)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+def test_a_print_of_a_shared_array_syncs_the_lane_private_store(backend, capfd):
+    """``print`` is no indexed access (the analysis once read its operand list as a
+    load's and failed): it reads all lanes' stores, so the store before it syncs."""
+    from hydra.types import FLOAT64, ArrayType
+    fn = run_pipeline(build_function(_store_then_print,
+                                     [FLOAT64, ArrayType(FLOAT64, 1, (3,))]), {"x"}, check=True)
+    assert [op.attrs.get("sync") for op in ops(fn, "store")] == [
+        "store of out at this lane's own index, which other lanes may read"]
+    out = np.zeros(3)
+    hydra.compile(_store_then_print, varying=("x",), backend=backend)(np.arange(3.0), out)
+    assert capfd.readouterr().out == "[0. 1. 2.]\n" * 3
+    assert out.tolist() == [0.0, 1.0, 2.0]
 
 
 def _stores_then_reads(out, x):

@@ -77,6 +77,20 @@ def test_compile_error_is_reported_without_traceback(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_profile_names_itself_in_its_errors(tmp_path):
+    """``profile`` reports a compile error as ``dump-ir`` does, under its own name."""
+    src = tmp_path / "bad.py"
+    src.write_text("def k(x):\n    with open('f') as f:\n        pass\n    return x\n\n\n"
+                   "def setup():\n    return (1.0,), {}\n")
+    out = subprocess.run([sys.executable, "-m", "hydra", "profile", f"{src}::k", "--setup",
+                          "setup", "--backend", "numpy"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.startswith("hydra profile: ")
+    assert "bad.py:2:5: with is not supported in hydra kernels" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_ptx_without_cuda_is_a_one_line_error():
     import os
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}

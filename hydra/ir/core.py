@@ -22,8 +22,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Iterator
 
 from ..arraylib import MAKERS
-from ..arraylib import PER_LANE as MORE_ARRAY_FNS
-from ..batching import ELEMENTWISE, REDUCTIONS
+from ..batching import PER_LANE
 from ..errors import Loc
 from ..intrinsics import INTRINSICS, PARAM_KINDS
 from ..types import ArrayType, Type
@@ -92,24 +91,20 @@ class OpInfo:
 
 _ARITH = {
     "add": "a + b", "sub": "a - b", "mul": "a * b", "truediv": "a / b (IEEE for floats)",
-    "floordiv": "a // b", "mod": "a % b (Python sign rules)", "pow": "a ** b",
+    "floordiv": "a // b; integer division by zero raises",
+    "mod": "a % b with Python's sign; integer modulo by zero raises", "pow": "a ** b",
     "lshift": "a << b", "rshift": "a >> b", "bitand": "a & b", "bitor": "a | b",
     "bitxor": "a ^ b", "lt": "a < b", "le": "a <= b", "gt": "a > b", "ge": "a >= b",
     "eq": "a == b", "ne": "a != b", "min": "min(a, b)", "max": "max(a, b)",
 }
+_UNARY = {"neg": "-a", "invert": "~a", "not": "not a (bool)", "abs": "abs(a)"}
 BINARY_OPS = frozenset(_ARITH)
-UNARY_OPS = frozenset({"neg", "invert", "not", "abs"})
+UNARY_OPS = frozenset(_UNARY)
 
 OPCODES: dict[str, OpInfo] = {
-    **{name: OpInfo(doc, operands=2, memory=PURE) for name, doc in _ARITH.items()},
-    "floordiv": OpInfo("a // b; integer division by zero raises", traps=True, operands=2,
-                        memory=PURE),
-    "mod": OpInfo("a % b with Python's sign; integer modulo by zero raises", traps=True,
-                  operands=2, memory=PURE),
-    "neg": OpInfo("-a", operands=1, memory=PURE),
-    "invert": OpInfo("~a", operands=1, memory=PURE),
-    "not": OpInfo("not a (bool)", operands=1, memory=PURE),
-    "abs": OpInfo("abs(a)", operands=1, memory=PURE),
+    **{name: OpInfo(doc, operands=2, memory=PURE, traps=name in ("floordiv", "mod"))
+       for name, doc in _ARITH.items()},
+    **{name: OpInfo(doc, operands=1, memory=PURE) for name, doc in _UNARY.items()},
     "const": OpInfo("a constant", operands=0, attrs=("value",), memory=PURE),
     "undef": OpInfo("a value of the result type that is never observed", operands=0,
                     memory=PURE),
@@ -197,32 +192,28 @@ ATTRS: dict[str, tuple[tuple[str, ...] | None, str]] = {
 }
 
 
-#: array ops that reduce over the active lanes (lanesum of an array, ...): cross-lane
-LANE_ARRAY_FNS = frozenset({"lanesum", "laneprod", "lanemin", "lanemax", "laneany", "laneall",
-                            "broadcast", "shuffle", "rotate", "prefixsum", "lanesum_outer"})
+#: array ops that reduce over the active lanes (lanesum of an array, ...): cross-lane, the
+#: cross-lane intrinsics of a value applied to arrays, and ``lanesum(np.outer(d, x))``
+LANE_ARRAY_FNS = frozenset({name for name, entry in INTRINSICS.items()
+                            if entry.cross_lane and not entry.effect} | {"lanesum_outer"})
 
 #: array ops worth running on the active lanes' rows only (products, convolutions)
 HEAVY_ARRAY_FNS = frozenset({"matmul", "dot", "conv2d", "max_pool2d", "conv2d_grad_input",
                              "conv2d_grad_weight", "max_pool2d_grad", "avg_pool2d",
                              "avg_pool2d_grad"})
 
-#: per ``array`` fn: what it does to its operands' arrays (``Memory``).  Every fn the
-#: frontend can emit has an entry (a test checks): an operation that computes a new
-#: array reads its operands; the ``*_like`` family, ``arange`` and ``full`` read only
-#: shapes and numbers; views are (views of) operand 0 (``hydra.views.VIEW_FNS``: NumPy
-#: may copy a reshape, which ``hydra.effects`` asks ``views`` about); ``np.einsum`` may
-#: return a writeable view of an operand (``'ii->i'``), so it reads and may be each.
+#: per ``array`` fn (each one ``hydra.batching`` defines per lane, and the cross-lane
+#: ones): what it does to its operands' arrays (``Memory``).  An operation reads its
+#: operands and computes a new array (``hydra.arraylib``'s views are spelled as reshapes,
+#: copies and basic indexing by the frontend), except: the ``*_like`` family, ``arange``,
+#: ``full`` and arraylib's makers (eye, linspace) read only shapes and numbers; views are
+#: (views of) operand 0 (``hydra.views.VIEW_FNS``: NumPy may copy a reshape, which
+#: ``hydra.effects`` asks ``views`` about); ``np.einsum`` may return a writeable view of
+#: an operand (``'ii->i'``), so it reads and may be each.
 ARRAY_MEMORY: dict[str, Memory] = {
-    **{fn: READS for fn in ELEMENTWISE | REDUCTIONS | LANE_ARRAY_FNS},
-    **{fn: READS for fn in ("matmul", "dot", "outer", "copy", "concatenate", "stack",
-                            "tensordot", "conv2d", "max_pool2d", "conv2d_grad_input",
-                            "conv2d_grad_weight", "max_pool2d_grad", "avg_pool2d",
-                            "avg_pool2d_grad", "setitem")},
-    # hydra.arraylib: new arrays of their operands (its views are spelled as reshapes,
-    # copies and basic indexing by the frontend), or of numbers only (eye, linspace)
-    **{fn: PURE if fn in MAKERS else READS for fn in MORE_ARRAY_FNS},
+    **{fn: READS for fn in (*PER_LANE, *LANE_ARRAY_FNS)},
     **{fn: PURE for fn in ("zeros_like", "ones_like", "empty_like", "full_like", "arange",
-                           "full")},
+                           "full", *MAKERS)},
     **{fn: VIEW for fn in ("getitem", "reshape", "transpose")},
     "einsum": Memory(reads=ALL, aliases=ALL),
 }
@@ -341,6 +332,22 @@ class Op:
         """The array this op writes, if any (its ``memory`` declaration)."""
         writes = self.memory.writes
         return self.operands[writes[0]] if writes else None
+
+
+def passes_on(op: Op) -> list[tuple[Value, Value, Op]]:
+    """The values an ``if`` or a ``while`` passes on (``Memory.carries``), as (to, from,
+    at: the op whose operand ``from`` is): an if's results from its arms' yields; a
+    while's before-region arguments from its initial values (at the while) and its
+    body's yield, its body arguments and results from what its condition passes on."""
+    if op.opcode == "if":
+        return [(r, y, arm.terminator) for arm in op.regions
+                for r, y in zip(op.results, arm.terminator.operands)]
+    before, body = op.regions
+    cond, end = before.terminator, body.terminator
+    return [*((a, v, op) for a, v in zip(before.args, op.operands)),
+            *((a, v, end) for a, v in zip(before.args, end.operands)),
+            *((a, v, cond) for a, v in zip(body.args, cond.operands[1:])),
+            *((r, v, cond) for r, v in zip(op.results, cond.operands[1:]))]
 
 
 @dataclass(slots=True, eq=False)

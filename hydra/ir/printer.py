@@ -20,18 +20,14 @@ from .core import Function, Op, Region, Value
 class _Names:
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
-        self.used: dict[str, int] = {}
-        self.counter = 0
+        self.used: dict[str, int] = {}  # name -> how many values have it ("": unnamed)
 
     def __call__(self, v: Value) -> str:
         if v.id not in self.names:
-            if v.name:
-                n = self.used.get(v.name, 0)
-                self.used[v.name] = n + 1
-                self.names[v.id] = f"%{v.name}" if n == 0 else f"%{v.name}.{n}"
-            else:
-                self.names[v.id] = f"%{self.counter}"
-                self.counter += 1
+            n = self.used.get(v.name, 0)
+            self.used[v.name] = n + 1
+            self.names[v.id] = f"%{n}" if not v.name else \
+                f"%{v.name}" if n == 0 else f"%{v.name}.{n}"
         return self.names[v.id]
 
 
@@ -42,9 +38,11 @@ def _mark(v: Value) -> str:
 def _attr(key: str, value) -> str:
     if isinstance(value, np.ndarray):
         return f"{key}=<array {value.dtype} {value.shape}>"
-    if isinstance(value, float):
-        return f"{key}={value!r}"
     return f"{key}={value!r}"
+
+
+#: the label each region of an op with regions prints under (the CFG picture's too)
+REGION_LABELS = {"if": ("then", "else"), "while": ("before", "do")}
 
 
 class Printer:
@@ -91,17 +89,10 @@ class Printer:
 
     def op(self, op: Op, depth: int) -> None:
         pad = "  " * depth
-        text = pad + self.header(op)
+        self.lines.append(pad + self.header(op) + (" {" if op.regions else ""))
         if op.regions:
-            text += " {"
-        self.lines.append(text)
-        if op.opcode == "if":
-            self._sub(op.regions[0], "then", depth)
-            self._sub(op.regions[1], "else", depth)
-            self.lines.append(pad + "}")
-        elif op.opcode == "while":
-            self._sub(op.regions[0], "before", depth)
-            self._sub(op.regions[1], "do", depth)
+            for region, label in zip(op.regions, REGION_LABELS[op.opcode]):
+                self._sub(region, label, depth)
             self.lines.append(pad + "}")
 
     def _sub(self, region: Region, label: str, depth: int) -> None:

@@ -48,9 +48,7 @@ def run_pipeline(fn: Function, varying_params: set[str], stop_after: str | None 
         predicated = predicated and linearized
         fn = run(fn, varying_params) if name == "uniformity" else run(fn)
         if name == OPTIONAL["instrument"][0] and profile is not None:
-            fn = instrument(fn, profile)
-            if check:
-                verify(fn)
+            fn = instrument(fn, profile)  # (verified with the pass it follows)
         if check:
             verify(fn, predicated=predicated)
         if name == stop_after:

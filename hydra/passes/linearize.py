@@ -99,12 +99,9 @@ class _Linearizer:
         loc = op.loc
         cond = op.operands[0]
         not_cond = self.new("not", [cond], BOOL, loc, True)
-        arm_results = []
-        for region, arm_cond, label in ((op.regions[0], cond, "then"),
-                                        (op.regions[1], not_cond, "else")):
-            arm_mask = self.new("bitand", [mask, arm_cond], BOOL, loc, True, f"m.{label}")
-            arm_results.append(self.arm(region, arm_mask, loc))
-        then_vals, else_vals = arm_results
+        then_vals, else_vals = [
+            self.arm(region, self.new("bitand", [mask, c], BOOL, loc, True, f"m.{label}"), loc)
+            for region, c, label in zip(op.regions, (cond, not_cond), ("then", "else"))]
         for r, a, b in zip(op.results, then_vals, else_vals):
             if a is b:
                 self.subst[r.id] = a
@@ -129,13 +126,10 @@ class _Linearizer:
             return term.operands
         inner = Region([], self.region_ops(region, arm_mask))
         yielded = inner.terminator.operands
-        skipped = Region([], [])
-        undefs = []
-        for y in yielded:
-            u = Value(y.type, loc, varying=y.varying)
-            skipped.ops.append(Op("undef", [], [u], loc))
-            undefs.append(u)
-        skipped.ops.append(Op("yield", undefs, [], loc))
+        saved, self.out = self.out, []
+        undefs = [self.new("undef", [], y.type, loc, y.varying) for y in yielded]
+        skipped = Region([], [*self.out, Op("yield", undefs, [], loc)])
+        self.out = saved
         guard = self.new("any", [arm_mask], BOOL, loc, False)
         results = [Value(y.type, y.loc, y.name, varying=y.varying or False) for y in yielded]
         self.out.append(Op("if", [guard], results, loc, {"guard": True}, [inner, skipped]))
@@ -152,11 +146,7 @@ class _Linearizer:
         # scalar and gets a per-lane live-out copy, taken as each lane leaves.
         frozen = [i for i in used if body.args[i].varying]
         live = [i for i in used if i not in frozen]
-        live_init = []
-        for i in live:
-            u = Value(op.results[i].type, loc, varying=True)
-            self.out.append(Op("undef", [], [u], loc))
-            live_init.append(u)
+        live_init = [self.new("undef", [], op.results[i].type, loc, True) for i in live]
 
         def fresh_args(region: Region) -> tuple[Value, list[Value]]:
             m = Value(BOOL, loc, "m.loop", varying=True)
@@ -180,11 +170,9 @@ class _Linearizer:
             passed[k] = before.args[1 + k]
         not_c = self.new("not", [c], BOOL, loc, True)
         exiting = self.new("bitand", [m_before, not_c], BOOL, loc, True, "m.exit")
-        new_lives = []
-        for k, i in enumerate(live):
-            sel = self.new("select", [exiting, passed[i], lives_before[k]], op.results[i].type,
-                           loc, True, op.results[i].name)
-            new_lives.append(sel)
+        new_lives = [self.new("select", [exiting, passed[i], lives_before[k]],
+                              op.results[i].type, loc, True, op.results[i].name)
+                     for k, i in enumerate(live)]
         m_next = self.new("bitand", [m_before, c], BOOL, loc, True, "m.loop")
         go = self.new("any", [m_next], BOOL, loc, False)
         self.out.append(Op("condition", [go, m_next, *passed, *new_lives], [], loc))
@@ -195,11 +183,11 @@ class _Linearizer:
         term = body.ops.pop()
         yielded = term.operands
         m_stay, lives_out = m_body, lives_body
+        saved, self.out = self.out, body.ops  # the end of the body
         if flags:
             # Lanes that set an exit flag leave the loop mask here, at the end of the
             # iteration, and their live-out values are taken now; the flag itself need
             # not travel around the loop.
-            saved, self.out = self.out, body.ops
             leave = yielded[flags[0]]
             for k in flags[1:]:
                 leave = self.new("bitor", [leave, yielded[k]], BOOL, loc, True)
@@ -209,13 +197,10 @@ class _Linearizer:
             lives_out = [self.new("select", [leaving, yielded[i], lives_body[k]],
                                   op.results[i].type, loc, True, op.results[i].name)
                          for k, i in enumerate(live)]
-            body.ops, self.out = self.out, saved
-        if frozen:
-            saved, self.out = self.out, body.ops
-            for i in frozen:
-                yielded[i] = self.new("select", [m_body, yielded[i], body.args[1 + i]],
-                                      op.results[i].type, loc, True, op.results[i].name)
-            body.ops, self.out = self.out, saved
+        for i in frozen:
+            yielded[i] = self.new("select", [m_body, yielded[i], body.args[1 + i]],
+                                  op.results[i].type, loc, True, op.results[i].name)
+        body.ops, self.out = self.out, saved
         term.operands = [m_stay, *yielded, *lives_out]
         body.ops.append(term)
 
@@ -223,8 +208,8 @@ class _Linearizer:
         carried = [Value(r.type, r.loc, r.name, varying=r.varying) for r in op.results]
         final_lives = [Value(op.results[i].type, loc, op.results[i].name, varying=True)
                        for i in live]
-        for k, i in enumerate(live):
-            self.subst[op.results[i].id] = final_lives[k]
+        for i, v in zip(live, final_lives):
+            self.subst[op.results[i].id] = v
         for i in frozen:
             self.subst[op.results[i].id] = carried[i]
         op.operands = [mask, *op.operands, *live_init]

@@ -104,9 +104,7 @@ def _fold_region(region: Region, subst: dict[int, Value], consts=None, seen=None
     new_ops: list[Op] = []
     defs: dict[int, Op] = {}
     for op in region.ops:
-        op.operands = [_resolve(subst, v) for v in op.operands]
-        if op.mask is not None:
-            op.mask = _resolve(subst, op.mask)
+        _rewire(op, subst)
         for r in op.results:
             defs[r.id] = op
         if op.opcode == "select":
@@ -143,9 +141,7 @@ def _fold_region(region: Region, subst: dict[int, Value], consts=None, seen=None
             for inner in taken.ops[:-1]:
                 for r in inner.regions:
                     _fold_region(r, subst, consts, seen)
-                inner.operands = [_resolve(subst, v) for v in inner.operands]
-                if inner.mask is not None:
-                    inner.mask = _resolve(subst, inner.mask)
+                _rewire(inner, subst)
                 new_ops.append(inner)
                 if inner.opcode == "const":
                     consts[inner.result.id] = inner.attrs["value"]
@@ -161,12 +157,16 @@ def _fold_region(region: Region, subst: dict[int, Value], consts=None, seen=None
 
 
 def _apply(region: Region, subst: dict[int, Value]) -> None:
-    if not subst:
-        return
-    for op in region.walk():
-        op.operands = [_resolve(subst, v) for v in op.operands]
-        if op.mask is not None:
-            op.mask = _resolve(subst, op.mask)
+    if subst:
+        for op in region.walk():
+            _rewire(op, subst)
+
+
+def _rewire(op: Op, subst: dict[int, Value]) -> None:
+    """``op`` reading the values ``subst`` replaces its operands and mask by."""
+    op.operands = [_resolve(subst, v) for v in op.operands]
+    if op.mask is not None:
+        op.mask = _resolve(subst, op.mask)
 
 
 def _resolve(subst: dict[int, Value], v: Value) -> Value:
@@ -234,19 +234,10 @@ def _prune_while(op: Op, used: set[int]) -> bool:
     before, body = op.regions
     cond = before.terminator
     n = len(op.results)
-    drop = []
-    for i in range(n):
-        if op.results[i].id in used:
-            continue
-        arg_b, arg_d = before.args[i], body.args[i]
-        uses_b = _count_uses(before, arg_b)
-        if uses_b != (1 if cond.operands[i + 1] is arg_b else 0) or \
-                any(v is arg_b for v in cond.operands[:1]):
-            continue
-        if cond.operands[i + 1] is not arg_b:
-            continue
-        if _feeds_only_itself(body, arg_d, i):
-            drop.append(i)
+    drop = [i for i in range(n) if op.results[i].id not in used
+            and cond.operands[i + 1] is before.args[i]  # (its one use in before)
+            and _count_uses(before, before.args[i]) == 1
+            and _feeds_only_itself(body, body.args[i], i)]
     if not drop:
         return False
     keep = [i for i in range(n) if i not in drop]
@@ -265,23 +256,17 @@ def _count_uses(region: Region, v: Value) -> int:
 
 def _feeds_only_itself(body: Region, arg: Value, i: int) -> bool:
     """Is ``arg`` read only by ops whose results flow only into yield slot ``i``?"""
-    # The slice of ops that depend on arg; each of their results may only be used by
-    # ops in the slice or by the yield at position i.
+    # The slice of ops that depend on arg (walked in order, so an op's inputs are
+    # tainted before it is reached): removable ops whose results flow only into the
+    # slice or into the yield at position i.
     tainted = {arg.id}
-    ops = list(body.walk())
     term = body.terminator
-    for op in ops:
+    for op in body.walk():
         if op is term or not any(x.id in tainted for x in op.inputs()):
             continue
-        if OPCODES[op.opcode].terminator or not _is_removable(op) or op.regions:
+        if not _is_removable(op) or op.regions:
             return False
         tainted.update(r.id for r in op.results)
-    for op in ops:
-        if op is term:
-            continue
-        if any(x.id in tainted for x in op.inputs()):
-            if not all(r.id in tainted for r in op.results):
-                return False
     for k, x in enumerate(term.operands):
         if x.id in tainted and k != i:
             return False

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 from ..ir.core import Function, Op, Value
 from ..types import ArrayType
-
-#: array functions whose result is a view of their first operand
-VIEW_FNS = ("getitem", "reshape", "transpose")
+from ..views import VIEW_FNS
 
 
 def find_sync_points(fn: Function) -> Function:
@@ -64,11 +62,9 @@ def find_sync_points(fn: Function) -> Function:
     # array operation or a sub-array store runs on the host over all lanes at once, a
     # barrier already: it syncs only where it reaches other lanes' places itself (for
     # Dask, whose chunks run apart), or where the scalar accesses do.
-    shared_hazard = set()
-    for array_id in written:
-        if not all(direct and lane_private(op, lane_values)
-                   for op, direct in accesses[array_id] if not _host_level(op)):
-            shared_hazard.add(array_id)
+    shared_hazard = {array_id for array_id in written if not all(
+        direct and lane_private(op, lane_values)
+        for op, direct in accesses[array_id] if not _host_level(op))}
     points = []
     for op in ops:
         reason = None
@@ -109,19 +105,6 @@ def lane_indices(ops: list[Op]) -> set[int]:
     return ids
 
 
-def first_index(op: Op) -> Value | None:
-    """The index by which ``op`` (a load, store, ``array_store``, ``atomic_add`` or an
-    array ``getitem``) reaches its array's first axis; None where that is a slice (a
-    whole axis) or the op reads the whole array (any other array operation)."""
-    if op.opcode == "array_store" or op.opcode == "array" and op.attrs["fn"] == "getitem":
-        spec = op.attrs["params"]["index"]
-        at = 2 if op.opcode == "array_store" else 1
-        return op.operands[at] if spec and spec[0][0] == "int" else None
-    if op.opcode == "array":
-        return None
-    return op.operands[1]
-
-
 def _uniform_view_roots(ops: list[Op]) -> dict[int, Value]:
     """Uniform views of shared arrays (``acc.T``, ``acc.reshape(...)``, ``acc[1:]``), by
     id, to the shared array they view: an access through one reaches that array.  (A
@@ -137,12 +120,20 @@ def _uniform_view_roots(ops: list[Op]) -> dict[int, Value]:
 
 
 def lane_private(op: Op, lane_values: set[int]) -> bool:
-    """Does ``op`` reach its array's first axis at ``lane()`` (``lane_values``: the ids
-    ``lane_indices`` found), so that no other lane's access meets it there?"""
-    if op.cross_lane:
+    """Does ``op``, a load, store, ``array_store`` or array ``getitem``, reach its array's
+    first axis at ``lane()`` (``lane_values``: the ids ``lane_indices`` found), so that no
+    other lane's access meets it there?  Not at a slice (a whole axis), and no other op
+    is: an array operation reads the whole array, ``atomic_add`` and ``print`` all lanes'."""
+    if op.opcode in ("load", "store"):
+        index = op.operands[1]
+    elif op.opcode == "array_store" or op.opcode == "array" and op.attrs["fn"] == "getitem":
+        spec = op.attrs["params"]["index"]
+        if not spec or spec[0][0] != "int":
+            return False
+        index = op.operands[2 if op.opcode == "array_store" else 1]
+    else:
         return False
-    index = first_index(op)
-    return index is not None and index.id in lane_values
+    return index.id in lane_values
 
 
 def _host_level(op: Op) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..batching import FRESH
-from ..ir.core import LANE_ARRAY_FNS, Function, Op, Region, Value
+from ..ir.core import LANE_ARRAY_FNS, Function, Op, Value, passes_on
 from ..views import VIEW_FNS, check_stores, shared_reshapes
 
 _ALWAYS_UNIFORM = {"const", "undef", "global_array", "array_dim", "any"}
@@ -49,8 +49,8 @@ def analyze_uniformity(fn: Function, varying_params: set[str]) -> Function:
         if op.opcode == "tape_push":
             pushes.setdefault(op.attrs["tape"], []).append(op)
     changed = True
-    while changed:
-        changed = _region(fn.body, written, pushes)
+    while changed:  # to the least fixpoint: every op each round (a mark only turns on)
+        changed = any([_op(op, written, pushes) for op in fn.walk()])
     _check_uniform_operands(fn)
     check_stores(fn)
     return fn
@@ -76,17 +76,9 @@ def _written_temporaries(fn: Function) -> set[int]:
             targets.append(op.operands[0])
         elif op.opcode == "array" and op.attrs["fn"] in VIEW_FNS and op.result.id not in copies:
             may_alias.join(op.result, op.operands[0])
-        elif op.opcode == "if":
-            for region in op.regions:
-                for r, y in zip(op.results, region.terminator.operands):
-                    may_alias.join(r, y)
-        elif op.opcode == "while":
-            before, body = op.regions
-            passed = before.terminator.operands[1:]
-            for i, r in enumerate(op.results):
-                for v in (op.operands[i], body.terminator.operands[i], passed[i],
-                          body.args[i], r):
-                    may_alias.join(before.args[i], v)
+        elif op.opcode in ("if", "while"):  # (a loop's condition passes its arguments on)
+            for to, v, _ in passes_on(op):
+                may_alias.join(to, v)
     written = {may_alias.find(v.id) for v in targets}
     _mark_observed_layouts(producer, may_alias, written)
     fn.notes["shared_reshapes"] = [decided for vid, decided in reshapes.items()
@@ -143,33 +135,15 @@ def _mark(v: Value, varying: bool) -> bool:
     return False
 
 
-def _region(region: Region, written: set[int], pushes: dict) -> bool:
-    changed = False
-    for op in region.ops:
-        changed |= _op(op, written, pushes)
-    return changed
-
-
 def _op(op: Op, written: set[int], pushes: dict) -> bool:
     changed = False
-    for region in op.regions:
-        changed |= _region(region, written, pushes)
     inputs = any(v.varying for v in op.operands)
-    if op.opcode == "if":
-        cond = op.operands[0].varying
-        for i, r in enumerate(op.results):
-            yielded = any(reg.terminator.operands[i].varying for reg in op.regions)
-            changed |= _mark(r, cond or yielded)
-    elif op.opcode == "while":
-        before, body = op.regions
-        cond_op = before.terminator
-        cond = cond_op.operands[0].varying
-        for i, r in enumerate(op.results):
-            carried = op.operands[i].varying or body.terminator.operands[i].varying
-            changed |= _mark(before.args[i], carried)
-            passed = cond_op.operands[i + 1].varying
-            changed |= _mark(body.args[i], passed)
-            changed |= _mark(r, passed or cond)
+    if op.opcode in ("if", "while"):  # what is passed on, and the results where the
+        # lanes took different arms or left at different trips (the test is varying)
+        test = op.operands[0] if op.opcode == "if" else op.regions[0].terminator.operands[0]
+        results = {r.id for r in op.results} if test.varying else set()
+        for to, v, _ in passes_on(op):
+            changed |= _mark(to, v.varying or to.id in results)
     elif op.opcode == "intrinsic":
         entry = INTRINSICS[op.attrs["name"]]
         if op.results:
