@@ -41,7 +41,7 @@ from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from . import crosslane, devarrays, launch
 from .arraysteps import CudaPlanner, OnHostOnly, Resident, as_numba, kernel_memory
-from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
+from .emit import ErrorSites, Frame, OpEmitter, ident, name
 from .structured import PRELUDE
 
 _KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store", "check",
@@ -108,25 +108,12 @@ def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
     frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
     em = emitter(frame)
     em.constants.update(constants or {})
-    head = []
     for v in inputs:
-        if isinstance(v.type, ArrayType):
-            if v.varying:
-                frame.prefixed.add(v.id)
-            head.append(f"{name(v)} = in_{name(v)}")
-        elif v.varying:
-            head.append(f"{name(v)} = {np_type(v.type)}(in_{name(v)}[lane])")
-        else:
-            head.append(f"{name(v)} = {np_type(v.type)}(in_{name(v)})")
+        em.take(v, f"in_{name(v)}")
     for op in ops:
         em.emit(op)
     params = [f"in_{name(v)}" for v in inputs] + [f"out_{name(v)}" for v in outputs]
-    lines = [f"def {label}(N, {', '.join(params + ['err'])}):",
-             "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
-    lines += ["    " + h for h in head] + em.lines
-    lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
-              f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
-    text = renumber("\n".join(lines)) + "\n"
+    text = em.kernel(label, params, [(f"out_{name(v)}", v) for v in outputs])
     written = {o.written_array.id if o.opcode != "count" else o.operands[0].id
                for op in ops for o in nested(op)
                if o.written_array is not None or o.opcode == "count"}  # (hydra.profile)
