@@ -28,6 +28,7 @@ PTX: ``dump(..., "ptx")`` says so.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,16 +59,14 @@ def _on_simulator() -> bool:
 class OneKernel:
     """Runs a lane-local function as a single kernel launch."""
 
-    strategy = "one kernel"
-
     def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
         self.options = options
         self.errors = launch.ErrorBuffer()
-        #: runs the call again in lockstep (phases) after a failure, to raise its error
+        #: () -> the runner that runs the call again in lockstep (phases) after a
+        #: failure, to raise its error
         self.exact = None
-        self.code = generate(fn, options.get("boundscheck", True),
-                             bool(options.get("fastmath")))
+        self.code = generate(fn, options)
         self.kernel = None
         found = effects(fn)  # what is copied back: every array a store may reach
         self.written = ["w" in mode for mode in found.params]
@@ -75,14 +74,6 @@ class OneKernel:
                                 for op, mode in found.captured]  # (hydra.profile's counts)
         #: records per lane of each hydra.grad tape store (grown on overflow)
         self.tape_capacity = TAPE_CAPACITY
-        self.last_run_stats: dict = {}
-
-    def __call__(self, args: list, lanes: int) -> list:
-        with devarrays.recording(devarrays.Stats()) as stats:
-            try:
-                return self.run(args, lanes)
-            finally:
-                self.last_run_stats = stats.as_dict()
 
     def launch_growing_tapes(self, dev: list, outs: list, lanes: int, args: list) -> None:
         """Launch (and check) the kernel; where a lane's hydra.grad tape was full,
@@ -129,7 +120,7 @@ class OneKernel:
             # again from the same state and fail exactly as the reference does.
             if self.exact is None or kind is not None:
                 raise
-            self.exact(args, lanes)
+            self.exact()(args, lanes)
             raise
         moves.finish()
         results = []
@@ -156,18 +147,16 @@ class Choice:
 def choose(fn: Function, structured, options: dict) -> Choice:
     """One kernel if the function is lane-local, else structured segments if its
     sync points are all at the top level, else phases of the predicated IR."""
-    boundscheck = options.get("boundscheck", True)
-    contract = bool(options.get("fastmath"))
     if structured is not None and not has_array_ops(fn):
         lane_local = structured()
         if fits(lane_local) is None:
             return Choice("one kernel", lane_local, one=OneKernel(lane_local, options))
         try:
-            plans, cut = plan_segments(lane_local, boundscheck, contract)
+            plans, cut = plan_segments(lane_local, options)
             return Choice("segments", lane_local, plans=plans, phases=cut)
         except Unsuitable:
             pass
-    plans, cut = phases.plan(fn, boundscheck, contract)
+    plans, cut = phases.plan(fn, options)
     return Choice("phases", fn, plans=plans, phases=cut)
 
 
@@ -189,16 +178,9 @@ class CudaBackend:
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
-        predicated: list = []
-
-        def exact(args: list, lanes: int) -> None:
-            if not predicated:
-                plans, _ = phases.plan(fn, options.get("boundscheck", True),
-                                       bool(options.get("fastmath")))
-                predicated.append(_phase_runner(Choice("phases", fn, plans=plans), options))
-            predicated[0](args, lanes)
-        choice.one.exact = exact
-        return choice.one
+        choice.one.exact = functools.cache(
+            lambda: _phase_runner(choose(fn, None, options), options))
+        return _counted(choice.one.run, choice.strategy)
 
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
@@ -298,13 +280,6 @@ def _phase_runner(choice: Choice, options: dict):
     #: (device atomics?) -> ids of the values a host op reads
     host_read: dict = {}
 
-    def run(args: list, lanes: int) -> list:
-        with devarrays.recording(devarrays.Stats()) as stats:
-            try:
-                return call(args, lanes)
-            finally:
-                run.last_run_stats = stats.as_dict()
-
     def call(args: list, lanes: int) -> list:
         kind = devarrays.result_kind(args)
         device_atomics = crosslane.mode() is not None
@@ -322,7 +297,19 @@ def _phase_runner(choice: Choice, options: dict):
                 device.copy_to_device(host)
         return [kind(x) if launch.is_device_array(x) else x for x in leaves] \
             if kind is not None else leaves
-    run.strategy = choice.strategy
+    return _counted(call, choice.strategy)
+
+
+def _counted(call, strategy: str):
+    """The runner ``call(args, lanes)``, its launches and transfers counted in its
+    ``last_run_stats`` (``Kernel.last_run_stats``)."""
+    def run(args: list, lanes: int) -> list:
+        with devarrays.recording(devarrays.Stats()) as stats:
+            try:
+                return call(args, lanes)
+            finally:
+                run.last_run_stats = stats.as_dict()
+    run.strategy = strategy
     run.last_run_stats = {}
     return run
 

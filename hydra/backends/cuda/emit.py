@@ -122,6 +122,11 @@ class Frame:
     prefixed: set[int] = field(default_factory=set)
     readonly: set[int] = field(default_factory=set)
 
+    @classmethod
+    def of(cls, options: dict) -> "Frame":
+        """The frame of a new kernel compiled with the kernel's ``options``."""
+        return cls(ErrorSites(), options.get("boundscheck", True), bool(options.get("fastmath")))
+
 
 def ident(text: str) -> str:
     """``text`` made a Python identifier (function names like ``<lambda>``)."""

@@ -72,10 +72,6 @@ def lowerable(op: Op) -> tuple[bool, str]:
     return False, "no per-lane result: the host computes it"
 
 
-def in_kernel(op: Op) -> bool:
-    return lowerable(op)[0]
-
-
 def uniform_pure(op: Op) -> bool:
     """A pure op of uniform values only: the host may compute it ahead of the
     kernel run it sits in (its operands never come from a kernel)."""
@@ -100,12 +96,12 @@ class Phase:
     kernel: object = None
 
 
-def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
-               constants=None, contract: bool = False) -> Phase:
+def make_phase(run: Run, label: str, options: dict, emitter=OpEmitter,
+               constants=None) -> Phase:
     """One kernel for a run of the cutter (its ops with the regions they own, if the
     emitter takes them): the run's live-ins are its inputs, its live-outs its outputs."""
     ops, inputs, outputs = run.ops, run.inputs, run.outputs
-    frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
+    frame = Frame.of(options)
     em = emitter(frame)
     em.constants.update(constants or {})
     for v in inputs:
@@ -121,8 +117,7 @@ def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
                  frame.sites, written, label)
 
 
-def plan(fn: Function, boundscheck: bool = True,
-         contract: bool = False) -> tuple[dict[int, list], list[Phase]]:
+def plan(fn: Function, options: dict) -> tuple[dict[int, list], list[Phase]]:
     """For every region (by id): its items in order, each an ``Op`` run on the host
     or a ``Phase``; and every phase in the order they were cut."""
     users = users_of(fn)
@@ -131,7 +126,8 @@ def plan(fn: Function, boundscheck: bool = True,
 
     def visit(region: Region) -> None:
         # a uniform op joins no kernel; the host computes it ahead of the run it sits in
-        items = cut(region.ops, in_kernel, users, lambda op, run: bool(run) and uniform_pure(op))
+        items = cut(region.ops, lambda op: lowerable(op)[0], users,
+                    lambda op, run: bool(run) and uniform_pure(op))
         for k, item in enumerate(items):
             if isinstance(item, Run):
                 continue
@@ -139,7 +135,7 @@ def plan(fn: Function, boundscheck: bool = True,
                 visit(inner)
             if k and isinstance(items[k - 1], Run):
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
-                phases.append(make_phase(items[k - 1], label, boundscheck, contract=contract))
+                phases.append(make_phase(items[k - 1], label, options))
                 items[k - 1] = phases[-1]
         plans[id(region)] = items
     visit(fn.body)

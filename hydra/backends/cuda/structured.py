@@ -38,22 +38,26 @@ class KernelSource:
     tapes: list = field(default_factory=list)
 
 
-def fits(fn: Function) -> str | None:
-    """Why ``fn`` cannot run as one kernel, or None if it can."""
+def fits(fn: Function, segments: bool = False) -> str | None:
+    """Why ``fn`` cannot run as one kernel (with ``segments``: as structured kernels
+    between sync points that the host runs, ``segments.py``), or None if it can."""
     constants = {op.result.id for op in fn.walk() if op.opcode == "const"}
     for op in fn.walk():
+        # (hydra.grad's trip bound: emit.py)
         own_bound = op.attrs.get("chunk_local") and op.attrs.get("name") == "lanemax"
-        if "sync" in op.attrs and not own_bound:  # (hydra.grad's trip bound: emit.py)
+        if "sync" in op.attrs and not own_bound and not segments:
             return f"sync point: {op.attrs['sync']}"
         if op.opcode == "math" and f"math {op.attrs['fn']}" in PROTOCOLS["cuda"].host_only:
             return PROTOCOLS["cuda"].host_only[f"math {op.attrs['fn']}"]
         if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
             return "a per-lane array whose size is not a constant"
+        if segments and op.opcode in ("tape_push", "tape_pop"):
+            return "hydra.grad's tape: the host keeps it between phases"
         if op.opcode == "tape_push" and not all(isinstance(v.type, ScalarType)
                                                 for v in op.operands):
             return "a hydra.grad tape record that holds a per-lane array"
     for v in fn.body.terminator.operands:
-        if not isinstance(v.type, ScalarType):
+        if not isinstance(v.type, ScalarType) and not segments:
             return f"a result of type {v.type}"
     return None
 
@@ -114,9 +118,9 @@ class StructuredEmitter(OpEmitter):
             self.assign(before.args, self.region(body))
 
 
-def generate(fn: Function, boundscheck: bool = True, contract: bool = False) -> KernelSource:
-    """The kernel source of a function that ``fits``."""
-    frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
+def generate(fn: Function, options: dict) -> KernelSource:
+    """The kernel source of a function that ``fits``, compiled with ``options``."""
+    frame = Frame.of(options)
     em = StructuredEmitter(frame)
     params = [f"p_{p.name or p.id}" for p in fn.params]
     for p, arg in zip(fn.params, params):
