@@ -19,11 +19,10 @@ arguments are used where they are (``devarrays``), and a call with one returns i
 varying results on the device, as that argument's kind; the phases keep such an array
 on the device unless an op the host runs reads it, and run the cross-lane intrinsics
 on values already there by ``crosslane``'s kernels (a real GPU).  A runner's
-``last_run_stats`` counts its launches and transfers (``Kernel.last_run_stats``).  Nothing here has
-run on a real GPU yet: the simulator runs the kernels, and
-``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR).  With
-``NUMBA_ENABLE_CUDASIM=1`` everything runs on numba's CUDA simulator, which has no
-PTX: ``dump(..., "ptx")`` says so.
+``last_run_stats`` counts its launches and transfers (``Kernel.last_run_stats``).  Without
+a GPU, numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) runs the kernels, and
+``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR); the
+simulator has no PTX: ``dump(..., "ptx")`` says so.
 """
 
 from __future__ import annotations
@@ -340,11 +339,11 @@ def _host_arrays(fn: Function, args: list, read_by_host: set):
     out, back = [], []
     for p, a, mode in zip(fn.params, args, effects(fn).params):
         if launch.is_device_array(a) and p.id in read_by_host:
-            d = launch.as_device(a)
+            d = devarrays.import_array(a)
             host = launch.to_host(d)
             if "w" in mode:
                 back.append((d, host))
             out.append(host)
         else:
-            out.append(launch.as_device(a) if launch.is_device_array(a) else a)
+            out.append(devarrays.import_array(a) if launch.is_device_array(a) else a)
     return out, back

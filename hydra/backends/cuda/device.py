@@ -17,6 +17,7 @@ Python functions.
 """
 
 import math
+import operator
 import types
 
 import numpy as np
@@ -173,16 +174,9 @@ PYTHON = {name: _python(f) for name, f in [
 if config.ENABLE_CUDASIM:
     sqrt, exp, expm1, exp2, log1p = np.sqrt, np.exp, np.expm1, np.exp2, np.log1p
     fmod, floor, ceil, trunc, rint, cbrt = np.fmod, np.floor, np.ceil, np.trunc, np.rint, np.cbrt
-
-    def add_rn64(a, b):
-        return a + b
-
-    def sub_rn64(a, b):
-        return a - b
-
-    def mul_rn64(a, b):
-        return a * b
-    add_rn32, sub_rn32, mul_rn32 = add_rn64, sub_rn64, mul_rn64
+    add_rn64 = add_rn32 = operator.add
+    sub_rn64 = sub_rn32 = operator.sub
+    mul_rn64 = mul_rn32 = operator.mul
 else:
     from numba.cuda import libdevice
 

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import RUNTIME_ERRORS, Loc
+from ...executor.scalars import MATH as SCALAR_MATH
 from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import Op, Value
 from ...types import ArrayType, ScalarType
+from . import device
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
           "bitxor": "^", "floordiv": "//", "mod": "%"}
@@ -38,20 +40,12 @@ _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="
 _TYPED = {**{n: f"{{0}} {s} {{1}}" for n, s in _INFIX.items()}, "neg": "-{0}", "invert": "~{0}",
           "abs": "abs({0})", "min": "{1} if {1} < {0} else {0}",
           "max": "{1} if {1} > {0} else {0}"}
-#: math functions: NumPy ufuncs that numba-cuda implements in device code, else the
-#: helpers of ``device.py`` (NumPy's special values on both targets)
-MATH = {
-    "sqrt": "dev.sqrt", "exp": "dev.exp", "log": "np.log", "log2": "np.log2",
-    "log10": "np.log10", "sin": "np.sin", "cos": "np.cos", "tan": "np.tan",
-    "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh",
-    "cosh": "np.cosh", "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh",
-    "atanh": "np.arctanh", "expm1": "dev.expm1", "log1p": "dev.log1p", "fabs": "abs",
-    "exp2": "dev.exp2", "cbrt": "dev.cbrt", "atan2": "np.arctan2", "hypot": "np.hypot",
-    "copysign": "math.copysign", "fmod": "dev.fmod", "isnan": "np.isnan",
-    "isinf": "math.isinf", "isfinite": "math.isfinite", "floor": "dev.floor",
-    "ceil": "dev.ceil", "trunc": "dev.trunc", "rint": "dev.rint", "erf": "math.erf",
-    "erfc": "math.erfc",
-}
+#: math functions: the reference's NumPy ufunc (numba-cuda implements these in device
+#: code), else the helpers of ``device.py`` (NumPy's special values on both targets), abs
+#: and Python's math
+MATH = {**{fn: f"np.{f.__name__}" for fn, f in SCALAR_MATH.items() if isinstance(f, np.ufunc)},
+        **{fn: f"dev.{fn}" for fn in device.PYTHON}, "fabs": "abs",
+        **{fn: f"math.{fn}" for fn in ("copysign", "isinf", "isfinite", "erf", "erfc")}}
 
 
 #: the math functions ``expr`` lowers: the table and pow (as ``**``, or ``ipow``)
