@@ -64,14 +64,8 @@ def literal(value, t: ScalarType) -> str:
     """Source of a constant of type ``t``."""
     if t.name == "bool":
         return "True" if value else "False"
-    if t.kind == "f":
-        v = float(value)
-        if v != v:
-            text = "math.nan"
-        elif v in (float("inf"), float("-inf")):
-            text = "math.inf" if v > 0 else "-math.inf"
-        else:
-            text = repr(v)
+    if t.kind == "f":  # (nan, inf and -inf: math's constants)
+        text = repr(float(value)).replace("nan", "math.nan").replace("inf", "math.inf")
         return f"np.{t.name}({text})"
     return f"np.{t.name}({int(value)})"
 
