@@ -31,7 +31,7 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 from ...effects import effects
 from ...errors import HydraError
@@ -48,11 +48,6 @@ from .structured import PRELUDE, fits, generate
 
 #: the first capacity of a tape store, in records per lane
 TAPE_CAPACITY = 16
-
-
-def _on_simulator() -> bool:
-    from numba import config
-    return bool(config.ENABLE_CUDASIM)
 
 
 class OneKernel:
@@ -161,7 +156,7 @@ def choose(fn: Function, structured, options: dict) -> Choice:
 
 def has_array_ops(fn: Function) -> bool:
     """Per-lane array operations run as the executor's steps on the host side of the
-    phases (``phases.HostSteps``), so such a function takes the phases strategy."""
+    phases (``arraysteps``), so such a function takes the phases strategy."""
     return any(op.opcode in ("array", "array_store") for op in fn.walk())
 
 
@@ -205,7 +200,7 @@ class CudaBackend:
                     line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
                     head += f"#   {op.opcode}{line}: {phases.lowerable(op)[1]}\n"
             return head + PRELUDE + "".join("\n\n" + p.text for p in choice.phases)
-        if _on_simulator():
+        if config.ENABLE_CUDASIM:
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")
         return "\n".join(_ptx(*k) for k in kernels(choice))

@@ -44,7 +44,7 @@ _TYPED = {**{n: f"{{0}} {s} {{1}}" for n, s in _INFIX.items()}, "neg": "-{0}", "
 #: code), else the helpers of ``device.py`` (NumPy's special values on both targets), abs
 #: and Python's math
 MATH = {**{fn: f"np.{f.__name__}" for fn, f in SCALAR_MATH.items() if isinstance(f, np.ufunc)},
-        **{fn: f"dev.{fn}" for fn in device.PYTHON}, "fabs": "abs",
+        **{fn: f"dev.{fn}" for fn in device.MATH}, "fabs": "abs",
         **{fn: f"math.{fn}" for fn in ("copysign", "isinf", "isfinite", "erf", "erfc")}}
 
 
