@@ -370,8 +370,9 @@ class OpEmitter:
                       op.attrs["message"].replace("{", "{{").replace("}", "}}"), op.loc)
 
     def op_local_array(self, op: Op) -> None:
-        """A per-lane array of constant shape in the thread's local memory."""
-        dims = [self.constant_dim(v) for v in op.operands]
+        """A per-lane array of constant shape (``structured.fits``: its size operands
+        are constants, emitted before it) in the thread's local memory."""
+        dims = [int(self.constants[v.id]) for v in op.operands]
         dtype = op.attrs["dtype"]
         r = name(op.result)
         kind = "np.bool_" if dtype == "bool" else f"np.{dtype}"
@@ -390,12 +391,6 @@ class OpEmitter:
             stride //= d
             parts.append(f"({flat} // {stride}) % {d}")
         return ", ".join(parts)
-
-    def constant_dim(self, v: Value) -> int:
-        value = self.constants.get(v.id)
-        if value is None:
-            raise NotImplementedError("local array of a size that is not a constant")
-        return int(value)
 
 
 # --- the cuda lowerings of the lane-local intrinsics: (op) -> the per-lane expression

@@ -313,8 +313,7 @@ class PhaseKernel(Host):
             elif isinstance(x, OnDevice):
                 x = x.array
             elif v.varying and not launch.is_device_array(x):
-                x = launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype),
-                                                  (self.lanes,)))
+                x = self.lanes_on_device(v, env)
             out.append(x)
         return out
 
@@ -393,10 +392,8 @@ class PhaseKernel(Host):
                 args.append(x.array)
             elif isinstance(v.type, ArrayType):
                 args.append(moves.array(x, v.id in phase.written))
-            elif v.varying:
-                host = np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,))
-                # uploaded once: later phases find it on the device
-                env[v.id] = OnDevice(launch.upload(host), x)
+            elif v.varying:  # uploaded once: later phases find it on the device
+                env[v.id] = OnDevice(self.lanes_on_device(v, env), x)
                 args.append(env.raw(v.id).array)
             else:
                 args.append(launch.scalar_arg(x, v.type.dtype))
