@@ -65,15 +65,13 @@ def _host_driven(fn: Function) -> list[Op]:
 def _prepare(fn: Function, host: list[Op]) -> None:
     body = fn.body
     captured = [op for op in fn.walk() if op.opcode == "global_array"]
-    for region_op in list(fn.walk()):
-        for region in region_op.regions:
-            region.ops = [op for op in region.ops if op.opcode != "global_array"]
-    top = [op for op in body.ops if op.opcode != "global_array"]
+    for region in [body] + [r for op in fn.walk() for r in op.regions]:
+        region.ops = [op for op in region.ops if op.opcode != "global_array"]
     entry = Value(BOOL, fn.loc, "entry", varying=True)
     for op in host:
         if "sync" in op.attrs and op.mask is None:
             op.mask = entry  # every enclosing branch is uniform: all lanes are here
-    body.ops = [Op("entry_mask", [], [entry], fn.loc)] + captured + top
+    body.ops = [Op("entry_mask", [], [entry], fn.loc)] + captured + body.ops
 
 
 def plan_segments(fn: Function, options: dict) -> tuple[dict, list[Phase]]:
