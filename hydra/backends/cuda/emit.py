@@ -315,13 +315,13 @@ class OpEmitter:
     op_floordiv = divide
     op_mod = divide
 
-    def index(self, op: Op, count: int) -> str:
+    def index(self, op: Op) -> str:
         """Bounds-check and wrap the indices of a load/store; the subscript text."""
         array = op.operands[0]
         a = name(array)
         lead = 1 if array.id in self.frame.prefixed else 0
         subs = ["lane"] if lead else []
-        for axis, v in enumerate(op.operands[1:1 + count]):
+        for axis, v in enumerate(op.operands[1:1 + array.type.ndim]):
             i = name(v)
             n = f"{a}.shape[{axis + lead}]"
             self.temps += 1
@@ -339,7 +339,7 @@ class OpEmitter:
     def op_load(self, op: Op) -> None:
         t = op.result.type
         with self.masked(op):
-            sub = self.index(op, op.operands[0].type.ndim)
+            sub = self.index(op)
             self.line(f"{name(op.result)} = {np_type(t)}({name(op.operands[0])}[{sub}])")
         if op.mask is not None:
             self.line("else:")
@@ -353,7 +353,7 @@ class OpEmitter:
                 self.fail("value", f"cannot store into the read-only array "
                           f"{array.name or ''}".rstrip(), op.loc, names_lane=False)
             else:
-                sub = self.index(op, array.type.ndim)
+                sub = self.index(op)  # (its checks first)
                 self.line(f"{name(array)}[{sub}] = {name(op.operands[-1])}")
 
     def op_count(self, op: Op) -> None:
@@ -378,19 +378,12 @@ class OpEmitter:
         kind = "np.bool_" if dtype == "bool" else f"np.{dtype}"
         self.line(f"{r} = cuda.local.array(({''.join(f'{d}, ' for d in dims)}), {kind})")
         fill = literal(op.attrs["fill"] or 0, ScalarType(str(np.dtype(dtype))))
-        flat = int(np.prod(dims))
-        idx = f"k{op.result.id}"
-        self.line(f"for {idx} in range({flat}):")
-        self.line(f"    {r}[{self.unravel(idx, dims)}] = {fill}")
-
-    @staticmethod
-    def unravel(flat: str, dims: list[int]) -> str:
-        parts = []
-        stride = int(np.prod(dims))
-        for d in dims:
-            stride //= d
-            parts.append(f"({flat} // {stride}) % {d}")
-        return ", ".join(parts)
+        k = f"k{op.result.id}"
+        self.line(f"for {k} in range({int(np.prod(dims))}):")
+        # the row-major index of k: axis a's stride is the product of the sizes after it
+        index = ", ".join(f"({k} // {int(np.prod(dims[a + 1:]))}) % {d}"
+                          for a, d in enumerate(dims))
+        self.line(f"    {r}[{index}] = {fill}")
 
 
 # --- the cuda lowerings of the lane-local intrinsics: (op) -> the per-lane expression
