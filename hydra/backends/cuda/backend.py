@@ -95,14 +95,11 @@ class OneKernel:
                                        self.options)
         kind = devarrays.result_kind(args)
         moves = launch.Transfers()
-        dev = []
-        for p, a, written in zip(self.fn.params, args, self.written):
-            if isinstance(p.type, ArrayType) or p.varying:
-                dev.append(moves.array(a, written))
-            else:
-                dev.append(launch.scalar_arg(a, p.type.dtype))
-        for array, written in zip(self.code.globals, self.globals_written):
-            dev.append(moves.array(array, written))
+        dev = [moves.array(a, written) if isinstance(p.type, ArrayType) or p.varying
+               else launch.scalar_arg(a, p.type.dtype)
+               for p, a, written in zip(self.fn.params, args, self.written)]
+        dev += [moves.array(a, written) for a, written in zip(self.code.globals,
+                                                              self.globals_written)]
         leaves = self.fn.body.terminator.operands
         outs = [cuda.device_array(lanes if v.varying else 1, dtype=v.type.dtype) for v in leaves]
         try:
@@ -117,14 +114,10 @@ class OneKernel:
             self.exact()(args, lanes)
             raise
         moves.finish()
-        results = []
-        for v, out in zip(leaves, outs):
-            if v.varying and kind is not None:  # stays on the device
-                results.append(kind(out))
-                continue
-            host = launch.to_host(out)
-            results.append(host if v.varying else host[0])
-        return results
+        # a varying result stays on the device where the call gave a GPU array
+        return [kind(out) if v.varying and kind is not None else
+                launch.to_host(out) if v.varying else launch.to_host(out)[0]
+                for v, out in zip(leaves, outs)]
 
 
 @dataclass

@@ -100,21 +100,19 @@ def make_phase(run: Run, label: str, options: dict, emitter=OpEmitter,
                constants=None) -> Phase:
     """One kernel for a run of the cutter (its ops with the regions they own, if the
     emitter takes them): the run's live-ins are its inputs, its live-outs its outputs."""
-    ops, inputs, outputs = run.ops, run.inputs, run.outputs
-    frame = Frame.of(options)
-    em = emitter(frame)
+    em = emitter(Frame.of(options))
     em.constants.update(constants or {})
-    for v in inputs:
+    for v in run.inputs:
         em.take(v, f"in_{name(v)}")
-    for op in ops:
+    for op in run.ops:
         em.emit(op)
-    params = [f"in_{name(v)}" for v in inputs] + [f"out_{name(v)}" for v in outputs]
-    text = em.kernel(label, params, [(f"out_{name(v)}", v) for v in outputs])
+    params = [f"in_{name(v)}" for v in run.inputs] + [f"out_{name(v)}" for v in run.outputs]
+    text = em.kernel(label, params, [(f"out_{name(v)}", v) for v in run.outputs])
     written = {o.written_array.id if o.opcode != "count" else o.operands[0].id
-               for op in ops for o in nested(op)
+               for op in run.ops for o in nested(op)
                if o.written_array is not None or o.opcode == "count"}  # (hydra.profile)
-    return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
-                 frame.sites, written, label)
+    return Phase(run.ops, run.inputs, run.outputs, PRELUDE + "\n\n" + text, text,
+                 em.frame.sites, written, label)
 
 
 def plan(fn: Function, options: dict) -> tuple[dict[int, list], list[Phase]]:
