@@ -280,7 +280,7 @@ class OpEmitter:
         saturate) and the simulator (which cannot convert NaN) both give it: int32
         and int64 take their minimum for NaN and out-of-range values (cvttsd2si),
         8- and 16-bit types go through int32 and wrap, unsigned 32- and 64-bit ones
-        as ``host.float_to_unsigned`` says."""
+        as ``scalars.float_to_unsigned`` says."""
         def guarded(bits: int, x: str = x) -> str:
             edge = float(2 ** (bits - 1))
             return (f"(np.int{bits}({x}) if {-edge!r} <= {x} < {edge!r} "
@@ -288,7 +288,7 @@ class OpEmitter:
         if t.name in ("int64", "int32"):
             return guarded(t.bits)
         if t.name in ("uint64", "uint32"):
-            # host.float_to_unsigned: from 2**(B-1) on, x - 2**(B-1) with the
+            # scalars.float_to_unsigned: from 2**(B-1) on, x - 2**(B-1) with the
             # top bit flipped
             half = float(2 ** (t.bits - 1))
             high = f"({guarded(t.bits, f'({x} - {half!r})')} ^ np.int{t.bits}({-int(half)}))"

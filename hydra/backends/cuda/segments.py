@@ -30,10 +30,6 @@ class Unsuitable(Exception):
     """The function needs the predicated strategy."""
 
 
-def _has_sync(op: Op) -> bool:
-    return any("sync" in inner.attrs for region in op.regions for inner in region.walk())
-
-
 def _uniform_control(op: Op) -> bool:
     """An ``if``/``while`` every lane takes alike: the host can drive it."""
     if op.opcode == "if":
@@ -52,7 +48,7 @@ def _host_driven(fn: Function) -> list[Op]:
         for op in ops:
             if "sync" in op.attrs:
                 found.append(op)
-            elif _has_sync(op):
+            elif any("sync" in inner.attrs for region in op.regions for inner in region.walk()):
                 if not _uniform_control(op):
                     raise Unsuitable("a sync point inside varying control flow")
                 found.append(op)
