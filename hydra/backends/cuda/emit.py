@@ -353,7 +353,7 @@ class OpEmitter:
                 self.fail("value", f"cannot store into the read-only array "
                           f"{array.name or ''}".rstrip(), op.loc, names_lane=False)
             else:
-                sub = self.index(op)  # (its checks first)
+                sub = self.index(op)
                 self.line(f"{name(array)}[{sub}] = {name(op.operands[-1])}")
 
     def op_count(self, op: Op) -> None:
