@@ -31,7 +31,7 @@ class KernelSource:
     source: str
     entry: str
     sites: ErrorSites
-    #: ids of captured arrays passed as extra arguments, in order, with the arrays
+    #: the captured arrays, passed as extra arguments in this order
     globals: list = field(default_factory=list)
     #: hydra.grad's tapes: (tape id, the dtypes of a record), in parameter order after
     #: the globals; each record field is a ``[capacity, N]`` device array
