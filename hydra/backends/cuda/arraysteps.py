@@ -47,7 +47,7 @@ from ...executor.steps import OpStep, Step, op_label
 from ...ir.core import Op
 from ...types import ArrayType, ScalarType
 from ..cut import users_of
-from . import launch
+from . import devarrays, launch
 from .chains import ChainKernel, wanted
 
 
@@ -68,7 +68,7 @@ def as_numba(xp, a):
         return launch.upload(a)
     if isinstance(xp, Strict):
         return launch.upload(a.data)
-    return launch.as_device(a)
+    return devarrays.import_array(a)
 
 
 def kernel_memory(xp, a):

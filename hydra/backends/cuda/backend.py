@@ -19,19 +19,19 @@ arguments are used where they are (``devarrays``), and a call with one returns i
 varying results on the device, as that argument's kind; the phases keep such an array
 on the device unless an op the host runs reads it, and run the cross-lane intrinsics
 on values already there by ``crosslane``'s kernels (a real GPU).  A runner's
-``last_run_stats`` counts its launches and transfers (``Kernel.last_run_stats``).  Nothing here has
-run on a real GPU yet: the simulator runs the kernels, and
-``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR).  With
-``NUMBA_ENABLE_CUDASIM=1`` everything runs on numba's CUDA simulator, which has no
-PTX: ``dump(..., "ptx")`` says so.
+``last_run_stats`` counts its launches and transfers (``Kernel.last_run_stats``).  Without
+a GPU, numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) runs the kernels, and
+``tests/test_cuda_typing.py`` compiles them for the CUDA target (up to LLVM IR); the
+simulator has no PTX: ``dump(..., "ptx")`` says so.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 from ...effects import effects
 from ...errors import HydraError
@@ -50,24 +50,17 @@ from .structured import PRELUDE, fits, generate
 TAPE_CAPACITY = 16
 
 
-def _on_simulator() -> bool:
-    from numba import config
-    return bool(config.ENABLE_CUDASIM)
-
-
 class OneKernel:
     """Runs a lane-local function as a single kernel launch."""
-
-    strategy = "one kernel"
 
     def __init__(self, fn: Function, options: dict) -> None:
         self.fn = fn
         self.options = options
         self.errors = launch.ErrorBuffer()
-        #: runs the call again in lockstep (phases) after a failure, to raise its error
+        #: () -> the runner that runs the call again in lockstep (phases) after a
+        #: failure, to raise its error
         self.exact = None
-        self.code = generate(fn, options.get("boundscheck", True),
-                             bool(options.get("fastmath")))
+        self.code = generate(fn, options)
         self.kernel = None
         found = effects(fn)  # what is copied back: every array a store may reach
         self.written = ["w" in mode for mode in found.params]
@@ -75,14 +68,6 @@ class OneKernel:
                                 for op, mode in found.captured]  # (hydra.profile's counts)
         #: records per lane of each hydra.grad tape store (grown on overflow)
         self.tape_capacity = TAPE_CAPACITY
-        self.last_run_stats: dict = {}
-
-    def __call__(self, args: list, lanes: int) -> list:
-        with devarrays.recording(devarrays.Stats()) as stats:
-            try:
-                return self.run(args, lanes)
-            finally:
-                self.last_run_stats = stats.as_dict()
 
     def launch_growing_tapes(self, dev: list, outs: list, lanes: int, args: list) -> None:
         """Launch (and check) the kernel; where a lane's hydra.grad tape was full,
@@ -110,14 +95,11 @@ class OneKernel:
                                        self.options)
         kind = devarrays.result_kind(args)
         moves = launch.Transfers()
-        dev = []
-        for p, a, written in zip(self.fn.params, args, self.written):
-            if isinstance(p.type, ArrayType) or p.varying:
-                dev.append(moves.array(a, written))
-            else:
-                dev.append(launch.scalar_arg(a, p.type.dtype))
-        for array, written in zip(self.code.globals, self.globals_written):
-            dev.append(moves.array(array, written))
+        dev = [moves.array(a, written) if isinstance(p.type, ArrayType) or p.varying
+               else launch.scalar_arg(a, p.type.dtype)
+               for p, a, written in zip(self.fn.params, args, self.written)]
+        dev += [moves.array(a, written) for a, written in zip(self.code.globals,
+                                                              self.globals_written)]
         leaves = self.fn.body.terminator.operands
         outs = [cuda.device_array(lanes if v.varying else 1, dtype=v.type.dtype) for v in leaves]
         try:
@@ -129,17 +111,13 @@ class OneKernel:
             # again from the same state and fail exactly as the reference does.
             if self.exact is None or kind is not None:
                 raise
-            self.exact(args, lanes)
+            self.exact()(args, lanes)
             raise
         moves.finish()
-        results = []
-        for v, out in zip(leaves, outs):
-            if v.varying and kind is not None:  # stays on the device
-                results.append(kind(out))
-                continue
-            host = launch.to_host(out)
-            results.append(host if v.varying else host[0])
-        return results
+        # a varying result stays on the device where the call gave a GPU array
+        return [kind(out) if v.varying and kind is not None else
+                launch.to_host(out) if v.varying else launch.to_host(out)[0]
+                for v, out in zip(leaves, outs)]
 
 
 @dataclass
@@ -156,24 +134,22 @@ class Choice:
 def choose(fn: Function, structured, options: dict) -> Choice:
     """One kernel if the function is lane-local, else structured segments if its
     sync points are all at the top level, else phases of the predicated IR."""
-    boundscheck = options.get("boundscheck", True)
-    contract = bool(options.get("fastmath"))
     if structured is not None and not has_array_ops(fn):
         lane_local = structured()
         if fits(lane_local) is None:
             return Choice("one kernel", lane_local, one=OneKernel(lane_local, options))
         try:
-            plans, cut = plan_segments(lane_local, boundscheck, contract)
+            plans, cut = plan_segments(lane_local, options)
             return Choice("segments", lane_local, plans=plans, phases=cut)
         except Unsuitable:
             pass
-    plans, cut = phases.plan(fn, boundscheck, contract)
+    plans, cut = phases.plan(fn, options)
     return Choice("phases", fn, plans=plans, phases=cut)
 
 
 def has_array_ops(fn: Function) -> bool:
     """Per-lane array operations run as the executor's steps on the host side of the
-    phases (``phases.HostSteps``), so such a function takes the phases strategy."""
+    phases (``arraysteps``), so such a function takes the phases strategy."""
     return any(op.opcode in ("array", "array_store") for op in fn.walk())
 
 
@@ -189,16 +165,9 @@ class CudaBackend:
         choice = choose(fn, structured, options)
         if choice.one is None:
             return _phase_runner(choice, options)
-        predicated: list = []
-
-        def exact(args: list, lanes: int) -> None:
-            if not predicated:
-                plans, _ = phases.plan(fn, options.get("boundscheck", True),
-                                       bool(options.get("fastmath")))
-                predicated.append(_phase_runner(Choice("phases", fn, plans=plans), options))
-            predicated[0](args, lanes)
-        choice.one.exact = exact
-        return choice.one
+        choice.one.exact = functools.cache(
+            lambda: _phase_runner(choose(fn, None, options), options))
+        return _counted(choice.one.run, choice.strategy)
 
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:
@@ -224,7 +193,7 @@ class CudaBackend:
                     line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
                     head += f"#   {op.opcode}{line}: {phases.lowerable(op)[1]}\n"
             return head + PRELUDE + "".join("\n\n" + p.text for p in choice.phases)
-        if _on_simulator():
+        if config.ENABLE_CUDASIM:
             raise HydraError("the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) compiles no PTX: "
                              "dump-ir --stage ptx needs a real GPU and the CUDA toolkit")
         return "\n".join(_ptx(*k) for k in kernels(choice))
@@ -298,13 +267,6 @@ def _phase_runner(choice: Choice, options: dict):
     #: (device atomics?) -> ids of the values a host op reads
     host_read: dict = {}
 
-    def run(args: list, lanes: int) -> list:
-        with devarrays.recording(devarrays.Stats()) as stats:
-            try:
-                return call(args, lanes)
-            finally:
-                run.last_run_stats = stats.as_dict()
-
     def call(args: list, lanes: int) -> list:
         kind = devarrays.result_kind(args)
         device_atomics = crosslane.mode() is not None
@@ -322,7 +284,19 @@ def _phase_runner(choice: Choice, options: dict):
                 device.copy_to_device(host)
         return [kind(x) if launch.is_device_array(x) else x for x in leaves] \
             if kind is not None else leaves
-    run.strategy = choice.strategy
+    return _counted(call, choice.strategy)
+
+
+def _counted(call, strategy: str):
+    """The runner ``call(args, lanes)``, its launches and transfers counted in its
+    ``last_run_stats`` (``Kernel.last_run_stats``)."""
+    def run(args: list, lanes: int) -> list:
+        with devarrays.recording(devarrays.Stats()) as stats:
+            try:
+                return call(args, lanes)
+            finally:
+                run.last_run_stats = stats.as_dict()
+    run.strategy = strategy
     run.last_run_stats = {}
     return run
 
@@ -353,11 +327,11 @@ def _host_arrays(fn: Function, args: list, read_by_host: set):
     out, back = [], []
     for p, a, mode in zip(fn.params, args, effects(fn).params):
         if launch.is_device_array(a) and p.id in read_by_host:
-            d = launch.as_device(a)
+            d = devarrays.import_array(a)
             host = launch.to_host(d)
             if "w" in mode:
                 back.append((d, host))
             out.append(host)
         else:
-            out.append(launch.as_device(a) if launch.is_device_array(a) else a)
+            out.append(devarrays.import_array(a) if launch.is_device_array(a) else a)
     return out, back

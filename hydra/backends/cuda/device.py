@@ -17,6 +17,7 @@ Python functions.
 """
 
 import math
+import operator
 import types
 
 import numpy as np
@@ -160,29 +161,20 @@ def _python(f):
                               fn.__defaults__, fn.__closure__)
 
 
-#: the helpers above as plain Python functions (what the simulator would run)
-PYTHON = {name: _python(f) for name, f in [
-    ("sqrt", sqrt), ("exp", exp), ("expm1", expm1), ("exp2", exp2), ("log1p", log1p),
-    ("fmod", fmod), ("floor", floor), ("ceil", ceil), ("trunc", trunc), ("rint", rint),
-    ("cbrt", cbrt)]}
+#: the math helpers above, each named as the NumPy ufunc it computes
+MATH = ("sqrt", "exp", "expm1", "exp2", "log1p", "fmod", "floor", "ceil", "trunc", "rint", "cbrt")
+#: the helpers as plain Python functions (what the simulator would run)
+PYTHON = {name: _python(globals()[name]) for name in MATH}
 
 # Float +, - and * each rounded on its own, for kernels compiled without fastmath
 # (``emit.Frame.contract``): NVVM fuses a product and a sum into one FMA by default
 # (-fma=1, fastmath or not), which a GPU run showed changes results (a Mandelbrot count,
 # 0.0625 computed as 0.06249999999999999); add.rn / mul.rn are never fused.
 if config.ENABLE_CUDASIM:
-    sqrt, exp, expm1, exp2, log1p = np.sqrt, np.exp, np.expm1, np.exp2, np.log1p
-    fmod, floor, ceil, trunc, rint, cbrt = np.fmod, np.floor, np.ceil, np.trunc, np.rint, np.cbrt
-
-    def add_rn64(a, b):
-        return a + b
-
-    def sub_rn64(a, b):
-        return a - b
-
-    def mul_rn64(a, b):
-        return a * b
-    add_rn32, sub_rn32, mul_rn32 = add_rn64, sub_rn64, mul_rn64
+    globals().update({name: getattr(np, name) for name in MATH})
+    add_rn64 = add_rn32 = operator.add
+    sub_rn64 = sub_rn32 = operator.sub
+    mul_rn64 = mul_rn32 = operator.mul
 else:
     from numba.cuda import libdevice
 

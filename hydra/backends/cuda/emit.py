@@ -20,41 +20,40 @@ backend's exception.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...errors import RUNTIME_ERRORS, Loc
+from ...executor.scalars import MATH as SCALAR_MATH
 from ...intrinsics import INTRINSICS, lowers
 from ...ir.core import Op, Value
-from ...types import ScalarType
+from ...types import ArrayType, ScalarType
+from . import device
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
           "bitxor": "^", "floordiv": "//", "mod": "%"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-#: math functions: NumPy ufuncs that numba-cuda implements in device code, else the
-#: helpers of ``device.py`` (NumPy's special values on both targets)
-MATH = {
-    "sqrt": "dev.sqrt", "exp": "dev.exp", "log": "np.log", "log2": "np.log2",
-    "log10": "np.log10", "sin": "np.sin", "cos": "np.cos", "tan": "np.tan",
-    "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh",
-    "cosh": "np.cosh", "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh",
-    "atanh": "np.arctanh", "expm1": "dev.expm1", "log1p": "dev.log1p", "fabs": "abs",
-    "exp2": "dev.exp2", "cbrt": "dev.cbrt", "atan2": "np.arctan2", "hypot": "np.hypot",
-    "copysign": "math.copysign", "fmod": "dev.fmod", "isnan": "np.isnan",
-    "isinf": "math.isinf", "isfinite": "math.isfinite", "floor": "dev.floor",
-    "ceil": "dev.ceil", "trunc": "dev.trunc", "rint": "dev.rint", "erf": "math.erf",
-    "erfc": "math.erfc",
-}
+#: opcodes spelled as one expression (operands ``{0}``, ``{1}``) in the result's NumPy type
+_TYPED = {**{n: f"{{0}} {s} {{1}}" for n, s in _INFIX.items()}, "neg": "-{0}", "invert": "~{0}",
+          "abs": "abs({0})", "min": "{1} if {1} < {0} else {0}",
+          "max": "{1} if {1} > {0} else {0}"}
+#: math functions: the reference's NumPy ufunc (numba-cuda implements these in device
+#: code), else the helpers of ``device.py`` (NumPy's special values on both targets), abs
+#: and Python's math
+MATH = {**{fn: f"np.{f.__name__}" for fn, f in SCALAR_MATH.items() if isinstance(f, np.ufunc)},
+        **{fn: f"dev.{fn}" for fn in device.MATH}, "fabs": "abs",
+        **{fn: f"math.{fn}" for fn in ("copysign", "isinf", "isfinite", "erf", "erfc")}}
 
 
 #: the math functions ``expr`` lowers: the table and pow (as ``**``, or ``ipow``)
 NATIVE_MATH = frozenset(MATH) | {"pow"}
 #: the opcodes ``OpEmitter.expr`` spells as one expression (the others have ``op_*``)
-EXPR_OPS = frozenset(_INFIX) | frozenset(_COMPARE) | {
-    "pow", "lshift", "rshift", "min", "max", "neg", "not", "invert", "abs", "const", "undef",
-    "cast", "select", "math", "entry_mask", "array_dim", "intrinsic"}
+EXPR_OPS = frozenset(_TYPED) | frozenset(_COMPARE) | {
+    "pow", "lshift", "rshift", "not", "const", "undef", "cast", "select", "math", "entry_mask",
+    "array_dim", "intrinsic"}
 
 
 def np_type(t: ScalarType) -> str:
@@ -65,14 +64,8 @@ def literal(value, t: ScalarType) -> str:
     """Source of a constant of type ``t``."""
     if t.name == "bool":
         return "True" if value else "False"
-    if t.kind == "f":
-        v = float(value)
-        if v != v:
-            text = "math.nan"
-        elif v in (float("inf"), float("-inf")):
-            text = "math.inf" if v > 0 else "-math.inf"
-        else:
-            text = repr(v)
+    if t.kind == "f":  # (nan, inf and -inf: math's constants)
+        text = repr(float(value)).replace("nan", "math.nan").replace("inf", "math.inf")
         return f"np.{t.name}({text})"
     return f"np.{t.name}({int(value)})"
 
@@ -117,6 +110,11 @@ class Frame:
     prefixed: set[int] = field(default_factory=set)
     readonly: set[int] = field(default_factory=set)
 
+    @classmethod
+    def of(cls, options: dict) -> "Frame":
+        """The frame of a new kernel compiled with the kernel's ``options``."""
+        return cls(ErrorSites(), options.get("boundscheck", True), bool(options.get("fastmath")))
+
 
 def ident(text: str) -> str:
     """``text`` made a Python identifier (function names like ``<lambda>``)."""
@@ -151,6 +149,18 @@ class OpEmitter:
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
 
+    @contextlib.contextmanager
+    def block(self, header: str):
+        """The lines emitted inside, indented under ``header``."""
+        self.line(header)
+        self.depth += 1
+        yield
+        self.depth -= 1
+
+    def masked(self, op: Op):
+        """A masked op's lines under ``if mask:``."""
+        return contextlib.nullcontext() if op.mask is None else self.block(f"if {name(op.mask)}:")
+
     def fail(self, kind: str, message: str, loc: Loc, *payload: str,
              names_lane: bool = True) -> None:
         """Record a failure of this lane and leave the kernel."""
@@ -160,6 +170,31 @@ class OpEmitter:
         for k, p in enumerate(payload[:2]):
             self.line(f"err[lane, {k + 1}] = {p}")
         self.line("return")
+
+    # --- the kernel around the ops -------------------------------------------------------
+
+    def take(self, v: Value, arg: str) -> None:
+        """``v`` from the kernel parameter ``arg``: an array as it is (a varying one has
+        the lane axis first), a varying number at ``[lane]``, a uniform one as it is."""
+        if isinstance(v.type, ArrayType):
+            if v.varying:
+                self.frame.prefixed.add(v.id)
+            self.line(f"{name(v)} = {arg}")
+        elif v.varying:
+            self.line(f"{name(v)} = {np_type(v.type)}({arg}[lane])")
+        else:
+            self.line(f"{name(v)} = {np_type(v.type)}({arg})")
+
+    def kernel(self, entry: str, params: list[str], outputs) -> str:
+        """The kernel function ``entry`` around the lines emitted: lanes from N on
+        return at once; each (output parameter, value) of ``outputs`` is stored at
+        ``[lane]``, or a uniform value at ``[0]`` by lane 0."""
+        lines = [f"def {entry}(N, {', '.join(params + ['err'])}):",
+                 "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
+        lines += self.lines + [f"    {out}[lane] = {name(v)}" if v.varying else
+                               f"    if lane == 0:\n        {out}[0] = {name(v)}"
+                               for out, v in outputs]
+        return renumber("\n".join(lines)) + "\n"
 
     # --- one op ------------------------------------------------------------------------
 
@@ -185,26 +220,16 @@ class OpEmitter:
             return f"bool({o[0]} {_COMPARE[n]} {o[1]})"
         if n in ("add", "sub", "mul") and t.kind == "f" and not self.frame.contract:
             return f"{np_type(t)}(dev.{n}_rn{t.bits}({o[0]}, {o[1]}))"
-        if n in _INFIX and n not in ("floordiv", "mod"):
-            return f"{np_type(t)}({o[0]} {_INFIX[n]} {o[1]})"
         if n == "pow" or (n == "math" and op.attrs["fn"] == "pow"):
             if t.kind in "iu":
                 return f"{np_type(t)}(dev.ipow({o[0]}, {o[1]}, {np_type(t)}(1)))"
             return f"{np_type(t)}({o[0]} ** {o[1]})"
         if n in ("lshift", "rshift"):
             return self.shift(n, o, t)
-        if n == "min":
-            return f"{np_type(t)}({o[1]} if {o[1]} < {o[0]} else {o[0]})"
-        if n == "max":
-            return f"{np_type(t)}({o[1]} if {o[1]} > {o[0]} else {o[0]})"
-        if n == "neg":
-            return f"{np_type(t)}(-{o[0]})"
         if n in ("not", "invert") and t.name == "bool":
             return f"not {o[0]}"
-        if n == "invert":
-            return f"{np_type(t)}(~{o[0]})"
-        if n == "abs":
-            return f"{np_type(t)}(abs({o[0]}))"
+        if n in _TYPED:  # (floordiv and mod have op_ methods: divide)
+            return f"{np_type(t)}({_TYPED[n].format(*o)})"
         if n == "const":
             return literal(op.attrs["value"], t)
         if n == "undef":
@@ -255,7 +280,7 @@ class OpEmitter:
         saturate) and the simulator (which cannot convert NaN) both give it: int32
         and int64 take their minimum for NaN and out-of-range values (cvttsd2si),
         8- and 16-bit types go through int32 and wrap, unsigned 32- and 64-bit ones
-        as ``host.float_to_unsigned`` says."""
+        as ``scalars.float_to_unsigned`` says."""
         def guarded(bits: int, x: str = x) -> str:
             edge = float(2 ** (bits - 1))
             return (f"(np.int{bits}({x}) if {-edge!r} <= {x} < {edge!r} "
@@ -263,7 +288,7 @@ class OpEmitter:
         if t.name in ("int64", "int32"):
             return guarded(t.bits)
         if t.name in ("uint64", "uint32"):
-            # host.float_to_unsigned: from 2**(B-1) on, x - 2**(B-1) with the
+            # scalars.float_to_unsigned: from 2**(B-1) on, x - 2**(B-1) with the
             # top bit flipped
             half = float(2 ** (t.bits - 1))
             high = f"({guarded(t.bits, f'({x} - {half!r})')} ^ np.int{t.bits}({-int(half)}))"
@@ -271,14 +296,6 @@ class OpEmitter:
         return f"{np_type(t)}({guarded(32)})"
 
     # --- ops with statements -----------------------------------------------------------
-
-    def masked(self, op: Op) -> bool:
-        """Open ``if mask:`` for a masked op; True if it did."""
-        if op.mask is None:
-            return False
-        self.line(f"if {name(op.mask)}:")
-        self.depth += 1
-        return True
 
     def divide(self, op: Op) -> None:
         t = op.result.type
@@ -288,41 +305,32 @@ class OpEmitter:
             self.line(f"{r} = {np_type(t)}({a} {_INFIX[op.opcode]} {b})")
             return
         word = "division" if op.opcode == "floordiv" else "modulo"
-        self.line(f"if {b} == 0:")
-        self.depth += 1
-        if op.mask is not None:
-            self.line(f"if {name(op.mask)}:")
-            self.depth += 1
-            self.fail("zerodiv", f"integer {word} by zero", op.loc)
-            self.depth -= 1
-        else:
-            self.fail("zerodiv", f"integer {word} by zero", op.loc)
-        self.line(f"{r} = {np_type(t)}(0)")
-        self.depth -= 1
+        with self.block(f"if {b} == 0:"):
+            with self.masked(op):
+                self.fail("zerodiv", f"integer {word} by zero", op.loc)
+            self.line(f"{r} = {np_type(t)}(0)")
         self.line("else:")
         self.line(f"    {r} = {np_type(t)}({a} {_INFIX[op.opcode]} {b})")
 
     op_floordiv = divide
     op_mod = divide
 
-    def index(self, op: Op, count: int) -> str:
+    def index(self, op: Op) -> str:
         """Bounds-check and wrap the indices of a load/store; the subscript text."""
         array = op.operands[0]
         a = name(array)
         lead = 1 if array.id in self.frame.prefixed else 0
         subs = ["lane"] if lead else []
-        for axis, v in enumerate(op.operands[1:1 + count]):
+        for axis, v in enumerate(op.operands[1:1 + array.type.ndim]):
             i = name(v)
             n = f"{a}.shape[{axis + lead}]"
             self.temps += 1
             j = f"i{self.temps}"
             self.line(f"{j} = np.int64({i})")
             if self.frame.boundscheck:
-                self.line(f"if {j} < -{n} or {j} >= {n}:")
-                self.depth += 1
-                self.fail("index", f"index {{0}} is out of bounds for axis {axis} with size "
-                          f"{{1}}", op.loc, j, n)
-                self.depth -= 1
+                with self.block(f"if {j} < -{n} or {j} >= {n}:"):
+                    self.fail("index", f"index {{0}} is out of bounds for axis {axis} with "
+                              f"size {{1}}", op.loc, j, n)
             self.line(f"if {j} < 0:")
             self.line(f"    {j} += {n}")
             subs.append(j)
@@ -330,75 +338,52 @@ class OpEmitter:
 
     def op_load(self, op: Op) -> None:
         t = op.result.type
-        ndim = op.operands[0].type.ndim
-        opened = self.masked(op)
-        sub = self.index(op, ndim)
-        self.line(f"{name(op.result)} = {np_type(t)}({name(op.operands[0])}[{sub}])")
-        if opened:
-            self.depth -= 1
+        with self.masked(op):
+            sub = self.index(op)
+            self.line(f"{name(op.result)} = {np_type(t)}({name(op.operands[0])}[{sub}])")
+        if op.mask is not None:
             self.line("else:")
             self.line(f"    {name(op.result)} = {literal(0, t)}")
 
     def op_store(self, op: Op) -> None:
         array = op.operands[0]
-        opened = self.masked(op)
-        if array.id in self.frame.readonly:
-            # the reference names no lane here: the array, not a lane, is at fault
-            self.fail("value", f"cannot store into the read-only array {array.name or ''}"
-                      .rstrip(), op.loc, names_lane=False)
-        else:
-            sub = self.index(op, array.type.ndim)
-            self.line(f"{name(array)}[{sub}] = {name(op.operands[-1])}")
-        if opened:
-            self.depth -= 1
+        with self.masked(op):
+            if array.id in self.frame.readonly:
+                # the reference names no lane here: the array, not a lane, is at fault
+                self.fail("value", f"cannot store into the read-only array "
+                          f"{array.name or ''}".rstrip(), op.loc, names_lane=False)
+            else:
+                sub = self.index(op)
+                self.line(f"{name(array)}[{sub}] = {name(op.operands[-1])}")
 
     def op_count(self, op: Op) -> None:
         """hydra.profile's counter (passes/instrument): a lane is cuda's unit of issue
         (warps diverge in hardware), so each lane that runs the region adds one."""
         arr, site = name(op.operands[0]), op.attrs["site"]
-        opened = self.masked(op)
-        for col in range(3):
-            self.line(f"cuda.atomic.add({arr}, ({site}, {col}), 1)")
-        if opened:
-            self.depth -= 1
+        with self.masked(op):
+            for col in range(3):
+                self.line(f"cuda.atomic.add({arr}, ({site}, {col}), 1)")
 
     def op_check(self, op: Op) -> None:
-        opened = self.masked(op)
-        self.line(f"if not {name(op.operands[0])}:")
-        self.depth += 1
-        self.fail(op.attrs["kind"], op.attrs["message"].replace("{", "{{").replace("}", "}}"),
-                  op.loc)
-        self.depth -= 1
-        if opened:
-            self.depth -= 1
+        with self.masked(op), self.block(f"if not {name(op.operands[0])}:"):
+            self.fail(op.attrs["kind"],
+                      op.attrs["message"].replace("{", "{{").replace("}", "}}"), op.loc)
 
     def op_local_array(self, op: Op) -> None:
-        """A per-lane array of constant shape in the thread's local memory."""
-        dims = [self.constant_dim(v) for v in op.operands]
+        """A per-lane array of constant shape (``structured.fits``: its size operands
+        are constants, emitted before it) in the thread's local memory."""
+        dims = [int(self.constants[v.id]) for v in op.operands]
         dtype = op.attrs["dtype"]
         r = name(op.result)
         kind = "np.bool_" if dtype == "bool" else f"np.{dtype}"
         self.line(f"{r} = cuda.local.array(({''.join(f'{d}, ' for d in dims)}), {kind})")
         fill = literal(op.attrs["fill"] or 0, ScalarType(str(np.dtype(dtype))))
-        flat = int(np.prod(dims))
-        idx = f"k{op.result.id}"
-        self.line(f"for {idx} in range({flat}):")
-        self.line(f"    {r}[{self.unravel(idx, dims)}] = {fill}")
-
-    @staticmethod
-    def unravel(flat: str, dims: list[int]) -> str:
-        parts = []
-        stride = int(np.prod(dims))
-        for d in dims:
-            stride //= d
-            parts.append(f"({flat} // {stride}) % {d}")
-        return ", ".join(parts)
-
-    def constant_dim(self, v: Value) -> int:
-        value = self.constants.get(v.id)
-        if value is None:
-            raise NotImplementedError("local array of a size that is not a constant")
-        return int(value)
+        k = f"k{op.result.id}"
+        self.line(f"for {k} in range({int(np.prod(dims))}):")
+        # the row-major index of k: axis a's stride is the product of the sizes after it
+        index = ", ".join(f"({k} // {int(np.prod(dims[a + 1:]))}) % {d}"
+                          for a, d in enumerate(dims))
+        self.line(f"    {r}[{index}] = {fill}")
 
 
 # --- the cuda lowerings of the lane-local intrinsics: (op) -> the per-lane expression

@@ -78,11 +78,6 @@ def build(source: str, entry: str, label: str, options: dict):
     return cuda.jit(namespace[entry], fastmath=fastmath)
 
 
-def as_device(a):
-    """A device array numba can pass to a kernel, without a copy (``devarrays``)."""
-    return import_array(a)
-
-
 def upload(host: np.ndarray):
     """A host array copied to the device on this thread's stream (counted)."""
     count("uploads")
@@ -101,7 +96,7 @@ class Transfers:
     def array(self, a, written: bool):
         """The device array to pass for ``a``."""
         if is_device_array(a):
-            return as_device(a)
+            return import_array(a)
         host = np.asarray(a)
         got = self.sent.get(id(host))
         if got is None or got[2] is not host:

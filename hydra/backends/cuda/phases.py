@@ -41,7 +41,7 @@ from ..protocol import PROTOCOLS
 from ..cut import Run, cut, nested, users_of
 from . import crosslane, devarrays, launch
 from .arraysteps import CudaPlanner, OnHostOnly, Resident, as_numba, kernel_memory
-from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
+from .emit import ErrorSites, Frame, OpEmitter, ident, name
 from .structured import PRELUDE
 
 _KERNEL_OPS = BINARY_OPS | UNARY_OPS | {"cast", "select", "math", "load", "store", "check",
@@ -72,10 +72,6 @@ def lowerable(op: Op) -> tuple[bool, str]:
     return False, "no per-lane result: the host computes it"
 
 
-def in_kernel(op: Op) -> bool:
-    return lowerable(op)[0]
-
-
 def uniform_pure(op: Op) -> bool:
     """A pure op of uniform values only: the host may compute it ahead of the
     kernel run it sits in (its operands never come from a kernel)."""
@@ -100,42 +96,26 @@ class Phase:
     kernel: object = None
 
 
-def make_phase(run: Run, label: str, boundscheck: bool, emitter=OpEmitter,
-               constants=None, contract: bool = False) -> Phase:
+def make_phase(run: Run, label: str, options: dict, emitter=OpEmitter,
+               constants=None) -> Phase:
     """One kernel for a run of the cutter (its ops with the regions they own, if the
     emitter takes them): the run's live-ins are its inputs, its live-outs its outputs."""
-    ops, inputs, outputs = run.ops, run.inputs, run.outputs
-    frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
-    em = emitter(frame)
+    em = emitter(Frame.of(options))
     em.constants.update(constants or {})
-    head = []
-    for v in inputs:
-        if isinstance(v.type, ArrayType):
-            if v.varying:
-                frame.prefixed.add(v.id)
-            head.append(f"{name(v)} = in_{name(v)}")
-        elif v.varying:
-            head.append(f"{name(v)} = {np_type(v.type)}(in_{name(v)}[lane])")
-        else:
-            head.append(f"{name(v)} = {np_type(v.type)}(in_{name(v)})")
-    for op in ops:
+    for v in run.inputs:
+        em.take(v, f"in_{name(v)}")
+    for op in run.ops:
         em.emit(op)
-    params = [f"in_{name(v)}" for v in inputs] + [f"out_{name(v)}" for v in outputs]
-    lines = [f"def {label}(N, {', '.join(params + ['err'])}):",
-             "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
-    lines += ["    " + h for h in head] + em.lines
-    lines += [f"    out_{name(v)}[lane] = {name(v)}" if v.varying else
-              f"    if lane == 0:\n        out_{name(v)}[0] = {name(v)}" for v in outputs]
-    text = renumber("\n".join(lines)) + "\n"
+    params = [f"in_{name(v)}" for v in run.inputs] + [f"out_{name(v)}" for v in run.outputs]
+    text = em.kernel(label, params, [(f"out_{name(v)}", v) for v in run.outputs])
     written = {o.written_array.id if o.opcode != "count" else o.operands[0].id
-               for op in ops for o in nested(op)
+               for op in run.ops for o in nested(op)
                if o.written_array is not None or o.opcode == "count"}  # (hydra.profile)
-    return Phase(ops, inputs, outputs, PRELUDE + "\n\n" + text, text,
-                 frame.sites, written, label)
+    return Phase(run.ops, run.inputs, run.outputs, PRELUDE + "\n\n" + text, text,
+                 em.frame.sites, written, label)
 
 
-def plan(fn: Function, boundscheck: bool = True,
-         contract: bool = False) -> tuple[dict[int, list], list[Phase]]:
+def plan(fn: Function, options: dict) -> tuple[dict[int, list], list[Phase]]:
     """For every region (by id): its items in order, each an ``Op`` run on the host
     or a ``Phase``; and every phase in the order they were cut."""
     users = users_of(fn)
@@ -144,7 +124,8 @@ def plan(fn: Function, boundscheck: bool = True,
 
     def visit(region: Region) -> None:
         # a uniform op joins no kernel; the host computes it ahead of the run it sits in
-        items = cut(region.ops, in_kernel, users, lambda op, run: bool(run) and uniform_pure(op))
+        items = cut(region.ops, lambda op: lowerable(op)[0], users,
+                    lambda op, run: bool(run) and uniform_pure(op))
         for k, item in enumerate(items):
             if isinstance(item, Run):
                 continue
@@ -152,7 +133,7 @@ def plan(fn: Function, boundscheck: bool = True,
                 visit(inner)
             if k and isinstance(items[k - 1], Run):
                 label = f"phase{len(phases) + 1}_{ident(fn.name)}"
-                phases.append(make_phase(items[k - 1], label, boundscheck, contract=contract))
+                phases.append(make_phase(items[k - 1], label, options))
                 items[k - 1] = phases[-1]
         plans[id(region)] = items
     visit(fn.body)
@@ -330,8 +311,7 @@ class PhaseKernel(Host):
             elif isinstance(x, OnDevice):
                 x = x.array
             elif v.varying and not launch.is_device_array(x):
-                x = launch.upload(np.broadcast_to(np.asarray(x, dtype=v.type.dtype),
-                                                  (self.lanes,)))
+                x = self.lanes_on_device(v, env)
             out.append(x)
         return out
 
@@ -410,10 +390,8 @@ class PhaseKernel(Host):
                 args.append(x.array)
             elif isinstance(v.type, ArrayType):
                 args.append(moves.array(x, v.id in phase.written))
-            elif v.varying:
-                host = np.broadcast_to(np.asarray(x, dtype=v.type.dtype), (self.lanes,))
-                # uploaded once: later phases find it on the device
-                env[v.id] = OnDevice(launch.upload(host), x)
+            elif v.varying:  # uploaded once: later phases find it on the device
+                env[v.id] = OnDevice(self.lanes_on_device(v, env), x)
                 args.append(env.raw(v.id).array)
             else:
                 args.append(launch.scalar_arg(x, v.type.dtype))

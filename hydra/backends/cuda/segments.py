@@ -18,7 +18,6 @@ that the host can pass them to the segments that use them.
 
 from __future__ import annotations
 
-from ..protocol import PROTOCOLS
 from ...ir.core import Function, Op, Value
 from ...types import BOOL, ScalarType
 from ..cut import Run, cut, users_of
@@ -29,10 +28,6 @@ from .structured import StructuredEmitter, fits
 
 class Unsuitable(Exception):
     """The function needs the predicated strategy."""
-
-
-def _has_sync(op: Op) -> bool:
-    return any("sync" in inner.attrs for region in op.regions for inner in region.walk())
 
 
 def _uniform_control(op: Op) -> bool:
@@ -53,7 +48,7 @@ def _host_driven(fn: Function) -> list[Op]:
         for op in ops:
             if "sync" in op.attrs:
                 found.append(op)
-            elif _has_sync(op):
+            elif any("sync" in inner.attrs for region in op.regions for inner in region.walk()):
                 if not _uniform_control(op):
                     raise Unsuitable("a sync point inside varying control flow")
                 found.append(op)
@@ -66,31 +61,24 @@ def _host_driven(fn: Function) -> list[Op]:
 def _prepare(fn: Function, host: list[Op]) -> None:
     body = fn.body
     captured = [op for op in fn.walk() if op.opcode == "global_array"]
-    for region_op in list(fn.walk()):
-        for region in region_op.regions:
-            region.ops = [op for op in region.ops if op.opcode != "global_array"]
-    top = [op for op in body.ops if op.opcode != "global_array"]
+    for region in [body] + [r for op in fn.walk() for r in op.regions]:
+        region.ops = [op for op in region.ops if op.opcode != "global_array"]
     entry = Value(BOOL, fn.loc, "entry", varying=True)
     for op in host:
         if "sync" in op.attrs and op.mask is None:
             op.mask = entry  # every enclosing branch is uniform: all lanes are here
-    body.ops = [Op("entry_mask", [], [entry], fn.loc)] + captured + top
+    body.ops = [Op("entry_mask", [], [entry], fn.loc)] + captured + body.ops
 
 
-def plan_segments(fn: Function, boundscheck: bool = True,
-                  contract: bool = False) -> tuple[dict, list[Phase]]:
+def plan_segments(fn: Function, options: dict) -> tuple[dict, list[Phase]]:
     """The plan of ``fn`` (its body and the regions the host drives) or
     ``Unsuitable``."""
     if fits(fn) is None:
         raise Unsuitable("lane-local: one kernel")
+    why = fits(fn, segments=True)
+    if why is not None:
+        raise Unsuitable(why)
     constants = {op.result.id: op.attrs["value"] for op in fn.walk() if op.opcode == "const"}
-    for op in fn.walk():
-        if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
-            raise Unsuitable("a per-lane array whose size is not a constant")
-        if op.opcode in ("tape_push", "tape_pop"):
-            raise Unsuitable("hydra.grad's tape: the host keeps it between phases")
-        if op.opcode == "math" and f"math {op.attrs['fn']}" in PROTOCOLS["cuda"].host_only:
-            raise Unsuitable("a math function the host computes (the phases run it)")
     host = _host_driven(fn)
     _prepare(fn, host)
     host_ids = {id(op) for op in host}
@@ -113,7 +101,7 @@ def plan_segments(fn: Function, boundscheck: bool = True,
         for k, item in enumerate(items):
             if isinstance(item, Run):
                 label = f"segment{len(phases) + 1}_{ident(fn.name)}"
-                phase = make_phase(item, label, boundscheck, StructuredEmitter, constants, contract)
+                phase = make_phase(item, label, options, StructuredEmitter, constants)
                 if not all(isinstance(v.type, ScalarType) for v in phase.outputs):
                     raise Unsuitable("a segment hands on a value that is not a scalar")
                 phases.append(phase)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ..protocol import PROTOCOLS
 from ...ir.core import Function, Op, Region
-from ...types import ArrayType, ScalarType
-from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type, renumber
+from ...types import ScalarType
+from .emit import ErrorSites, Frame, OpEmitter, ident, name, np_type
 
 PRELUDE = ("import math\n\nimport numpy as np\nfrom numba import cuda\n\n"
            "from hydra.backends.cuda import device as dev\n")
@@ -30,32 +30,34 @@ class KernelSource:
 
     source: str
     entry: str
-    #: names of the kernel's parameters after N, in order
-    params: list[str]
     sites: ErrorSites
-    #: ids of captured arrays passed as extra arguments, in order, with the arrays
+    #: the captured arrays, passed as extra arguments in this order
     globals: list = field(default_factory=list)
     #: hydra.grad's tapes: (tape id, the dtypes of a record), in parameter order after
     #: the globals; each record field is a ``[capacity, N]`` device array
     tapes: list = field(default_factory=list)
 
 
-def fits(fn: Function) -> str | None:
-    """Why ``fn`` cannot run as one kernel, or None if it can."""
+def fits(fn: Function, segments: bool = False) -> str | None:
+    """Why ``fn`` cannot run as one kernel (with ``segments``: as structured kernels
+    between sync points that the host runs, ``segments.py``), or None if it can."""
     constants = {op.result.id for op in fn.walk() if op.opcode == "const"}
     for op in fn.walk():
+        # (hydra.grad's trip bound: emit.py)
         own_bound = op.attrs.get("chunk_local") and op.attrs.get("name") == "lanemax"
-        if "sync" in op.attrs and not own_bound:  # (hydra.grad's trip bound: emit.py)
+        if "sync" in op.attrs and not own_bound and not segments:
             return f"sync point: {op.attrs['sync']}"
         if op.opcode == "math" and f"math {op.attrs['fn']}" in PROTOCOLS["cuda"].host_only:
             return PROTOCOLS["cuda"].host_only[f"math {op.attrs['fn']}"]
         if op.opcode == "local_array" and not all(v.id in constants for v in op.operands):
             return "a per-lane array whose size is not a constant"
+        if segments and op.opcode in ("tape_push", "tape_pop"):
+            return "hydra.grad's tape: the host keeps it between phases"
         if op.opcode == "tape_push" and not all(isinstance(v.type, ScalarType)
                                                 for v in op.operands):
             return "a hydra.grad tape record that holds a per-lane array"
     for v in fn.body.terminator.operands:
-        if not isinstance(v.type, ScalarType):
+        if not isinstance(v.type, ScalarType) and not segments:
             return f"a result of type {v.type}"
     return None
 
@@ -74,17 +76,10 @@ class StructuredEmitter(OpEmitter):
             self.line(f"{name(t)} = {s}")
 
     def op_if(self, op: Op) -> None:
-        then, other = op.regions
-        self.line(f"if {name(op.operands[0])}:")
-        self.depth += 1
-        self.assign(op.results, self.region(then))
-        self.line("pass")
-        self.depth -= 1
-        self.line("else:")
-        self.depth += 1
-        self.assign(op.results, self.region(other))
-        self.line("pass")
-        self.depth -= 1
+        for header, region in zip((f"if {name(op.operands[0])}:", "else:"), op.regions):
+            with self.block(header):
+                self.assign(op.results, self.region(region))
+                self.line("pass")
 
     # hydra.grad's tape: each lane's stack of records in columns ``tapeT_J[depth, lane]``
     # of device memory, its depth ``spT`` a local variable (one kernel runs the whole
@@ -93,16 +88,14 @@ class StructuredEmitter(OpEmitter):
 
     def op_tape_push(self, op: Op) -> None:
         t = op.attrs["tape"]
-        opened = self.masked(op)
-        self.line(f"if sp{t} >= tape{t}_0.shape[0]:")
-        self.line("    cuda.atomic.add(err, (N, 0), 1)")
-        self.line("    err[N, 1] = 1")
-        self.line("    return")
-        for j, v in enumerate(op.operands):
-            self.line(f"tape{t}_{j}[sp{t}, lane] = {name(v)}")
-        self.line(f"sp{t} += 1")
-        if opened:
-            self.depth -= 1
+        with self.masked(op):
+            self.line(f"if sp{t} >= tape{t}_0.shape[0]:")
+            self.line("    cuda.atomic.add(err, (N, 0), 1)")
+            self.line("    err[N, 1] = 1")
+            self.line("    return")
+            for j, v in enumerate(op.operands):
+                self.line(f"tape{t}_{j}[sp{t}, lane] = {name(v)}")
+            self.line(f"sp{t} += 1")
 
     def op_tape_pop(self, op: Op) -> None:
         t = op.attrs["tape"]
@@ -116,36 +109,22 @@ class StructuredEmitter(OpEmitter):
         # every path out of the loop
         self.assign(op.results, [name(v) for v in op.operands])
         self.assign(before.args, [name(v) for v in op.operands])
-        self.line("while True:")
-        self.depth += 1
-        go, *carried = self.region(before)
-        self.line(f"if not {go}:")
-        self.depth += 1
-        self.assign(op.results, carried)
-        self.line("break")
-        self.depth -= 1
-        self.assign(body.args, carried)
-        self.assign(before.args, self.region(body))
-        self.depth -= 1
+        with self.block("while True:"):
+            go, *carried = self.region(before)
+            with self.block(f"if not {go}:"):
+                self.assign(op.results, carried)
+                self.line("break")
+            self.assign(body.args, carried)
+            self.assign(before.args, self.region(body))
 
 
-def generate(fn: Function, boundscheck: bool = True, contract: bool = False) -> KernelSource:
-    """The kernel source of a function that ``fits``."""
-    frame = Frame(ErrorSites(), boundscheck=boundscheck, contract=contract)
+def generate(fn: Function, options: dict) -> KernelSource:
+    """The kernel source of a function that ``fits``, compiled with ``options``."""
+    frame = Frame.of(options)
     em = StructuredEmitter(frame)
-    params = []
-    head = []
-    for p in fn.params:
-        arg = f"p_{p.name or p.id}"
-        params.append(arg)
-        if isinstance(p.type, ArrayType):
-            if p.varying:
-                frame.prefixed.add(p.id)
-            head.append(f"{name(p)} = {arg}")
-        elif p.varying:
-            head.append(f"{name(p)} = {np_type(p.type)}({arg}[lane])")
-        else:
-            head.append(f"{name(p)} = {np_type(p.type)}({arg})")
+    params = [f"p_{p.name or p.id}" for p in fn.params]
+    for p, arg in zip(fn.params, params):
+        em.take(p, arg)
     captured = [op for op in fn.walk() if op.opcode == "global_array"]
     for op in captured:
         params.append(name(op.result))
@@ -158,18 +137,10 @@ def generate(fn: Function, boundscheck: bool = True, contract: bool = False) -> 
             tapes[op.attrs["tape"]] = [v.type.dtype for v in op.operands]
     for t, dtypes in tapes.items():
         params += [f"tape{t}_{j}" for j in range(len(dtypes))]
-        head.append(f"sp{t} = np.int64(0)")
-    leaves = em.region(fn.body)
-    outs = [f"out{k}" for k in range(len(leaves))]
-    tail = []
-    for out, leaf, v in zip(outs, leaves, fn.body.terminator.operands):
-        tail.append(f"{out}[lane] = {leaf}" if v.varying else
-                    f"if lane == 0:\n        {out}[0] = {leaf}")
-    params += outs
+        em.line(f"sp{t} = np.int64(0)")
+    em.region(fn.body)
+    outs = [(f"out{k}", v) for k, v in enumerate(fn.body.terminator.operands)]
     entry = f"kernel_{ident(fn.name)}"
-    lines = [f"def {entry}(N, {', '.join(params + ['err'])}):",
-             "    lane = cuda.grid(1)", "    if lane >= N:", "        return"]
-    lines += ["    " + h for h in head] + em.lines + ["    " + t for t in tail]
-    source = PRELUDE + "\n\n" + renumber("\n".join(lines)) + "\n"
-    return KernelSource(source, entry, params, frame.sites,
+    source = PRELUDE + "\n\n" + em.kernel(entry, params + [o for o, _ in outs], outs)
+    return KernelSource(source, entry, frame.sites,
                         [op.attrs["array"] for op in captured], list(tapes.items()))
