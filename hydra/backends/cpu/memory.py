@@ -206,6 +206,26 @@ class MemoryOps:
         parts = self.b.parts(off, _I64, w)
         return [self.b.emit(f"getelementptr i8, ptr {arr.data}, <{w} x i64> {p}") for p in parts]
 
+    def gather(self, ptrs: list[str], masks: list[str], t: ScalarType, w: int) -> Var:
+        """The elements at ``ptrs`` (``<w x ptr>`` parts) where ``masks`` are on."""
+        b, mt, m = self.b, mem_type(t), mangle(t, w)
+        b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, i32, "
+                  f"<{w} x i1>, <{w} x {mt}>)")
+        out = [b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> {p}, "
+                      f"i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)")
+               for p, mk in zip(ptrs, masks)]
+        return self._to_value(out, t, w)
+
+    def scatter(self, ptrs: list[str], masks: list[str], vals: list[str], t: ScalarType,
+                w: int) -> None:
+        """Store ``vals`` (``_to_memory``'s parts) at ``ptrs`` where ``masks`` are on."""
+        b, mt, m = self.b, mem_type(t), mangle(t, w)
+        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
+                  f"i32, <{w} x i1>)")
+        for p, mk, v in zip(ptrs, masks, vals):
+            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
+                 f"{p}, i32 1, <{w} x i1> {mk})")
+
     # --- ops --------------------------------------------------------------------------
 
     def op_load(self, op: Op):
@@ -220,14 +240,8 @@ class MemoryOps:
             if t.kind == "b":
                 v = b.emit(f"icmp ne i8 {v}, 0")
             return [Uni(v)]
-        m = mangle(t, w)
-        b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, i32, "
-                  f"<{w} x i1>, <{w} x {mt}>)")
-        out = []
-        for p, mk in zip(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w)):
-            out.append(b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> "
-                              f"{p}, i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)"))
-        return [self._to_value(out, t, w)]
+        ptrs = self._ptrs(arr, off, w)
+        return [self.gather(ptrs, b.parts(mask, _BOOL, w), t, w)]
 
     def op_store(self, op: Op):
         t = op.operands[-1].type
@@ -241,11 +255,7 @@ class MemoryOps:
             v = b.emit(f"zext i1 {value.ref} to i8") if t.kind == "b" else value.ref
             b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask, True)}")
             return []
-        m = mangle(t, w)
-        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
-                  f"i32, <{w} x i1>)")
         vals = self._to_memory(b.parts(value, t, w), t, w)
-        for p, mk, v in zip(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), vals):
-            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
-                 f"{p}, i32 1, <{w} x i1> {mk})")
+        ptrs = self._ptrs(arr, off, w)
+        self.scatter(ptrs, b.parts(mask, _BOOL, w), vals, t, w)
         return []
