@@ -12,10 +12,10 @@ the first line of its LLVM says why):
 1. Exactly one top-level ``while``, a varying one whose condition is ``any`` of its
    loop mask (its first carried value and'ed with the test), and no other.
 2. The phase is lane-local, as every phase is: no cross-lane intrinsic and no print
-   (those are sync points, host steps: ``codegen.lowerable`` refuses them); its stores go to per-lane arrays or to shared
-   arrays at exactly ``lane()`` on the first axis (checked again here), so no lane
-   observes another lane's store, and the order in which lanes run is not observable
-   through memory.
+   (sync points, host steps: ``codegen.lowerable`` refuses them); its stores go to
+   per-lane arrays or to shared arrays at exactly ``lane()`` on the first axis (checked
+   again here), so no lane observes another lane's store, and the order in which lanes
+   run is not observable through memory.
 3. Uniform values that count the loop's trips: a carried value the loop changes is
    uniform only because all lanes enter together; here each slot holds its own (it
    becomes varying, with everything computed from it).  Where such a value decides a
