@@ -136,14 +136,12 @@ class PersistentGen(KernelGen):
         self.post_mask = None
         loop = shape.loop
         before, body = loop.regions
-        params, late = [], []
-        self.lane_inputs: list[tuple[str, Value]] = []  # (``input_params`` fills it)
+        params, binders = [], []
+        # varying inputs (``input_params`` lists them) are gathered at the slots' lanes
+        # (``at_lanes``) on each refill
+        self.lane_inputs: list[tuple[str, Value]] = []
         for i, v in enumerate(shape.inputs):
-            binders: list = []
             params += self.input_params(i, v, binders)
-            late += [(v, bind) for bind in binders]
-        # varying inputs are gathered at the slots' lanes (``at_lanes``) on each refill
-        late += [(v, self._lane_binder(ptr, v)) for ptr, v in self.lane_inputs]
         params += [f"ptr %out{i}" for i in range(len(shape.outputs))]
         b.start("entry")
         self.scratch = b.emit(f"alloca [{geo.lanes} x i64], align 64", "scratch")
@@ -153,9 +151,8 @@ class PersistentGen(KernelGen):
         self.free_selects = free_selects(every[len(shape.hoisted):], shape.outputs)
         self.uses = value_uses(every, shape.outputs)
         self.defs = {r.id: o for top in every for o in nested(top) for r in o.results}
-        for v, bind in late:
-            if not v.varying:
-                bind()  # a uniform bool input
+        for bind in binders:
+            bind()  # a uniform bool input
         for op in shape.hoisted:
             self._top(op)
         for i, v in enumerate(shape.outputs):
@@ -168,7 +165,7 @@ class PersistentGen(KernelGen):
         used = {v.id for r in loop.regions for o in r.walk() for v in o.inputs()}
         used |= {v.id for op in shape.post for o in nested(op) for v in o.inputs()}
         used |= {v.id for v in shape.outputs}
-        kept = [v for v, _ in late if v.varying and v.id in used]
+        kept = [v for _, v in self.lane_inputs if v.id in used]
         kept += [r for op in shape.pre for r in op.results if r.id in used]
         state = [idx_v, *kept, *before.args]
         # and as scalars: more lanes to take?, the next lane, the chunk's end, the slots
@@ -217,9 +214,9 @@ class PersistentGen(KernelGen):
         b.start("refill")
         finished = self._mask_of(done)
         self.tail = self.post_mask = finished
-        masks = {r.id: r for op in shape.pre if op.opcode == "entry_mask" for r in op.results}
-        for r in masks.values():
-            self.env[r.id] = finished
+        for op in shape.pre:
+            if op.opcode == "entry_mask":
+                self.env[op.result.id] = finished
         for r, v in zip(loop.results, vals):
             self.env[r.id] = v
         for op in shape.post:
@@ -238,9 +235,8 @@ class PersistentGen(KernelGen):
         b.start("fresh")
         ok = self._mask_of(okbits)
         self.tail = ok
-        for v, bind in late:
-            if v.varying:
-                bind()
+        for ptr, v in self.lane_inputs:
+            self.env[v.id] = self.at_lanes(ptr, v.type)
         for op in shape.pre:
             self._top(op)
         merged = [idx]
@@ -260,9 +256,6 @@ class PersistentGen(KernelGen):
         b.start("latch")
         b.br("exit")
         return self.finish(params, ("; hydra: persistent lanes",))
-
-    def _lane_binder(self, ptr: str, v: Value):
-        return lambda: self.env.__setitem__(v.id, self.at_lanes(ptr, v.type))
 
     def _top(self, op: Op) -> None:
         self.top = op
