@@ -49,13 +49,11 @@ class MemoryOps:
             return [self.b.emit(f"zext <{w} x i1> {p} to <{w} x i8>") for p in parts]
         return parts
 
-    def _tail_parts(self, w: int, fresh: bool) -> list[str]:
-        """The gang's lanes below ``n`` as ``<w x i1>`` parts: the tail mask, or with
-        ``fresh`` the same mask made again from the scalar count of lanes left, as an
-        i64 of low bits.  (After a loop, reusing the tail would keep it live across the
-        loop: 4-8 k registers of the 7 that the loop's own masks need.)"""
-        if not fresh:
-            return self.b.parts(self.tail, _BOOL, w)
+    def _fresh_tail(self, w: int) -> list[str]:
+        """The gang's lanes below ``n`` as ``<w x i1>`` parts: the tail mask made again
+        from the scalar count of lanes left, as an i64 of low bits.  (After a loop,
+        reusing the tail would keep it live across the loop: 4-8 k registers of the 7
+        that the loop's own masks need.)"""
         b = self.b
         left = b.emit(f"sub i64 %n, {self.base}")  # 0 < left < lanes <= 64 here
         low = b.emit(f"sub i64 {b.emit(f'shl i64 1, {left}')}, 1")
@@ -110,7 +108,7 @@ class MemoryOps:
         b, w = self.b, self.geo.width(t)
         mt, m = mem_type(t), mangle(t, w)
         out = []
-        masks = self._tail_parts(w, False) if masked else []
+        masks = b.parts(self.tail, _BOOL, w) if masked else []
         for k in range(self.geo.lanes // w):
             at = b.emit(f"add i64 {self.base}, {k * w}")
             p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
@@ -144,7 +142,7 @@ class MemoryOps:
                         continue
                     b.declare(f"declare void @llvm.masked.store.{m}.p0(<{w} x {mt}>, ptr, "
                               f"i32, <{w} x i1>)")
-                    mk = tails.setdefault(w, self._tail_parts(w, True))[k]
+                    mk = tails.setdefault(w, self._fresh_tail(w))[k]
                     b.do(f"call void @llvm.masked.store.{m}.p0(<{w} x {mt}> {v}, ptr {p}, "
                          f"i32 1, <{w} x i1> {mk})")
         self._two_ways(emit)
