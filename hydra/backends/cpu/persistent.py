@@ -275,7 +275,6 @@ class PersistentGen(KernelGen):
         w = geo.width(_I64)
         nparts = geo.lanes // w
         idx0 = b.parts(self.idx, _I64, w)
-        free0 = free
         pre = b.block
         loop, grab, got, out = b.label("fill"), b.label("grab"), b.label("got"), b.label("out")
         b.br(loop)
@@ -317,12 +316,11 @@ class PersistentGen(KernelGen):
         end = b.emit(f"mul i64 {g1}, {self.gang}")
         end = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %n')}, i64 {end}, i64 %n")
         b.cbr(some, loop, out)
-        for k in range(nparts):
-            b.lines[at + k] = (f"  {idx_in[k]} = phi <{w} x i64> [{idx0[k]}, %{pre}], "
-                               f"[{idx_out[k]}, %{got}]")
-        rest = [(ok_in, "0", ok_out), (f_in, free0, f_out), (nx_in, nxt, lo), (hi_in, hi, end)]
-        for j, (name, a, z) in enumerate(rest):
-            b.lines[at + nparts + j] = f"  {name} = phi i64 [{a}, %{pre}], [{z}, %{got}]"
+        phis = [(f"<{w} x i64>", *p) for p in zip(idx_in, idx0, idx_out)] + [
+            ("i64", ok_in, "0", ok_out), ("i64", f_in, free, f_out), ("i64", nx_in, nxt, lo),
+            ("i64", hi_in, hi, end)]
+        for j, (t, name, a, z) in enumerate(phis):
+            b.lines[at + j] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{got}]"
         b.start(out)
         more_out = b.emit(f"phi i1 [{more}, %{loop}], [false, %{got}]")
         return Var(idx_out, w), ok_out, nx_out, hi_in, more_out

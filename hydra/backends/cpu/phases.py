@@ -202,7 +202,6 @@ class Plan:
         with self._lock:
             if phase.twin is None:
                 twin = Phase(Run(phase.ops, phase.inputs, phase.outputs), self)
-                twin.cost = phase.cost
                 self._generate(twin, lockstep=True)
                 self._driver(twin)
                 phase.twin = twin
