@@ -238,8 +238,7 @@ class MemoryOps:
             if t.kind == "b":
                 v = b.emit(f"icmp ne i8 {v}, 0")
             return [Uni(v)]
-        ptrs = self._ptrs(arr, off, w)
-        return [self.gather(ptrs, b.parts(mask, _BOOL, w), t, w)]
+        return [self.gather(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), t, w)]
 
     def op_store(self, op: Op):
         t = op.operands[-1].type
@@ -254,6 +253,5 @@ class MemoryOps:
             b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask, True)}")
             return []
         vals = self._to_memory(b.parts(value, t, w), t, w)
-        ptrs = self._ptrs(arr, off, w)
-        self.scatter(ptrs, b.parts(mask, _BOOL, w), vals, t, w)
+        self.scatter(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), vals, t, w)
         return []

@@ -219,8 +219,8 @@ class Plan:
         try:
             with np.errstate(all="ignore"):
                 host = Host(fn, lanes, self.policy, self.planner)
-                if events.RECORDING:  # hydra.profile (issue 30): each step an event,
-                    for step, _ in self._plan:  # a host step's with why it is one
+                if events.RECORDING:  # hydra.profile (issue 30): each step an event
+                    for step, _ in self._plan:  # a top-level host step's says why
                         if isinstance(step, OpStep):
                             step.why = self.host.get(id(step.op), "")
                     run_steps_recorded(host, self._plan, env)
