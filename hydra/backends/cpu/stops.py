@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Op
+from ..cut import nested
 
 LOCK, STOP, INTERRUPTED, KEY = 8, 9, 10, 11
 ERR_WORDS = 64
@@ -64,14 +65,7 @@ class Stops:
 
     def start_clock(self, ops: list[Op]) -> None:
         """Number the phase's ops in preorder; size the key; make the clock slot."""
-        self.order: dict[int, int] = {}
-
-        def number(ops):
-            for op in ops:
-                self.order[id(op)] = len(self.order)
-                for r in op.regions:
-                    number(r.ops)
-        number(ops)
+        self.order = {id(o): k for k, o in enumerate(o for op in ops for o in nested(op))}
         depth = loop_depth(ops)
         self.has_loops = depth > 0
         self.keylen = 2 * min(depth, MAX_DEPTH) + 2
