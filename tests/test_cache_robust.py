@@ -129,6 +129,29 @@ def test_a_cache_that_fails_to_save_warns_and_runs(tmp_path, monkeypatch):
     assert len(caught) == 1 and "[Errno 13] Permission denied: 'index'" in str(caught[0].message)
 
 
+def test_a_driver_module_loads_from_its_file_or_uncached_with_one_warning(tmp_path,
+                                                                           monkeypatch):
+    """The cuda backend's driver modules (``diskcache.load_module``): from a source file
+    under the cache directory, registered in ``sys.modules`` (numba's cache needs both);
+    where the directory cannot be written, made without a file, with the one warning."""
+    source = "def g():\n    return 3\n"
+    monkeypatch.setenv("HYDRA_CACHE_DIR", str(tmp_path))
+    mod = diskcache.load_module("hydra_test_driver", source)
+    monkeypatch.delitem(sys.modules, "hydra_test_driver")
+    assert mod.g() == 3 and mod.__file__ == str(tmp_path / "hydra_test_driver.py")
+    assert (tmp_path / "hydra_test_driver.py").read_text() == source
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("HYDRA_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(diskcache, "_warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = diskcache.load_module("hydra_test_driver2", source)
+    assert mod.g() == 3 and not hasattr(mod, "__file__")
+    assert "hydra_test_driver2" not in sys.modules
+    assert len(caught) == 1 and caught[0].category is diskcache.HydraCacheWarning
+
+
 def test_processes_racing_on_one_entry_each_get_a_whole_file(tmp_path):
     """Three processes compile the same kernel into an empty cache at once: each writes
     its object file under a temporary name and renames it into place, so all three run

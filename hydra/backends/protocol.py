@@ -42,13 +42,12 @@ class Protocol:
                             f"options are {', '.join(self.options)}")
         threads = options.get("threads")
         if threads is not None:
+            why = f"threads must be a positive int or None (all cores), not {threads!r}"
             if isinstance(threads, (bool, np.bool_)) or not isinstance(threads,
                                                                         (int, np.integer)):
-                raise TypeError(f"threads must be a positive int or None (all cores), not "
-                                f"{threads!r}")
+                raise TypeError(why)
             if threads < 1:
-                raise ValueError(f"threads must be a positive int or None (all cores), not "
-                                 f"{threads!r}")
+                raise ValueError(why)
         if options.get("compaction") is not None:
             policy.of(options["compaction"])
 

@@ -45,7 +45,7 @@ class CpuBackend:
                 op = step.ops[0]
                 line = f" (line {op.loc.line})" if op.loc and op.loc.line > 0 else ""
                 out.append(f"; host step (all lanes at once): {op.opcode}{line}: "
-                           f"{plan.reason(op)}\n")
+                           f"{plan.host[id(op)]}\n")
                 continue
             if stage == "llvm":
                 out.append(step.text)
@@ -69,7 +69,7 @@ def planned_steps(plan: Plan) -> str:
         for k, step in enumerate(steps):
             text = step.describe()
             if isinstance(step, OpStep) and id(step.op) in plan.host:
-                text += f": {plan.reason(step.op)}"
+                text += f": {plan.host[id(step.op)]}"
             out.append(f"{indent}{k}. {text}")
         return out
     out = [f"steps of {plan.fn.name}:", *lines(plan.steps, "  ")]

@@ -102,9 +102,10 @@ class Driver:
     def build(self) -> None:
         """Make the machine code now (else at the first run: ``hydra.profile`` builds
         first, so that a phase's time is its run's)."""
-        with self._lock:
+        with self._lock, progress(f"building the native code of {self.label}"):
             if self.call is None:
-                self._build()
+                self.call = functions.load(self.key, self.text, self.modules, self.symbol,
+                                           self.kinds, self.cache)
 
     def _parallel(self, threads: int, ngangs: int, n: int, err: np.ndarray,
                   args: list) -> bool:
@@ -128,13 +129,6 @@ class Driver:
                     except KeyboardInterrupt:
                         interrupted = True
         return interrupted
-
-    def _build(self) -> None:
-        """Compile (or load from the disk cache) the kernel's machine code, before the
-        run, so that the progress notice times the build alone."""
-        with progress(f"building the native code of {self.label}"):
-            self.call = functions.load(self.key, self.text, self.modules, self.symbol,
-                                       self.kinds, self.cache)
 
 
 _POOL: list = []

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir.core import Op, Value
+from ..cut import nested
 
 _MIN, _MAX = -(2 ** 63), 2 ** 63 - 1
 _FLIP = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt"}
@@ -162,9 +163,7 @@ def induction_checks(op: Op, defs: dict) -> dict[int, Range]:
     before, body = op.regions
     cond = before.ops[-1]
     inside = {a.id for r in op.regions for a in r.args}
-    for r in op.regions:
-        for o in r.walk():
-            inside.update(x.id for x in o.results)
+    inside |= {x.id for o in nested(op) for x in o.results}
     mask = defs.get(cond.operands[1].id)
     found: dict[int, Range] = {}
     for j, step in steps.items():

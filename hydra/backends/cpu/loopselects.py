@@ -23,46 +23,44 @@ from __future__ import annotations
 from collections import Counter
 
 from ...ir.core import Op, Value
+from ..cut import nested
 
 
 def value_uses(ops: list[Op], outputs: list[Value]) -> Counter:
     """value id -> how many operands (and phase outputs) read it, regions included."""
     uses: Counter = Counter(v.id for v in outputs)
-    stack = list(ops)
-    while stack:
-        op = stack.pop()
-        uses.update(v.id for v in op.operands)
-        for r in op.regions:
-            stack += r.ops
+    for top in ops:
+        for op in nested(top):
+            uses.update(v.id for v in op.operands)
     return uses
+
+
+def _carried_selects(op: Op):
+    """``(j, select, the body's defs)`` for each carried slot j of a varying ``while``
+    whose body yields ``select c, new, old`` with ``old`` the body's argument j, and
+    whose yielded mask is ``c`` or ``bitand`` of ``c`` with something (a lane with ``c``
+    off is off for the rest of the loop)."""
+    if op.opcode != "while" or not op.attrs.get("varying"):
+        return
+    body = op.regions[1]
+    yld = body.ops[-1]
+    defs = {r.id: o for o in body.ops for r in o.results}
+    mask = defs.get(yld.operands[0].id)
+    for j, v in enumerate(yld.operands[1:], start=1):
+        sel = defs.get(v.id)
+        if sel is None or sel.opcode != "select" or sel.operands[2].id != body.args[j].id:
+            continue
+        c = sel.operands[0]
+        if yld.operands[0].id == c.id or (mask is not None and mask.opcode == "bitand"
+                                          and any(x.id == c.id for x in mask.operands)):
+            yield j, sel, defs
 
 
 def free_selects(ops: list[Op], outputs: list[Value]) -> set[int]:
     """ids (``id(op)``) of the select ops whose result may be their ``new`` operand."""
     uses = value_uses(ops, outputs)
-    found: set[int] = set()
-    stack = list(ops)
-    while stack:
-        op = stack.pop()
-        for r in op.regions:
-            stack += r.ops
-        if op.opcode != "while" or not op.attrs.get("varying"):
-            continue
-        body = op.regions[1]
-        yld = body.ops[-1]
-        defs = {r.id: o for o in body.ops for r in o.results}
-        mask = defs.get(yld.operands[0].id)
-        for j, (v, res) in enumerate(zip(yld.operands[1:], op.results[1:]), start=1):
-            sel = defs.get(v.id)
-            if sel is None or sel.opcode != "select" or uses[res.id] or uses[v.id] != 1:
-                continue
-            c, _, old = sel.operands
-            if old.id != body.args[j].id:
-                continue
-            if yld.operands[0].id == c.id or (mask is not None and mask.opcode == "bitand"
-                                              and any(x.id == c.id for x in mask.operands)):
-                found.add(id(sel))
-    return found
+    return {id(sel) for top in ops for op in nested(top) for j, sel, _ in _carried_selects(op)
+            if not uses[op.results[j].id] and uses[sel.result.id] == 1}
 
 
 def uniform_counters(op: Op) -> dict[int, tuple[int, int]]:
@@ -79,30 +77,17 @@ def uniform_counters(op: Op) -> dict[int, tuple[int, int]]:
     This takes mandelbrot's ``i < max_iter`` off the loop-carried chain (mask -> masked
     increment -> vector compare -> mask: ~8 cycles an iteration longer than the ``z``
     recurrence) and makes it a scalar compare, as hand-written SIMD code does."""
-    if op.opcode != "while" or not op.attrs.get("varying"):
-        return {}
-    before, body = op.regions
-    cond, yld = before.ops[-1], body.ops[-1]
-    defs = {r.id: o for o in body.ops for r in o.results}
-    mask = defs.get(yld.operands[0].id)
     found = {}
-    for j, (init, v) in enumerate(zip(op.operands[1:], yld.operands[1:]), start=1):
-        t = init.type
-        if init.varying or getattr(t, "kind", None) not in ("i", "u"):
+    for j, sel, defs in _carried_selects(op):
+        init, before = op.operands[j], op.regions[0]
+        cond = before.ops[-1]
+        if init.varying or getattr(init.type, "kind", None) not in ("i", "u"):
             continue
         if len(cond.operands) != len(before.args) + 1 \
                 or cond.operands[1 + j].id != before.args[j].id:
             continue
-        sel = defs.get(v.id)
-        if sel is None or sel.opcode != "select":
-            continue
-        c, new, old = sel.operands
-        if old.id != body.args[j].id or not (
-                yld.operands[0].id == c.id or (mask is not None and mask.opcode == "bitand"
-                                               and any(x.id == c.id for x in mask.operands))):
-            continue
-        add = defs.get(new.id)
-        if add is None or add.opcode != "add" or add.operands[0].id != old.id \
+        add = defs.get(sel.operands[1].id)
+        if add is None or add.opcode != "add" or add.operands[0].id != sel.operands[2].id \
                 or add.operands[1].varying:
             continue
         found[j] = (id(sel), add.operands[1].id)

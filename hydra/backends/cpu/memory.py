@@ -49,13 +49,11 @@ class MemoryOps:
             return [self.b.emit(f"zext <{w} x i1> {p} to <{w} x i8>") for p in parts]
         return parts
 
-    def _tail_parts(self, w: int, fresh: bool) -> list[str]:
-        """The gang's lanes below ``n`` as ``<w x i1>`` parts: the tail mask, or with
-        ``fresh`` the same mask made again from the scalar count of lanes left, as an
-        i64 of low bits.  (After a loop, reusing the tail would keep it live across the
-        loop: 4-8 k registers of the 7 that the loop's own masks need.)"""
-        if not fresh:
-            return self.b.parts(self.tail, _BOOL, w)
+    def _fresh_tail(self, w: int) -> list[str]:
+        """The gang's lanes below ``n`` as ``<w x i1>`` parts: the tail mask made again
+        from the scalar count of lanes left, as an i64 of low bits.  (After a loop,
+        reusing the tail would keep it live across the loop: 4-8 k registers of the 7
+        that the loop's own masks need.)"""
         b = self.b
         left = b.emit(f"sub i64 %n, {self.base}")  # 0 < left < lanes <= 64 here
         low = b.emit(f"sub i64 {b.emit(f'shl i64 1, {left}')}, 1")
@@ -110,7 +108,7 @@ class MemoryOps:
         b, w = self.b, self.geo.width(t)
         mt, m = mem_type(t), mangle(t, w)
         out = []
-        masks = self._tail_parts(w, False) if masked else []
+        masks = b.parts(self.tail, _BOOL, w) if masked else []
         for k in range(self.geo.lanes // w):
             at = b.emit(f"add i64 {self.base}, {k * w}")
             p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
@@ -144,7 +142,7 @@ class MemoryOps:
                         continue
                     b.declare(f"declare void @llvm.masked.store.{m}.p0(<{w} x {mt}>, ptr, "
                               f"i32, <{w} x i1>)")
-                    mk = tails.setdefault(w, self._tail_parts(w, True))[k]
+                    mk = tails.setdefault(w, self._fresh_tail(w))[k]
                     b.do(f"call void @llvm.masked.store.{m}.p0(<{w} x {mt}> {v}, ptr {p}, "
                          f"i32 1, <{w} x i1> {mk})")
         self._two_ways(emit)
@@ -206,6 +204,26 @@ class MemoryOps:
         parts = self.b.parts(off, _I64, w)
         return [self.b.emit(f"getelementptr i8, ptr {arr.data}, <{w} x i64> {p}") for p in parts]
 
+    def gather(self, ptrs: list[str], masks: list[str], t: ScalarType, w: int) -> Var:
+        """The elements at ``ptrs`` (``<w x ptr>`` parts) where ``masks`` are on."""
+        b, mt, m = self.b, mem_type(t), mangle(t, w)
+        b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, i32, "
+                  f"<{w} x i1>, <{w} x {mt}>)")
+        out = [b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> {p}, "
+                      f"i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)")
+               for p, mk in zip(ptrs, masks)]
+        return self._to_value(out, t, w)
+
+    def scatter(self, ptrs: list[str], masks: list[str], vals: list[str], t: ScalarType,
+                w: int) -> None:
+        """Store ``vals`` (``_to_memory``'s parts) at ``ptrs`` where ``masks`` are on."""
+        b, mt, m = self.b, mem_type(t), mangle(t, w)
+        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
+                  f"i32, <{w} x i1>)")
+        for p, mk, v in zip(ptrs, masks, vals):
+            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
+                 f"{p}, i32 1, <{w} x i1> {mk})")
+
     # --- ops --------------------------------------------------------------------------
 
     def op_load(self, op: Op):
@@ -220,14 +238,7 @@ class MemoryOps:
             if t.kind == "b":
                 v = b.emit(f"icmp ne i8 {v}, 0")
             return [Uni(v)]
-        m = mangle(t, w)
-        b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, i32, "
-                  f"<{w} x i1>, <{w} x {mt}>)")
-        out = []
-        for p, mk in zip(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w)):
-            out.append(b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> "
-                              f"{p}, i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)"))
-        return [self._to_value(out, t, w)]
+        return [self.gather(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), t, w)]
 
     def op_store(self, op: Op):
         t = op.operands[-1].type
@@ -241,11 +252,6 @@ class MemoryOps:
             v = b.emit(f"zext i1 {value.ref} to i8") if t.kind == "b" else value.ref
             b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask, True)}")
             return []
-        m = mangle(t, w)
-        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
-                  f"i32, <{w} x i1>)")
         vals = self._to_memory(b.parts(value, t, w), t, w)
-        for p, mk, v in zip(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), vals):
-            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
-                 f"{p}, i32 1, <{w} x i1> {mk})")
+        self.scatter(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), vals, t, w)
         return []

@@ -40,16 +40,12 @@ from ..cut import nested
 from . import arith
 from .codegen import KernelGen
 from .loopselects import free_selects, value_uses
-from .memory import mangle, mem_type
+from .memory import mem_type
 from .persistplan import Shape, plan
 from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
 
 _BOOL = ScalarType("bool")
 _I64 = ScalarType("int64")
-
-
-def enabled() -> bool:
-    return os.environ.get("HYDRA_CPU_PERSISTENT", "1") != "0"
 
 
 def _knob(name: str, default: int) -> int:
@@ -91,12 +87,6 @@ class PersistentGen(KernelGen):
     def gang_lane_ids(self, w: int) -> list[str]:
         return self.b.parts(self.idx, _I64, w)
 
-    def op_intrinsic(self, op: Op):
-        if op.attrs["name"] == "lane":
-            w = self.geo.width(_I64)
-            return [Var(self.gang_lane_ids(w), w)]
-        return super().op_intrinsic(op)
-
     def op(self, op: Op):
         """In ``post``, an op's mask is also limited to the finished slots: a mask made
         in ``pre`` (after an early return, say) is on for running slots too."""
@@ -110,32 +100,16 @@ class PersistentGen(KernelGen):
         finally:
             self.env[op.mask.id] = own
 
-    # per-lane buffers at the slots' lanes (gather/scatter), not at ``base``
-    def load_lanes(self, ptr: str, t: ScalarType) -> Var:
-        return self._lanes_access(ptr, t, None)
-
-    def store_lanes(self, ptr: str, t: ScalarType, rep) -> None:
-        self._lanes_access(ptr, t, rep)
-
-    def _lanes_access(self, ptr: str, t: ScalarType, rep):
+    def at_lanes(self, ptr: str, t: ScalarType, rep=None):
+        """Gather (``rep`` None) or scatter ``rep`` at the slots' lanes of the per-lane
+        buffer ``ptr`` (not at ``base``)."""
         b, w = self.b, self.geo.width(t)
-        mt, m = mem_type(t), mangle(t, w)
         masks = b.parts(self.tail, _BOOL, w)
-        ptrs = [b.emit(f"getelementptr {mt}, ptr {ptr}, <{w} x i64> {p}")
+        ptrs = [b.emit(f"getelementptr {mem_type(t)}, ptr {ptr}, <{w} x i64> {p}")
                 for p in self.gang_lane_ids(w)]
         if rep is None:
-            b.declare(f"declare <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr>, "
-                      f"i32, <{w} x i1>, <{w} x {mt}>)")
-            out = [b.emit(f"call <{w} x {mt}> @llvm.masked.gather.{m}.v{w}p0(<{w} x ptr> "
-                          f"{p}, i32 1, <{w} x i1> {mk}, <{w} x {mt}> zeroinitializer)")
-                   for p, mk in zip(ptrs, masks)]
-            return self._to_value(out, t, w)
-        b.declare(f"declare void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}>, <{w} x ptr>, "
-                  f"i32, <{w} x i1>)")
-        for p, mk, v in zip(ptrs, masks, self._to_memory(b.parts(rep, t, w), t, w)):
-            b.do(f"call void @llvm.masked.scatter.{m}.v{w}p0(<{w} x {mt}> {v}, <{w} x ptr> "
-                 f"{p}, i32 1, <{w} x i1> {mk})")
-        return None
+            return self.gather(ptrs, masks, t, w)
+        return self.scatter(ptrs, masks, self._to_memory(b.parts(rep, t, w), t, w), t, w)
 
     def count_trip(self, mask) -> None:
         """Called at the top of each trip with the slots' loop mask: a hook for the
@@ -162,26 +136,23 @@ class PersistentGen(KernelGen):
         self.post_mask = None
         loop = shape.loop
         before, body = loop.regions
-        params, late = [], []
-        self.lane_inputs: list[tuple[str, Value]] = []  # (``input_params`` fills it)
+        params, binders = [], []
+        # varying inputs (``input_params`` lists them) are gathered at the slots' lanes
+        # (``at_lanes``) on each refill
+        self.lane_inputs: list[tuple[str, Value]] = []
         for i, v in enumerate(shape.inputs):
-            binders: list = []
             params += self.input_params(i, v, binders)
-            late += [(v, bind) for bind in binders]
-        # varying inputs are gathered at the slots' lanes (``load_lanes``) on each refill
-        late += [(v, self._lane_binder(ptr, v)) for ptr, v in self.lane_inputs]
         params += [f"ptr %out{i}" for i in range(len(shape.outputs))]
         b.start("entry")
         self.scratch = b.emit(f"alloca [{geo.lanes} x i64], align 64", "scratch")
         self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
-        self.start_clock([*shape.hoisted, *shape.pre, loop, *shape.post])
         every = [*shape.hoisted, *shape.pre, loop, *shape.post]
+        self.start_clock(every)
         self.free_selects = free_selects(every[len(shape.hoisted):], shape.outputs)
         self.uses = value_uses(every, shape.outputs)
         self.defs = {r.id: o for top in every for o in nested(top) for r in o.results}
-        for v, bind in late:
-            if not v.varying:
-                bind()  # a uniform bool input
+        for bind in binders:
+            bind()  # a uniform bool input
         for op in shape.hoisted:
             self._top(op)
         for i, v in enumerate(shape.outputs):
@@ -194,7 +165,7 @@ class PersistentGen(KernelGen):
         used = {v.id for r in loop.regions for o in r.walk() for v in o.inputs()}
         used |= {v.id for op in shape.post for o in nested(op) for v in o.inputs()}
         used |= {v.id for v in shape.outputs}
-        kept = [v for v, _ in late if v.varying and v.id in used]
+        kept = [v for _, v in self.lane_inputs if v.id in used]
         kept += [r for op in shape.pre for r in op.results if r.id in used]
         state = [idx_v, *kept, *before.args]
         # and as scalars: more lanes to take?, the next lane, the chunk's end, the slots
@@ -243,9 +214,9 @@ class PersistentGen(KernelGen):
         b.start("refill")
         finished = self._mask_of(done)
         self.tail = self.post_mask = finished
-        masks = {r.id: r for op in shape.pre if op.opcode == "entry_mask" for r in op.results}
-        for r in masks.values():
-            self.env[r.id] = finished
+        for op in shape.pre:
+            if op.opcode == "entry_mask":
+                self.env[op.result.id] = finished
         for r, v in zip(loop.results, vals):
             self.env[r.id] = v
         for op in shape.post:
@@ -255,7 +226,7 @@ class PersistentGen(KernelGen):
             if v.varying:
                 self.store_output(f"%out{i}", v, lane_outputs)
         for ptr, t, rep in lane_outputs:
-            self.store_lanes(ptr, t, rep)  # scattered to the finished slots' lanes
+            self.at_lanes(ptr, t, rep)  # scattered to the finished slots' lanes
         self.post_mask = None
         idx, okbits, nxt2, hi2, more2 = self._fill(ctr, free, more, nxt, hi)
         self.idx = idx
@@ -264,9 +235,8 @@ class PersistentGen(KernelGen):
         b.start("fresh")
         ok = self._mask_of(okbits)
         self.tail = ok
-        for v, bind in late:
-            if v.varying:
-                bind()
+        for ptr, v in self.lane_inputs:
+            self.env[v.id] = self.at_lanes(ptr, v.type)
         for op in shape.pre:
             self._top(op)
         merged = [idx]
@@ -287,9 +257,6 @@ class PersistentGen(KernelGen):
         b.br("exit")
         return self.finish(params, ("; hydra: persistent lanes",))
 
-    def _lane_binder(self, ptr: str, v: Value):
-        return lambda: self.env.__setitem__(v.id, self.load_lanes(ptr, v.type))
-
     def _top(self, op: Op) -> None:
         self.top = op
         for r, rep in zip(op.results, self.op(op) or []):
@@ -308,7 +275,6 @@ class PersistentGen(KernelGen):
         w = geo.width(_I64)
         nparts = geo.lanes // w
         idx0 = b.parts(self.idx, _I64, w)
-        free0 = free
         pre = b.block
         loop, grab, got, out = b.label("fill"), b.label("grab"), b.label("got"), b.label("out")
         b.br(loop)
@@ -350,12 +316,11 @@ class PersistentGen(KernelGen):
         end = b.emit(f"mul i64 {g1}, {self.gang}")
         end = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %n')}, i64 {end}, i64 %n")
         b.cbr(some, loop, out)
-        for k in range(nparts):
-            b.lines[at + k] = (f"  {idx_in[k]} = phi <{w} x i64> [{idx0[k]}, %{pre}], "
-                               f"[{idx_out[k]}, %{got}]")
-        rest = [(ok_in, "0", ok_out), (f_in, free0, f_out), (nx_in, nxt, lo), (hi_in, hi, end)]
-        for j, (name, a, z) in enumerate(rest):
-            b.lines[at + nparts + j] = f"  {name} = phi i64 [{a}, %{pre}], [{z}, %{got}]"
+        phis = [(f"<{w} x i64>", *p) for p in zip(idx_in, idx0, idx_out)] + [
+            ("i64", ok_in, "0", ok_out), ("i64", f_in, free, f_out), ("i64", nx_in, nxt, lo),
+            ("i64", hi_in, hi, end)]
+        for j, (t, name, a, z) in enumerate(phis):
+            b.lines[at + j] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{got}]"
         b.start(out)
         more_out = b.emit(f"phi i1 [{more}, %{loop}], [false, %{got}]")
         return Var(idx_out, w), ok_out, nx_out, hi_in, more_out
@@ -395,9 +360,12 @@ def generate(name: str, geo, options: dict, constants: dict, ops: list[Op],
     eligible (module docstring), else ``codegen``'s lockstep gangs (always, for a
     persistent phase's twin: not ``persistent_ok``)."""
     lockstep, persistent = CLASSES
-    why = plan(ops, inputs, outputs, one_gang) if enabled() else "HYDRA_CPU_PERSISTENT=0"
     if not persistent_ok:
         why = "the lockstep twin of a persistent phase, for its errors"
+    elif os.environ.get("HYDRA_CPU_PERSISTENT", "1") == "0":
+        why = "HYDRA_CPU_PERSISTENT=0"
+    else:
+        why = plan(ops, inputs, outputs, one_gang)
     if not isinstance(why, str):
         gen = persistent(name, geo, options, constants)
         try:

@@ -12,10 +12,10 @@ the first line of its LLVM says why):
 1. Exactly one top-level ``while``, a varying one whose condition is ``any`` of its
    loop mask (its first carried value and'ed with the test), and no other.
 2. The phase is lane-local, as every phase is: no cross-lane intrinsic and no print
-   (those are sync points, host steps); its stores go to per-lane arrays or to shared
-   arrays at exactly ``lane()`` on the first axis (checked again here), so no lane
-   observes another lane's store, and the order in which lanes run is not observable
-   through memory.
+   (sync points, host steps: ``codegen.lowerable`` refuses them); its stores go to
+   per-lane arrays or to shared arrays at exactly ``lane()`` on the first axis (checked
+   again here), so no lane observes another lane's store, and the order in which lanes
+   run is not observable through memory.
 3. Uniform values that count the loop's trips: a carried value the loop changes is
    uniform only because all lanes enter together; here each slot holds its own (it
    becomes varying, with everything computed from it).  Where such a value decides a
@@ -71,12 +71,6 @@ class Shape:
 def _walk(ops: list[Op]):
     for op in ops:
         yield from nested(op)
-
-
-def _gang_local(ops: list[Op]) -> set[int]:
-    """Uniform values a gang computes from its own lanes (``gang_local_values`` over one
-    phase's ops)."""
-    return gang_local_values(Region([], ops))
 
 
 def _counting(loop: Op, ops: list[Op]) -> tuple[set[int], str]:
@@ -205,8 +199,6 @@ def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
         return "the loop's mask is not its carried mask and a condition"
     lane_ids: set[int] = set()
     for op in _walk(ops):
-        if op.cross_lane or op.opcode == "print" or "sync" in op.attrs:
-            return "a sync point"  # (a phase has none; kept as the rule's statement)
         if op.opcode == "intrinsic" and op.attrs["name"] == "lane":
             lane_ids.add(op.result.id)
         elif op.opcode == "cast" and op.operands[0].id in lane_ids:
@@ -224,7 +216,7 @@ def plan(ops: list[Op], inputs: list[Value], outputs: list[Value],
         return "a counter bounds the loop's trips"
     if any(v.id in flip for v in outputs):
         return "a uniform output depends on the loop's trip count"
-    local = _gang_local(ops)
+    local = gang_local_values(Region([], ops))
     later = {v.id for op in ops[at:] for o in nested(op) for v in o.inputs()}
     later |= {v.id for v in outputs}
     for op in ops[:at]:

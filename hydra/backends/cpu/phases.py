@@ -96,7 +96,8 @@ class Phase(Step):
     def record(self, k: int, start: float) -> None:
         start, self.built_at = max(start, self.built_at), 0.0
         events.record("phase", f"native phase {k}", start, step=k, lines=step_lines(self),
-                      threads=self.threads, mode=_mode(self),
+                      threads=self.threads, mode="persistent lanes" if getattr(
+                          self.gen, "persistent", False) else "lockstep gangs",
                       why=getattr(self.gen, "why_lockstep", ""))
 
 
@@ -158,10 +159,6 @@ class Plan:
         made = [consts[v.id] for v in run.inputs if v.id in consts]
         return Run(made + run.ops, [v for v in run.inputs if v.id not in consts], run.outputs)
 
-    def reason(self, op: Op) -> str:
-        """Why this top-level op runs on the host."""
-        return self.host[id(op)]
-
     def _generate(self, phase: Phase, lockstep: bool = False) -> None:
         # no per-lane result and nothing that writes or raises: one gang will do
         phase.one_gang = not any(v.varying for v in phase.outputs) and not any(
@@ -192,7 +189,8 @@ class Plan:
             self._made = True
 
     def _driver(self, step: Phase) -> None:
-        kinds = [_kind(v) for v in step.inputs] + ["buf"] * len(step.outputs)
+        kinds = ["array" if isinstance(v.type, ArrayType) else "buf" if v.varying
+                 else "scalar" for v in step.inputs] + ["buf"] * len(step.outputs)
         step.driver = Driver(step.text, sorted(step.gen.b.modules), step.gen.name,
                              kinds, self.geo.lanes, bool(self.options.get("cache")),
                              label=self.fn.name, loops=step.gen.has_loops)
@@ -204,7 +202,6 @@ class Plan:
         with self._lock:
             if phase.twin is None:
                 twin = Phase(Run(phase.ops, phase.inputs, phase.outputs), self)
-                twin.cost = phase.cost
                 self._generate(twin, lockstep=True)
                 self._driver(twin)
                 phase.twin = twin
@@ -223,7 +220,9 @@ class Plan:
             with np.errstate(all="ignore"):
                 host = Host(fn, lanes, self.policy, self.planner)
                 if events.RECORDING:  # hydra.profile (issue 30): each step an event
-                    self._note_host_reasons()
+                    for step, _ in self._plan:  # a top-level host step's says why
+                        if isinstance(step, OpStep):
+                            step.why = self.host.get(id(step.op), "")
                     run_steps_recorded(host, self._plan, env)
                 else:
                     run_steps(host, self._plan, env)
@@ -232,12 +231,6 @@ class Plan:
             loops.CACHE.reset(caching)
             background.release()
         return [env[v.id] for v in fn.body.terminator.operands]
-
-    def _note_host_reasons(self) -> None:
-        """Why each top-level host step runs on the host (its profile event)."""
-        for step, _ in self._plan:
-            if isinstance(step, OpStep):
-                step.why = self.host.get(id(step.op), "")
 
     def run_phase(self, phase: Phase, env: dict, lanes: int) -> None:
         threads = min(int(self.options.get("threads") or cores()), cores())
@@ -275,14 +268,3 @@ class Plan:
         else:
             msg = op.attrs["message"]
         raise RUNTIME_ERRORS[kind](msg, lane, op.loc)
-
-
-def _kind(v: Value) -> str:
-    if isinstance(v.type, ArrayType):
-        return "array"
-    return "buf" if v.varying else "scalar"
-
-
-
-def _mode(phase: Phase) -> str:
-    return "persistent lanes" if getattr(phase.gen, "persistent", False) else "lockstep gangs"

@@ -19,6 +19,7 @@ import os
 import sys
 
 from ...ir.core import Op
+from ..cut import nested
 
 #: single-core ns per lane of a phase's fixed work (the gang loop, loads and stores)
 NS_PER_LANE = 0.25
@@ -55,14 +56,10 @@ def lane_cost_ns(ops: list[Op]) -> float | None:
     """Estimated single-core ns per lane of ``ops``, or None where a loop makes it
     unknown.  Both arms of an ``if`` count (linearized code runs both)."""
     count = 0
-    stack = list(ops)
-    while stack:
-        op = stack.pop()
+    for op in (o for top in ops for o in nested(top)):
         if op.opcode == "while":
             return None
         count += MATH_OPS if op.opcode == "math" else 1
-        for r in op.regions:
-            stack += r.ops
     return NS_PER_LANE + count * NS_PER_OP
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Op
+from ..cut import nested
 
 LOCK, STOP, INTERRUPTED, KEY = 8, 9, 10, 11
 ERR_WORDS = 64
@@ -64,16 +65,10 @@ class Stops:
 
     def start_clock(self, ops: list[Op]) -> None:
         """Number the phase's ops in preorder; size the key; make the clock slot."""
-        self.order: dict[int, int] = {}
-
-        def number(ops):
-            for op in ops:
-                self.order[id(op)] = len(self.order)
-                for r in op.regions:
-                    number(r.ops)
-        number(ops)
-        self.has_loops = loop_depth(ops) > 0
-        self.keylen = 2 * min(loop_depth(ops), MAX_DEPTH) + 2
+        self.order = {id(o): k for k, o in enumerate(o for op in ops for o in nested(op))}
+        depth = loop_depth(ops)
+        self.has_loops = depth > 0
+        self.keylen = 2 * min(depth, MAX_DEPTH) + 2
         #: (preorder index, iteration counter) of each enclosing counted loop
         self.loops: list[tuple[int, str]] = []
         #: lines of the back edges' loads of the error flag (``drop_error_polls``)
@@ -122,9 +117,7 @@ class Stops:
             past = b.label("past")
             b.cbr(b.emit(f"icmp ne i64 {s}, 0"), "stopped", past)
             b.start(past)
-            self.loops.append((loop[0], next_k))
-            self.set_clock([], "-1")
-            self.loops.pop()
+            self.set_clock([str(loop[0]), next_k], "-1")
             gone = b.emit(f"call i1 @hydra_past(ptr %err, ptr {self.clock}, "
                           f"i64 {self.keylen})")
             b.cbr(gone, "latch", on)

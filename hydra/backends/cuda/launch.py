@@ -66,7 +66,7 @@ def build(source: str, entry: str, label: str, options: dict):
     fastmath, cache = bool(options.get("fastmath")), bool(options.get("cache"))
     if cache:
         key = hashlib.sha256(source.encode()).hexdigest()[:24]
-        module = diskcache.load_module(f"hydra_cuda_{key}", source, source)
+        module = diskcache.load_module(f"hydra_cuda_{key}", source)
         # no file behind it: the directory cannot be written (diskcache warned once)
         cached = getattr(module, "__file__", None) is not None
         return cuda.jit(getattr(module, entry), fastmath=fastmath, cache=cached)

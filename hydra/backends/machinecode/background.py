@@ -78,9 +78,7 @@ class LoopCompiler:
     def __call__(self, source: str, label: str = "a generated loop", reassoc: bool = False):
         return loops.compiled(source, label, reassoc)
 
-    @staticmethod
-    def ready(loop, args) -> bool:
-        return ready(loop, args)
+    ready = staticmethod(ready)
 
 
 COMPILE_LOOP = LoopCompiler()

@@ -108,34 +108,32 @@ def _source_file(name: str, source: str) -> str:
     return path
 
 
-def load_module(name: str, source: str, uncached_source: str):
-    """The driver module ``name`` (see the module docstring); ``uncached_source`` is its
-    text without numba's cache, used when the directory cannot be written."""
+def load_module(name: str, source: str):
+    """The driver module ``name`` (see the module docstring)."""
     try:
         path = _source_file(name, source)
         mod = _exec(name, source, path)
     except (OSError, RuntimeError) as e:  # numba: RuntimeError "no locator available"
         warn_uncached(str(e) or type(e).__name__)
-        return load_module_uncached(name, uncached_source)
+        return _exec(name, source)
     for value in vars(mod).values():
         if hasattr(value, "_cache") and hasattr(value, "stats"):  # a numba dispatcher
             _tolerate(value._cache, _tolerant_file())
     return mod
 
 
-def load_module_uncached(name: str, source: str):
-    """The driver module without a disk cache (not registered in ``sys.modules``)."""
+def _exec(name: str, source: str, path: str | None = None):
+    """The module ``name`` made from ``source``: from its file at ``path`` (registered in
+    ``sys.modules`` while it runs: numba's cache needs both), or with no file behind it
+    and not registered (uncached)."""
     mod = type(sys)(name)
-    exec(compile(source, f"<hydra driver {name}>", "exec"), mod.__dict__)
-    return mod
-
-
-def _exec(name: str, source: str, filename: str):
-    mod = type(sys)(name)
-    mod.__file__ = filename
+    if path is None:
+        exec(compile(source, f"<hydra driver {name}>", "exec"), mod.__dict__)
+        return mod
+    mod.__file__ = path
     sys.modules[name] = mod
     try:
-        exec(compile(source, filename, "exec"), mod.__dict__)
+        exec(compile(source, path, "exec"), mod.__dict__)
     except BaseException:
         del sys.modules[name]
         raise

@@ -28,6 +28,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -111,19 +112,11 @@ def numba_lock():
     return global_compiler_lock
 
 
-class Locked:
+@contextlib.contextmanager
+def locked():
     """hydra's compile lock, and numba's when numba is loaded (see the module docstring)."""
-
-    def __enter__(self):
-        _LOCK.acquire()
-        self.numba = numba_lock() if "numba" in sys.modules else None
-        if self.numba is not None:
-            self.numba.acquire()
-
-    def __exit__(self, *exc):
-        if self.numba is not None:
-            self.numba.release()
-        _LOCK.release()
+    with _LOCK, numba_lock() if "numba" in sys.modules else contextlib.nullcontext():
+        yield
 
 
 def _pass_builder(tm, opt: int, loop_vectorize: bool):
@@ -185,7 +178,7 @@ def load_native(key: str, entry: str, argtypes: list, build, cache: bool):
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
-    with Locked():
+    with locked():
         if key in _LOADED:
             return _LOADED[key]
         name = f"hydra_{key}_{target()[2]}.o"
@@ -208,7 +201,7 @@ def load_native(key: str, entry: str, argtypes: list, build, cache: bool):
 def jit(text: str, symbol: str) -> int:
     """The address of ``symbol`` in the LLVM module ``text``, compiled without
     optimization (for small helpers such as ``interrupt``'s signal handler)."""
-    with Locked():
+    with locked():
         _, engine, _ = target()
         engine.add_module(llvm.parse_assembly(text))
         engine.finalize_object()

@@ -211,7 +211,5 @@ def compiled(source: str, label: str = "a generated loop", reassoc: bool = False
     """The native loop of a generated source (one per source per process; its machine
     code per argument signature, in the disk cache with ``cache=True``); ``reassoc``:
     its float sums may be reassociated (``hydra.executor.products``)."""
-    k = _LOOPS.get((source, reassoc))
-    if k is None:
-        k = _LOOPS.setdefault((source, reassoc), Loop(source, label, reassoc))
-    return k
+    key = (source, reassoc)
+    return _LOOPS.get(key) or _LOOPS.setdefault(key, Loop(source, label, reassoc))
