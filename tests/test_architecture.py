@@ -27,8 +27,7 @@ KNOWN_CIRCLES = {
         "inlines a gradient called inside a kernel (grad.transform)",
 }
 #: modules still over 500 lines, at most as long as they are now: split them
-OVER_BUDGET = {"hydra/backends/cpu/codegen.py": 536,
-               "hydra/frontend/builder.py": 587,
+OVER_BUDGET = {"hydra/frontend/builder.py": 587,
                "hydra/dataflow.py": 660,
                "hydra/frontend/exprs.py": 605}
 BUDGET = 500

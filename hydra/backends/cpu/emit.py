@@ -56,6 +56,17 @@ class Builder:
     def declare(self, text: str) -> None:
         self.decls.add(text)
 
+    def hole(self, hint: str) -> tuple[str, int]:
+        """A fresh name and an empty line for its phi, filled in (``fill_phi``) once the
+        loop's latch block is known."""
+        self.lines.append(None)
+        return self.tmp(hint), len(self.lines) - 1
+
+    def fill_phi(self, hole: tuple[str, int], ty: str, *arms: tuple[str, str]) -> None:
+        """The phi of ``hole``: ``arms`` are (value, block) pairs."""
+        name, at = hole
+        self.lines[at] = f"  {name} = phi {ty} " + ", ".join(f"[{v}, %{blk}]" for v, blk in arms)
+
     # --- gang values ------------------------------------------------------------------
 
     def splat(self, ref: str, ty: str, w: int) -> str:
@@ -89,9 +100,6 @@ class Builder:
                                          f"poison, <{half} x i32> <{idx}>"))
             parts, have = out, half
         return parts
-
-    def var(self, parts: list[str], t: ScalarType) -> Var:
-        return Var(parts, self.geo.lanes // len(parts))
 
     def each(self, fmt: str, t: ScalarType, *reps, w: int | None = None) -> Var:
         """Emit ``fmt.format(vt, *part_refs)`` for each part; ``vt`` is the operand
