@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...types import ScalarType
 from . import vecmath
 from .emit import Builder
-from .vectors import Uni, Unsupported, Var, const_text, lty, vty
+from .vectors import BOOL, Uni, Unsupported, Var, const_text, lty, vty
 
 _INT_BIN = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or",
             "bitxor": "xor"}
@@ -61,7 +61,7 @@ class Lanes:
         if not self.varying:
             return Uni(self.b.emit(f"select i1 {c.ref}, {lty(t)} {a.ref}, {lty(t)} {b.ref}"))
         if isinstance(c, Var):
-            ct, cs = f"<{w} x i1>", self.b.parts(c, _BOOL, w)
+            ct, cs = f"<{w} x i1>", self.b.parts(c, BOOL, w)
         else:
             ct, cs = "i1", [c.ref] * (self.b.geo.lanes // w)
         ap, bp = self.b.parts(a, t, w), self.b.parts(b, t, w)
@@ -69,7 +69,6 @@ class Lanes:
                     for k, x, y in zip(cs, ap, bp)], w)
 
 
-_BOOL = ScalarType("bool")
 _ZERO, _ONE = Uni("0"), Uni("1")
 
 
@@ -155,16 +154,16 @@ def int_divmod(lz: Lanes, name: str, t: ScalarType, a, b):
     zero = compare(lz, "eq", t, b, Uni("0"))
     if signed:
         lo = Uni(const_text(-(1 << (t.bits - 1)), t))
-        ovf = lz.binop("and", _BOOL,
+        ovf = lz.binop("and", BOOL,
                        compare(lz, "eq", t, a, lo), compare(lz, "eq", t, b, Uni("-1")))
-        zero = lz.binop("or", _BOOL, zero, ovf)
+        zero = lz.binop("or", BOOL, zero, ovf)
     safe = lz.sel(zero, Uni("1"), b, t)
     if not signed:
         return lz.binop("udiv" if name == "floordiv" else "urem", t, a, safe)
     q = lz.binop("sdiv", t, a, safe)
     r = lz.binop("srem", t, a, safe)
     # r != 0 and sign(r) != sign(b): step toward -inf
-    fix = lz.binop("and", _BOOL, compare(lz, "ne", t, r, Uni("0")),
+    fix = lz.binop("and", BOOL, compare(lz, "ne", t, r, Uni("0")),
                    lz.binop("icmp slt", t, lz.binop("xor", t, r, safe), _ZERO))
     if name == "floordiv":
         return lz.sel(fix, lz.binop("sub", t, q, _ONE), q, t)
@@ -178,18 +177,18 @@ def float_divmod(lz: Lanes, name: str, t: ScalarType, a, b):
     bzero = compare(lz, "eq", t, b, zero)
     if name == "mod":
         # mod != 0 and (b < 0) != (mod < 0): mod += b; mod == 0: copysign(0, b)
-        diff = lz.binop("xor", _BOOL, compare(lz, "lt", t, b, zero),
+        diff = lz.binop("xor", BOOL, compare(lz, "lt", t, b, zero),
                         compare(lz, "lt", t, mod, zero))
         nz = compare(lz, "ne", t, mod, zero)
-        fixed = lz.sel(lz.binop("and", _BOOL, nz, diff), lz.binop("fadd", t, mod, b), mod, t)
+        fixed = lz.sel(lz.binop("and", BOOL, nz, diff), lz.binop("fadd", t, mod, b), mod, t)
         signed0 = lz.call("copysign", t, zero, b)
         out = lz.sel(nz, fixed, signed0, t)
         return lz.sel(bzero, mod, out, t)
     div = lz.binop("fdiv", t, lz.binop("fsub", t, a, mod), b)
     nz = compare(lz, "ne", t, mod, zero)
-    diff = lz.binop("xor", _BOOL, compare(lz, "lt", t, b, zero),
+    diff = lz.binop("xor", BOOL, compare(lz, "lt", t, b, zero),
                     compare(lz, "lt", t, mod, zero))
-    div = lz.sel(lz.binop("and", _BOOL, nz, diff),
+    div = lz.sel(lz.binop("and", BOOL, nz, diff),
                  lz.binop("fsub", t, div, Uni(const_text(1.0, t))), div, t)
     fl = lz.call("floor", t, div)
     up = compare(lz, "gt", t, lz.binop("fsub", t, div, fl), Uni(const_text(0.5, t)))
@@ -262,7 +261,7 @@ def x86_float_to_int(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
     for int64), whose out-of-range and NaN result is the minimum, then truncation."""
     via = ScalarType("int64" if dst.bits == 64 else "int32")
     lo, hi = float(-(2 ** (via.bits - 1))), float(2 ** (via.bits - 1))
-    inside = lz.binop("and", _BOOL,
+    inside = lz.binop("and", BOOL,
                       compare(lz, "ge", src, a, Uni(const_text(lo, src))),
                       compare(lz, "lt", src, a, Uni(const_text(hi, src))))
     vt = f"<{w} x {lty(via)}>" if lz.varying else lty(via)

@@ -34,14 +34,13 @@ from .emit import Builder
 from .loopselects import free_selects, value_uses
 from .memory import MemoryOps
 from .stops import Stops
-from .vectors import Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_fma, lty
+from .vectors import (BOOL, I64, Arr, Geometry, Uni, Unsupported, Var, const_text,
+                      host_has_fma, lty)
 
 KINDS = list(RUNTIME_ERRORS)
 #: ops whose results and region arguments must be numbers (arrays do not cross
 #: control flow or selects in vector code)
 _SCALAR_ONLY = ("if", "while", "select", "undef", "const", "load")
-_BOOL = ScalarType("bool")
-_I64 = ScalarType("int64")
 
 
 def _nonzero_literal(ref: str) -> bool:
@@ -313,7 +312,7 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
         if isinstance(value, Uni):
             v = value.ref
         elif isinstance(value, Var):
-            for k, p in enumerate(b.parts(value, _I64, value.w)):
+            for k, p in enumerate(b.parts(value, I64, value.w)):
                 slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {k * value.w}")
                 b.do(f"store <{value.w} x i64> {p}, ptr {slot}, align 8")
             slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {first}")
@@ -329,7 +328,7 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
         lz = arith.Lanes(self.b, isinstance(divisor, Var) or isinstance(self.env[op.mask.id], Var))
         zero = arith.compare(lz, "eq", t, divisor, Uni("0"))
         mask = self.env[op.mask.id]
-        bad = lz.binop("and", _BOOL, zero, mask)
+        bad = lz.binop("and", BOOL, zero, mask)
         self.fail_if(bad, op, "zerodiv")
 
     def op_check(self, op: Op):
@@ -341,8 +340,8 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
             b.start(run)
         ok, mask = self.env[op.operands[0].id], self.env[op.mask.id]
         lz = arith.Lanes(b, isinstance(ok, Var) or isinstance(mask, Var))
-        failed = lz.binop("xor", _BOOL, ok, Uni("true"))
-        bad = lz.binop("and", _BOOL, mask, failed)
+        failed = lz.binop("xor", BOOL, ok, Uni("true"))
+        bad = lz.binop("and", BOOL, mask, failed)
         self.fail_if(bad, op, op.attrs["kind"])
         if safe is not None:
             b.br(done)
@@ -355,7 +354,7 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
 
 @lowers("cpu", "lane")
 def _lane(gen: KernelGen, op: Op):
-    w = gen.geo.width(_I64)
+    w = gen.geo.width(I64)
     return [Var(gen.gang_lane_ids(w), w)]
 
 

@@ -14,16 +14,11 @@ its trips for the lockstep clock of errors and polls on its back edge (``stops``
 from __future__ import annotations
 
 from ...ir.core import Op, Region, Value
-from ...types import ScalarType
 from . import arith
 from .loopchecks import induction_checks, inductions, narrow_casts
 from .loopselects import uniform_counters
 from .stops import MAX_DEPTH
-from .vectors import Uni, Unsupported, Var, host_has_avx512, lty, vty
-
-_BOOL = ScalarType("bool")
-_I64 = ScalarType("int64")
-_U32 = ScalarType("uint32")
+from .vectors import BOOL, I64, U32, Uni, Unsupported, Var, host_has_avx512, lty, vty
 
 
 class ControlFlow:
@@ -96,8 +91,8 @@ class ControlFlow:
         init = self.to_phis(before.args, [self.env[v.id] for v in op.operands], True)
         # 32-bit copies of int64 induction slots that are read truncated (loopchecks.py)
         narrow, ind = narrow_casts(op, self.defs), inductions(op, self.defs)
-        firsts = {j: b.parts(arith.cast(arith.Lanes(b, True), _I64, _U32,
-                                        self.env[op.operands[j].id]), _U32)
+        firsts = {j: b.parts(arith.cast(arith.Lanes(b, True), I64, U32,
+                                        self.env[op.operands[j].id]), U32)
                   for j in sorted({j for j, _, _ in narrow.values()})}
         pre = b.block
         head, loop, done = b.label("while"), b.label("do"), b.label("done")
@@ -113,7 +108,7 @@ class ControlFlow:
         counters = uniform_counters(op)
         shadows = {j: b.hole("s") for j in counters}
         lows = {j: [b.hole("n") for _ in ps] for j, ps in firsts.items()}
-        w32 = self.geo.width(_U32)
+        w32 = self.geo.width(U32)
         self.narrowed.update({cid: (Var([n for n, _ in lows[j]], w32), a, c)
                               for cid, (j, a, c) in narrow.items()})
         real = self.from_phis(before.args, [name for name, _ in slots], True)
@@ -173,12 +168,12 @@ class ControlFlow:
         for key, r in induction_checks(op, self.defs).items():
             entry, init, bound = (self.env[v.id] for v in (op.operands[0], r.init, r.bound))
             lz = arith.Lanes(self.b, any(isinstance(x, Var) for x in (entry, init, bound)))
-            enters = lz.binop("and", _BOOL, entry, arith.compare(lz, "lt", _I64, init, bound))
-            fine = arith.compare(lz, "le", _I64, bound, Uni(str(r.hi_bound)))
+            enters = lz.binop("and", BOOL, entry, arith.compare(lz, "lt", I64, init, bound))
+            fine = arith.compare(lz, "le", I64, bound, Uni(str(r.hi_bound)))
             if r.lo is not None:
-                lo = arith.compare(lz, "ge", _I64, init, Uni(str(r.lo)))
-                fine = lz.binop("and", _BOOL, fine, lo)
-            bad = lz.binop("and", _BOOL, enters, lz.binop("xor", _BOOL, fine, Uni("true")))
+                lo = arith.compare(lz, "ge", I64, init, Uni(str(r.lo)))
+                fine = lz.binop("and", BOOL, fine, lo)
+            bad = lz.binop("and", BOOL, enters, lz.binop("xor", BOOL, fine, Uni("true")))
             out[key] = self.b.emit(f"xor i1 {self.b.any(bad)}, true", "safe")
         return out
 

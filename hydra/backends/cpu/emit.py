@@ -1,10 +1,11 @@
 """The LLVM text builder under the cpu code generator: names, blocks, parts, splats.
 
-``Builder`` appends instructions to the current block and hands out fresh names.  Its
-helpers hide the gang layout of ``vectors``: ``parts`` gives a value as ``<w x T>``
-parts of any width (splatting uniforms, reshuffling between widths), ``each`` emits an
-instruction once per part, ``bits`` packs a gang's mask into an i64 (bit i = lane i)
-for error checks and ``any``.
+``Builder`` appends instructions to the current block and hands out fresh names (and
+``hole``s for phis whose incoming values come later, ``fill_phi``).  Its helpers hide
+the gang layout of ``vectors``: ``parts`` gives a value as ``<w x T>`` parts of any
+width (splatting uniforms, reshuffling between widths), ``each`` emits an instruction
+once per part, ``bits`` packs a gang's mask into an i64 (bit i = lane i) for error
+checks and ``any``.
 """
 
 from __future__ import annotations
