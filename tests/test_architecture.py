@@ -24,8 +24,7 @@ KNOWN_CIRCLES = {
         "ships gradients: both sit above the api but the api dispatches to them",
 }
 #: modules still over 500 lines, at most as long as they are now: split them
-OVER_BUDGET = {"hydra/backends/cpu/codegen.py": 536,
-               "hydra/backends/cpu/vecmath.py": 628,
+OVER_BUDGET = {
                "hydra/dataflow.py": 660,
                }
 BUDGET = 500

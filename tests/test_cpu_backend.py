@@ -86,8 +86,8 @@ def nested_exits(x: np.int64) -> np.int64:
 def test_loop_carried_masks_in_both_forms(monkeypatch, avx512):
     """AVX-512 hosts carry loop masks as i1 phis (k registers), others widen them through
     an empty inline asm; both forms run here whatever the host is."""
-    from hydra.backends.cpu import codegen
-    monkeypatch.setattr(codegen, "host_has_avx512", lambda: avx512)
+    from hydra.backends.cpu import controlflow
+    monkeypatch.setattr(controlflow, "host_has_avx512", lambda: avx512)
     args = grid(17)
     k = cpu(mandel, varying=("c_re", "c_im"))
     np.testing.assert_array_equal(k(*args), REFERENCE(*args))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...types import ScalarType
 from . import vecmath
 from .emit import Builder
-from .vectors import Uni, Unsupported, Var, const_text, lty, vty
+from .vectors import BOOL, Uni, Unsupported, Var, const_text, lty, vty
 
 _INT_BIN = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or",
             "bitxor": "xor"}
@@ -21,9 +21,8 @@ _FLOAT_BIN = {"add": "fadd", "sub": "fsub", "mul": "fmul", "truediv": "fdiv"}
 _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _ICMP = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 _UCMP = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
-#: math functions that are LLVM intrinsics (vectorized by LLVM itself)
-_LLVM_MATH = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil",
-              "trunc": "trunc", "rint": "rint"}
+#: math functions that are LLVM intrinsics of the same name (vectorized by LLVM itself)
+_LLVM_MATH = {"sqrt", "fabs", "floor", "ceil", "trunc", "rint", "copysign"}
 
 
 def mangle(t: ScalarType, w: int | None) -> str:
@@ -43,6 +42,10 @@ class Lanes:
             return self.b.each(fmt, t, *reps, w=w or self.b.geo.width(t))
         return Uni(self.b.emit(fmt.format(lty(t), *(r.ref for r in reps))))
 
+    def binop(self, name: str, t: ScalarType, a, b, w: int | None = None):
+        """The instruction ``name`` (``add``, ``icmp slt``...) of ``a`` and ``b``."""
+        return self.apply(name + " {0} {1}, {2}", t, a, b, w=w)
+
     def call(self, name: str, t: ScalarType, *reps, w: int | None = None):
         """A call of the LLVM intrinsic ``llvm.<name>`` on type ``t``."""
         w = w or self.b.geo.width(t)
@@ -50,39 +53,36 @@ class Lanes:
         ty = vty(t, w) if self.varying else lty(t)
         params = ", ".join([ty] * len(reps))
         self.b.declare(f"declare {ty} @llvm.{name}.{m}({params})")
-        args = ", ".join("{0} {%d}" % (i + 1) for i in range(len(reps)))
-        return self.apply(f"call {{0}} @llvm.{name}.{m}({args})", t, *reps, w=w)
-
-    def const(self, value, t: ScalarType):
-        return Uni(const_text(value, t))
+        return self.apply(f"call {{0}} @llvm.{name}.{m}({_operands(reps)})", t, *reps, w=w)
 
     def sel(self, c, a, b, t: ScalarType, w: int | None = None):
         """select c ? a : b, where c is a bool (uniform or varying)."""
         w = w or self.b.geo.width(t)
         if not self.varying:
             return Uni(self.b.emit(f"select i1 {c.ref}, {lty(t)} {a.ref}, {lty(t)} {b.ref}"))
-        cs = self.b.parts(c, _BOOL, w) if isinstance(c, Var) else None
+        if isinstance(c, Var):
+            ct, cs = f"<{w} x i1>", self.b.parts(c, BOOL, w)
+        else:
+            ct, cs = "i1", [c.ref] * (self.b.geo.lanes // w)
         ap, bp = self.b.parts(a, t, w), self.b.parts(b, t, w)
-        out = []
-        for i, (x, y) in enumerate(zip(ap, bp)):
-            if cs is None:
-                out.append(self.b.emit(f"select i1 {c.ref}, {vty(t, w)} {x}, {vty(t, w)} {y}"))
-            else:
-                out.append(self.b.emit(f"select <{w} x i1> {cs[i]}, {vty(t, w)} {x}, "
-                                       f"{vty(t, w)} {y}"))
-        return Var(out, w)
+        return Var([self.b.emit(f"select {ct} {k}, {vty(t, w)} {x}, {vty(t, w)} {y}")
+                    for k, x, y in zip(cs, ap, bp)], w)
 
 
-_BOOL = ScalarType("bool")
 _ZERO, _ONE = Uni("0"), Uni("1")
+
+
+def _operands(reps) -> str:
+    """A call's operand list for ``apply``/``each``: ``{0} {1}, {0} {2}, ...``."""
+    return ", ".join("{0} {%d}" % (i + 1) for i in range(len(reps)))
 
 
 def compare(lz: Lanes, name: str, t: ScalarType, a, b):
     w = lz.b.geo.width(t)
     if t.kind == "f":
-        return lz.apply(f"fcmp {_FCMP[name]} {{0}} {{1}}, {{2}}", t, a, b, w=w)
+        return lz.binop(f"fcmp {_FCMP[name]}", t, a, b, w=w)
     table = _ICMP if t.kind == "i" else _UCMP
-    return lz.apply(f"icmp {table[name]} {{0}} {{1}}, {{2}}", t, a, b, w=w)
+    return lz.binop(f"icmp {table[name]}", t, a, b, w=w)
 
 
 def binary(lz: Lanes, name: str, t: ScalarType, a, b, rt: ScalarType):
@@ -102,7 +102,7 @@ def binary(lz: Lanes, name: str, t: ScalarType, a, b, rt: ScalarType):
             return float_divmod(lz, name, t, a, b)
     else:
         if name in _INT_BIN:
-            return lz.apply(f"{_INT_BIN[name]} {{0}} {{1}}, {{2}}", t, a, b)
+            return lz.binop(_INT_BIN[name], t, a, b)
         if name in ("lshift", "rshift"):
             return shift(lz, name, t, a, b)
         if name == "pow":
@@ -135,15 +135,15 @@ def contract(lz: Lanes, op, defs: dict, env: dict):
 def shift(lz: Lanes, name: str, t: ScalarType, a, b):
     """NumPy: a shift by >= bits (or a negative count) gives 0, or -1 for a negative a
     shifted right arithmetically."""
-    ok = lz.apply("icmp ult {0} {1}, {2}", t, b, Uni(str(t.bits)))
+    ok = lz.binop("icmp ult", t, b, Uni(str(t.bits)))
     zero = Uni("0")
     count = lz.sel(ok, b, zero, t)
     if name == "lshift":
-        return lz.sel(ok, lz.apply("shl {0} {1}, {2}", t, a, count), zero, t)
+        return lz.sel(ok, lz.binop("shl", t, a, count), zero, t)
     if t.kind == "u":
-        return lz.sel(ok, lz.apply("lshr {0} {1}, {2}", t, a, count), zero, t)
-    big = lz.apply("ashr {0} {1}, {2}", t, a, Uni(str(t.bits - 1)))  # 0 or -1
-    return lz.sel(ok, lz.apply("ashr {0} {1}, {2}", t, a, count), big, t)
+        return lz.sel(ok, lz.binop("lshr", t, a, count), zero, t)
+    big = lz.binop("ashr", t, a, Uni(str(t.bits - 1)))  # 0 or -1
+    return lz.sel(ok, lz.binop("ashr", t, a, count), big, t)
 
 
 def int_divmod(lz: Lanes, name: str, t: ScalarType, a, b):
@@ -154,64 +154,61 @@ def int_divmod(lz: Lanes, name: str, t: ScalarType, a, b):
     zero = compare(lz, "eq", t, b, Uni("0"))
     if signed:
         lo = Uni(const_text(-(1 << (t.bits - 1)), t))
-        ovf = lz.apply("and {0} {1}, {2}", _BOOL,
+        ovf = lz.binop("and", BOOL,
                        compare(lz, "eq", t, a, lo), compare(lz, "eq", t, b, Uni("-1")))
-        zero = lz.apply("or {0} {1}, {2}", _BOOL, zero, ovf)
+        zero = lz.binop("or", BOOL, zero, ovf)
     safe = lz.sel(zero, Uni("1"), b, t)
     if not signed:
-        return lz.apply(("udiv" if name == "floordiv" else "urem") + " {0} {1}, {2}", t, a, safe)
-    q = lz.apply("sdiv {0} {1}, {2}", t, a, safe)
-    r = lz.apply("srem {0} {1}, {2}", t, a, safe)
+        return lz.binop("udiv" if name == "floordiv" else "urem", t, a, safe)
+    q = lz.binop("sdiv", t, a, safe)
+    r = lz.binop("srem", t, a, safe)
     # r != 0 and sign(r) != sign(b): step toward -inf
-    fix = lz.apply("and {0} {1}, {2}", _BOOL, compare(lz, "ne", t, r, Uni("0")),
-                   lz.apply("icmp slt {0} {1}, {2}", t,
-                            lz.apply("xor {0} {1}, {2}", t, r, safe), _ZERO))
+    fix = lz.binop("and", BOOL, compare(lz, "ne", t, r, Uni("0")),
+                   lz.binop("icmp slt", t, lz.binop("xor", t, r, safe), _ZERO))
     if name == "floordiv":
-        return lz.sel(fix, lz.apply("sub {0} {1}, {2}", t, q, _ONE), q, t)
-    return lz.sel(fix, lz.apply("add {0} {1}, {2}", t, r, safe), r, t)
+        return lz.sel(fix, lz.binop("sub", t, q, _ONE), q, t)
+    return lz.sel(fix, lz.binop("add", t, r, safe), r, t)
 
 
 def float_divmod(lz: Lanes, name: str, t: ScalarType, a, b):
     """NumPy's npy_divmod for floats (floor_divide and remainder)."""
-    mod = lz.apply("frem {0} {1}, {2}", t, a, b)
-    bzero = compare(lz, "eq", t, b, Uni(const_text(0.0, t)))
+    mod = lz.binop("frem", t, a, b)
     zero = Uni(const_text(0.0, t))
+    bzero = compare(lz, "eq", t, b, zero)
     if name == "mod":
         # mod != 0 and (b < 0) != (mod < 0): mod += b; mod == 0: copysign(0, b)
-        diff = lz.apply("xor {0} {1}, {2}", _BOOL, compare(lz, "lt", t, b, zero),
+        diff = lz.binop("xor", BOOL, compare(lz, "lt", t, b, zero),
                         compare(lz, "lt", t, mod, zero))
         nz = compare(lz, "ne", t, mod, zero)
-        fixed = lz.sel(lz.apply("and {0} {1}, {2}", _BOOL, nz, diff),
-                       lz.apply("fadd {0} {1}, {2}", t, mod, b), mod, t)
+        fixed = lz.sel(lz.binop("and", BOOL, nz, diff), lz.binop("fadd", t, mod, b), mod, t)
         signed0 = lz.call("copysign", t, zero, b)
         out = lz.sel(nz, fixed, signed0, t)
         return lz.sel(bzero, mod, out, t)
-    div = lz.apply("fdiv {0} {1}, {2}", t, lz.apply("fsub {0} {1}, {2}", t, a, mod), b)
+    div = lz.binop("fdiv", t, lz.binop("fsub", t, a, mod), b)
     nz = compare(lz, "ne", t, mod, zero)
-    diff = lz.apply("xor {0} {1}, {2}", _BOOL, compare(lz, "lt", t, b, zero),
+    diff = lz.binop("xor", BOOL, compare(lz, "lt", t, b, zero),
                     compare(lz, "lt", t, mod, zero))
-    div = lz.sel(lz.apply("and {0} {1}, {2}", _BOOL, nz, diff),
-                 lz.apply("fsub {0} {1}, {2}", t, div, Uni(const_text(1.0, t))), div, t)
+    div = lz.sel(lz.binop("and", BOOL, nz, diff),
+                 lz.binop("fsub", t, div, Uni(const_text(1.0, t))), div, t)
     fl = lz.call("floor", t, div)
-    up = compare(lz, "gt", t, lz.apply("fsub {0} {1}, {2}", t, div, fl),
-                 Uni(const_text(0.5, t)))
-    fl = lz.sel(up, lz.apply("fadd {0} {1}, {2}", t, fl, Uni(const_text(1.0, t))), fl, t)
-    q = lz.apply("fdiv {0} {1}, {2}", t, a, b)
+    up = compare(lz, "gt", t, lz.binop("fsub", t, div, fl), Uni(const_text(0.5, t)))
+    fl = lz.sel(up, lz.binop("fadd", t, fl, Uni(const_text(1.0, t))), fl, t)
+    q = lz.binop("fdiv", t, a, b)
     out = lz.sel(compare(lz, "ne", t, div, zero), fl, lz.call("copysign", t, zero, q), t)
     return lz.sel(bzero, q, out, t)
 
 
 def int_pow(lz: Lanes, t: ScalarType, a, b):
     """a ** b by squaring, unrolled over the exponent's bits (negative b counts as 0)."""
-    e = lz.sel(lz.apply("icmp slt {0} {1}, {2}", t, b, _ZERO) if t.kind == "i" else Uni("false"),
+    e = lz.sel(lz.binop("icmp slt", t, b, _ZERO) if t.kind == "i" else Uni("false"),
                Uni("0"), b, t)
     r, base = Uni("1"), a
     for _ in range(t.bits):
         odd = lz.apply("trunc {0} {1} to " + ("<%d x i1>" % lz.b.geo.width(t)
                                               if lz.varying else "i1"), t, e)
-        r = lz.sel(odd, lz.apply("mul {0} {1}, {2}", t, r, base), r, t)
-        base = lz.apply("mul {0} {1}, {2}", t, base, base)
-        e = lz.apply("lshr {0} {1}, {2}", t, e, _ONE)
+        r = lz.sel(odd, lz.binop("mul", t, r, base), r, t)
+        base = lz.binop("mul", t, base, base)
+        e = lz.binop("lshr", t, e, _ONE)
     return r
 
 
@@ -219,16 +216,16 @@ def unary(lz: Lanes, name: str, t: ScalarType, a):
     if name == "neg":
         if t.kind == "f":
             return lz.apply("fneg {0} {1}", t, a)
-        return lz.apply("sub {0} {1}, {2}", t, _ZERO, a)
+        return lz.binop("sub", t, _ZERO, a)
     if name in ("invert", "not"):
-        return lz.apply("xor {0} {1}, {2}", t, a, Uni("-1" if t.kind != "b" else "true"))
+        return lz.binop("xor", t, a, Uni("-1" if t.kind != "b" else "true"))
     if name == "abs":
         if t.kind == "f":
             return lz.call("fabs", t, a)
         if t.kind in "ub":
             return a
-        neg = lz.apply("sub {0} {1}, {2}", t, _ZERO, a)
-        return lz.sel(lz.apply("icmp slt {0} {1}, {2}", t, a, _ZERO), neg, a, t)
+        neg = lz.binop("sub", t, _ZERO, a)
+        return lz.sel(lz.binop("icmp slt", t, a, _ZERO), neg, a, t)
     raise Unsupported(name)
 
 
@@ -241,21 +238,13 @@ def cast(lz: Lanes, src: ScalarType, dst: ScalarType, a):
     target = (f"<{w} x {lty(dst)}>" if lz.varying else lty(dst))
     if dst.kind == "b":
         z = "0.0" if src.kind == "f" else "0"
-        return lz.apply(("fcmp une" if src.kind == "f" else "icmp ne") + " {0} {1}, {2}",
-                        src, a, Uni(z), w=w)
+        return lz.binop("fcmp une" if src.kind == "f" else "icmp ne", src, a, Uni(z), w=w)
     if src.kind == "f" and dst.kind == "f":
         op = "fpext" if dst.bits > src.bits else "fptrunc"
     elif src.kind == "f" and (dst.kind == "i" or dst.bits < 32):
         return x86_float_to_int(lz, src, dst, a, w)
-    elif src.kind == "f" and dst.kind == "u":
+    elif src.kind == "f":  # to uint32, uint64
         return x86_float_to_unsigned(lz, src, dst, a, w)
-    elif src.kind == "f":
-        wide = ScalarType("int64") if dst.kind == "i" or dst.bits < 64 else dst
-        conv = "fptoui" if wide.kind == "u" else "fptosi"
-        wt = f"<{w} x i64>" if lz.varying else "i64"
-        x = lz.apply(f"{conv} {{0}} {{1}} to {wt}", src, a, w=w)
-        x = lz.apply("freeze {0} {1}", ScalarType("int64"), x, w=w)
-        return x if dst.bits == 64 else lz.apply(f"trunc {{0}} {{1}} to {target}", wide, x, w=w)
     elif dst.kind == "f":
         op = "sitofp" if src.kind == "i" else "uitofp"
     elif dst.bits > src.bits:
@@ -272,7 +261,7 @@ def x86_float_to_int(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
     for int64), whose out-of-range and NaN result is the minimum, then truncation."""
     via = ScalarType("int64" if dst.bits == 64 else "int32")
     lo, hi = float(-(2 ** (via.bits - 1))), float(2 ** (via.bits - 1))
-    inside = lz.apply("and {0} {1}, {2}", _BOOL,
+    inside = lz.binop("and", BOOL,
                       compare(lz, "ge", src, a, Uni(const_text(lo, src))),
                       compare(lz, "lt", src, a, Uni(const_text(hi, src))))
     vt = f"<{w} x {lty(via)}>" if lz.varying else lty(via)
@@ -286,7 +275,7 @@ def x86_float_to_int(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int):
 
 def native_math(fn: str, t: ScalarType) -> bool:
     """Does ``math_call`` lower ``fn`` on ``t``?"""
-    return fn in _LLVM_MATH or fn in ("copysign", "isnan", "isinf", "isfinite") or (
+    return fn in _LLVM_MATH or fn in ("isnan", "isinf", "isfinite") or (
         fn in vecmath.SUPPORTED and t.kind == "f")
 
 
@@ -298,25 +287,21 @@ def x86_float_to_unsigned(lz: Lanes, src: ScalarType, dst: ScalarType, a, w: int
     half = Uni(const_text(float(2 ** (dst.bits - 1)), src))
     big = compare(lz, "ge", src, a, half)
     low = x86_float_to_int(lz, src, via, a, w)
-    high = x86_float_to_int(lz, src, via, lz.apply("fsub {0} {1}, {2}", src, a, half, w=w), w)
-    high = lz.apply("xor {0} {1}, {2}", via, high, Uni(const_text(-(2 ** (dst.bits - 1)), via)),
-                    w=w)
+    high = x86_float_to_int(lz, src, via, lz.binop("fsub", src, a, half, w=w), w)
+    high = lz.binop("xor", via, high, Uni(const_text(-(2 ** (dst.bits - 1)), via)), w=w)
     return lz.sel(big, high, low, via, w=w)
 
 
 def math_call(lz: Lanes, fn: str, t: ScalarType, args):
     """A math function on floats (ints were cast by the frontend)."""
     if fn in _LLVM_MATH:
-        return lz.call(_LLVM_MATH[fn], t, *args)
-    if fn == "copysign":
-        return lz.call("copysign", t, *args)
+        return lz.call(fn, t, *args)
     if fn == "isnan":
         return lz.apply("fcmp uno {0} {1}, {1}", t, args[0])
     if fn in ("isinf", "isfinite"):
         inf = "0x7FF0000000000000"
         mag = lz.call("fabs", t, args[0])
-        return lz.apply(("fcmp oeq" if fn == "isinf" else "fcmp olt") + " {0} {1}, {2}",
-                        t, mag, Uni(inf))
+        return lz.binop("fcmp oeq" if fn == "isinf" else "fcmp olt", t, mag, Uni(inf))
     if fn not in vecmath.SUPPORTED or t.kind != "f":
         raise Unsupported(f"math.{fn} on {t}")
     w = lz.b.geo.width(t)
@@ -325,15 +310,11 @@ def math_call(lz: Lanes, fn: str, t: ScalarType, args):
     sym, text = vecmath.llvm_ir(fn, t.name, w)
     lz.b.modules.add(text)
     ty = vty(t, w)
-    args_v = [lz.b.parts(a, t, w) for a in args]
-    out = []
-    for ps in zip(*args_v):
-        out.append(lz.b.emit(f"call {ty} @{sym}(" + ", ".join(f"{ty} {p}" for p in ps) + ")"))
     lz.b.declare(f"declare {ty} @{sym}(" + ", ".join([ty] * len(args)) + ")")
-    res = Var(out, w)
+    res = lz.b.each(f"call {{0}} @{sym}({_operands(args)})", t, *args, w=w)
     if lz.varying:
         return res
-    return Uni(lz.b.emit(f"extractelement {ty} {out[0]}, i32 0"))
+    return Uni(lz.b.emit(f"extractelement {ty} {res.parts[0]}, i32 0"))
 
 
 #: NumPy's own SIMD loops, not libm, compute these: no libm call matches them bit for

@@ -57,14 +57,10 @@ def gang_vectors(fn: Function | None, vbits: int) -> int:
         return int(forced)
     if fn is None or vbits != 512:
         return DEFAULT
-    widest, loops = 0, []
-    for p in fn.params:
-        if _counted(p):
-            widest = max(widest, p.type.bits)
-    for op in fn.walk():
-        widest = max([widest] + [r.type.bits for r in op.results if _counted(r)])
-        if op.opcode == "while" and op.attrs.get("varying"):
-            loops.append(op)
+    ops = list(fn.walk())
+    values = [*fn.params, *(r for op in ops for r in op.results)]
+    widest = max([v.type.bits for v in values if _counted(v)], default=0)
+    loops = [op for op in ops if op.opcode == "while" and op.attrs.get("varying")]
     if widest > 32 or not loops:
         return DEFAULT
     live = max(loop_live_values(op) for op in loops)

@@ -8,44 +8,43 @@ caller need (``outputs``).  Guarantees: ``generate`` returns an LLVM module defi
 
 that runs gangs ``0 <= g < ngangs`` of ``G`` lanes each (lanes ``>= n`` are off), taking
 ``chunk`` gangs at a time from a counter in ``err[7]``: any number of threads may call
-it at once and the work balances dynamically.  Inputs
-are passed as: uniform scalar -> the scalar; varying scalar -> ``ptr`` to ``n``
-contiguous values; array -> ``ptr`` data, then shape and byte strides as i64 (a
-varying array's lane axis first).  Outputs are ``ptr``s to ``n`` values (varying) or
-one value (uniform).  A run-time error stores (kind, lane, site, values...) in ``err``
-(the earliest in lockstep order wins, see ``stops``) and stops the gang before any
-out-of-bounds access; Ctrl-C stops all gangs.  ``lowerable(op)`` says beforehand, from
-the rules here, which ops it lowers (the others run on the host, see ``phases``).
+it at once and the work balances dynamically.  Inputs are passed as: uniform scalar ->
+the scalar; varying scalar -> ``ptr`` to ``n`` contiguous values; array -> ``ptr``
+data, then shape and byte strides as i64 (a varying array's lane axis first).  Outputs
+are ``ptr``s to ``n`` values (varying) or one value (uniform).  A run-time error stores
+(kind, lane, site, values...) in ``err`` (the earliest in lockstep order wins, see
+``stops``) and stops the gang before any out-of-bounds access; Ctrl-C stops all gangs.
+``lowerable(op)`` says beforehand, from the rules here, which ops it lowers (the others
+run on the host, see ``phases``).  ``KernelGen`` is the rules here (pure per-lane ops
+by ``arith``) and its mixins': ``controlflow`` (``if``, ``while``), ``memory`` (loads,
+stores, arrays), ``stops`` (the error clock), ``counts`` (``hydra.profile``).
 """
 
 from __future__ import annotations
 
 from ...errors import RUNTIME_ERRORS
 from ...intrinsics import INTRINSICS, lowers
-from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Region, Value
+from ...ir.core import BINARY_OPS, UNARY_OPS, Op, Value
 from ..protocol import PROTOCOLS
 from ..cut import nested
 from ...types import ArrayType, ScalarType
 from . import arith, counts
+from .controlflow import ControlFlow
 from .emit import Builder
-from .loopchecks import induction_checks, inductions, narrow_casts
-from .loopselects import free_selects, uniform_counters, value_uses
+from .loopselects import free_selects, value_uses
 from .memory import MemoryOps
-from .stops import MAX_DEPTH, Stops
-from .vectors import (Arr, Geometry, Uni, Unsupported, Var, const_text, host_has_avx512,
-                      host_has_fma, lty, vty)
+from .stops import Stops
+from .vectors import (BOOL, I64, Arr, Geometry, Uni, Unsupported, Var, const_text,
+                      host_has_fma, lty)
 
 KINDS = list(RUNTIME_ERRORS)
 #: ops whose results and region arguments must be numbers (arrays do not cross
 #: control flow or selects in vector code)
 _SCALAR_ONLY = ("if", "while", "select", "undef", "const", "load")
-_BOOL = ScalarType("bool")
 
 
 def _nonzero_literal(ref: str) -> bool:
     return ref.lstrip("-").isdigit() and int(ref) != 0
-_I64 = ScalarType("int64")
-_U32 = ScalarType("uint32")
 
 
 def lowerable(op: Op) -> tuple[bool, str]:
@@ -77,7 +76,7 @@ def _lowerable_here(op: Op) -> tuple[bool, str]:
     return True, ""
 
 
-class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
+class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
     def __init__(self, name: str, geo: Geometry, options: dict, constants=None) -> None:
         self.name = name
         #: value id -> captured array (global_array): shapes and strides fold into the code
@@ -157,8 +156,8 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
         t = v.type
         if isinstance(t, ArrayType):
             nd = t.ndim + (1 if v.varying else 0)
-            names = [f"%in{i}.s{k}" for k in range(nd)], [f"%in{i}.t{k}" for k in range(nd)]
-            shape, strides = names
+            shape = [f"%in{i}.s{k}" for k in range(nd)]
+            strides = [f"%in{i}.t{k}" for k in range(nd)]
             known = self.constants.get(v.id)
             params = [f"ptr %in{i}"] + [f"i64 {s}" for s in shape + strides]
             if known is not None:  # a captured array: its shape is a constant
@@ -265,8 +264,8 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
             low, a, c = self.narrowed[id(op)]
             t = op.result.type
             a, c = (Uni(str((v + 2 ** 31) % 2 ** 32 - 2 ** 31)) for v in (a, c))  # i32 text
-            x = lz.apply("mul {0} {1}, {2}", t, low, a) if a.ref != "1" else low
-            return [lz.apply("add {0} {1}, {2}", t, x, c) if c.ref != "0" else x]
+            x = lz.binop("mul", t, low, a) if a.ref != "1" else low
+            return [lz.binop("add", t, x, c) if c.ref != "0" else x]
         return [arith.cast(lz, op.operands[0].type, op.result.type, self.env[op.operands[0].id])]
 
     def op_math(self, op: Op):
@@ -288,177 +287,6 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
 
     def op_array_dim(self, op: Op):
         return [Uni(self.env[op.operands[0].id].shape[op.attrs["axis"]])]
-
-    # --- control flow -----------------------------------------------------------------
-
-    def to_phis(self, values: list[Value], reps: list, carried: bool) -> list[tuple[str, str]]:
-        """The incoming (type, ref) of each phi for these values' reps."""
-        out = []
-        for v, rep in zip(values, reps):
-            s = v.type
-            if not v.varying:
-                out.append((lty(s), rep.ref))
-                continue
-            w = self.geo.width(s)
-            for p in self.b.parts(rep, s, w):
-                if carried and s.kind == "b" and not host_has_avx512():
-                    out.append(self.carry_mask(p, w))
-                else:
-                    out.append((vty(s, w), p))
-        return out
-
-    def carry_mask(self, p: str, w: int) -> tuple[str, str]:
-        """Without AVX-512, a mask crossing a back edge travels as <w x iK> through an
-        empty inline asm, or LLVM shrinks the phi to i1 and x86 repacks it every
-        iteration.  With AVX-512 the i1 phi lives in a k register, which measured 5-8%
-        faster on mandelbrot and aobench than the widened form (none slower)."""
-        it = f"<{w} x i{self.geo.vbits // w}>"
-        x = self.b.emit(f"sext <{w} x i1> {p} to {it}")
-        return it, self.b.emit(f'call {it} asm "", "=x,0"({it} {x})')
-
-    def from_phis(self, values: list[Value], refs: list[str], carried: bool) -> list:
-        refs = list(refs)
-        reps = []
-        for v in values:
-            s = v.type
-            if not v.varying:
-                reps.append(Uni(refs.pop(0)))
-                continue
-            w = self.geo.width(s)
-            parts = [refs.pop(0) for _ in range(self.geo.lanes // w)]
-            if carried and s.kind == "b" and not host_has_avx512():
-                it = f"<{w} x i{self.geo.vbits // w}>"
-                parts = [self.b.emit(f"icmp slt {it} {p}, zeroinitializer") for p in parts]
-            reps.append(Var(parts, w))
-        return reps
-
-    def op_if(self, op: Op):
-        c = self.env[op.operands[0].id]
-        if not isinstance(c, Uni):
-            raise Unsupported("a varying if (structured IR)")
-        b = self.b
-        then, other, join = b.label("then"), b.label("else"), b.label("join")
-        b.cbr(c.ref, then, other)
-        incoming = []
-        for label, region in ((then, op.regions[0]), (other, op.regions[1])):
-            b.start(label)
-            reps = self.region_ops(region.ops)
-            incoming.append((self.to_phis(op.results, reps, True), b.block))
-            b.br(join)
-        b.start(join)
-        (ins_a, blk_a), (ins_b, blk_b) = incoming
-        refs = [b.emit(f"phi {ta} [{ra}, %{blk_a}], [{rb}, %{blk_b}]")
-                for (ta, ra), (_, rb) in zip(ins_a, ins_b)]
-        return self.from_phis(op.results, refs, True)
-
-    def op_while(self, op: Op):
-        before, body = op.regions
-        b = self.b
-        self.safe_checks.update(self.induction_guards(op))
-        init = self.to_phis(before.args, [self.env[v.id] for v in op.operands], True)
-        # 32-bit copies of int64 induction slots that are read truncated (loopchecks.py)
-        narrow, ind = narrow_casts(op, self.defs), inductions(op, self.defs)
-        firsts = {j: b.parts(arith.cast(arith.Lanes(b, True), _I64, _U32,
-                                        self.env[op.operands[j].id]), _U32)
-                  for j in sorted({j for j, _, _ in narrow.values()})}
-        pre = b.block
-        head, loop, done = b.label("while"), b.label("do"), b.label("done")
-        b.br(head)
-        b.start(head)
-        slots = []
-        for t, _ in init:
-            slots.append((b.tmp("c"), len(b.lines), t))
-            b.lines.append(None)  # the phi, filled in once the latch is known
-        # the iteration count, for the lockstep clock of errors (see stops.py)
-        k, k_at = b.tmp("k"), len(b.lines)
-        b.lines.append(None)
-        counted = len(self.loops) < MAX_DEPTH
-        if counted:
-            self.loops.append((self.order[id(op)], k))
-        # slots that count alike on all active lanes run as one scalar inside the loop
-        counters = uniform_counters(op)
-        shadows = {}
-        for j in counters:
-            shadows[j] = (b.tmp("s"), len(b.lines), lty(before.args[j].type))
-            b.lines.append(None)
-        lows = {j: [(b.tmp("n"), len(b.lines) + i) for i in range(len(ps))]
-                for j, ps in firsts.items()}
-        b.lines += [None] * sum(len(ps) for ps in firsts.values())
-        w32 = self.geo.width(_U32)
-        self.narrowed.update({cid: (Var([n for n, _ in lows[j]], w32), a, c)
-                              for cid, (j, a, c) in narrow.items()})
-        real = self.from_phis(before.args, [s[0] for s in slots], True)
-        self.bind(before, real)
-        for j, (name, _, _) in shadows.items():
-            self.env[before.args[j].id] = Uni(name)
-        cond, *vals = self.region_ops(before.ops)
-        if not isinstance(cond, Uni):
-            raise Unsupported("a varying loop condition (structured IR)")
-        for j in shadows:
-            vals[j] = real[j]  # the loop's result stays per lane
-        # a loop mask m & c with a scalar c: the body runs only where c holds, so its
-        # mask is m, and the and is left to the exit test (op_any), a scalar compare and
-        # branch instead of c anded into every mask part each trip (4 kandw + kmovd +
-        # cmov in mandelbrot's loop); the mask the loop ends with is then m, not all off,
-        # so only where nothing reads it
-        split = self.mask_and_scalar(before.ops[-1].operands[1])
-        if split is not None and not self.uses[op.results[0].id]:
-            vals[0] = split[0]
-        # masks cross into the body and out of the loop as integer vectors: an <8 x i1>
-        # live across blocks is legalized to <8 x i16> and repacked every iteration
-        flat = self.to_phis(body.args, vals, True)
-        b.cbr(cond.ref, loop, done)
-        b.start(loop)
-        vals = self.from_phis(body.args, [r for _, r in flat], True)
-        self.bind(body, vals)
-        for j, (name, _, _) in shadows.items():
-            self.env[body.args[j].id] = Uni(name)
-            self.counter_old[counters[j][0]] = vals[j]
-        back = self.to_phis(body.args, self.region_ops(body.ops), True)
-        k_next = b.emit(f"add i64 {k}, 1")
-        if counted:
-            self.loops.pop()
-        self.poll_back_edge((self.order[id(op)], k) if counted else None, k_next)
-        latch = b.block
-        steps = {j: b.emit(f"add {t} {name}, {self.env[counters[j][1]].ref}")
-                 for j, (name, _, t) in shadows.items()}
-        vt = f"<{w32} x i32>"
-        for j, names in lows.items():
-            step = b.splat(str((ind[j] + 2 ** 31) % 2 ** 32 - 2 ** 31), "i32", w32)
-            for (name, at), first in zip(names, firsts[j]):
-                nxt = b.emit(f"add {vt} {name}, {step}")
-                b.lines[at] = f"  {name} = phi {vt} [{first}, %{pre}], [{nxt}, %{latch}]"
-        b.br(head)
-        for (name, at, t), (_, a), (_, z) in zip(slots, init, back):
-            b.lines[at] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{latch}]"
-        for j, (name, at, t) in shadows.items():
-            first = self.env[op.operands[j].id].ref
-            b.lines[at] = f"  {name} = phi {t} [{first}, %{pre}], [{steps[j]}, %{latch}]"
-        b.lines[k_at] = f"  {k} = phi i64 [0, %{pre}], [{k_next}, %{latch}]"
-        b.start(done)
-        return self.from_phis(body.args, [r for _, r in flat], True)
-
-    def induction_guards(self, op: Op) -> dict[int, str]:
-        """For each check in ``op``'s body that ``loopchecks`` can decide before the
-        loop: an i1, true when no lane of the gang can fail it on any trip."""
-        out = {}
-        for key, r in induction_checks(op, self.defs).items():
-            entry, init, bound = (self.env[v.id] for v in (op.operands[0], r.init, r.bound))
-            lz = arith.Lanes(self.b, any(isinstance(x, Var) for x in (entry, init, bound)))
-            enters = lz.apply("and {0} {1}, {2}", _BOOL, entry,
-                              arith.compare(lz, "lt", _I64, init, bound))
-            fine = arith.compare(lz, "le", _I64, bound, Uni(str(r.hi_bound)))
-            if r.lo is not None:
-                fine = lz.apply("and {0} {1}, {2}", _BOOL, fine,
-                                arith.compare(lz, "ge", _I64, init, Uni(str(r.lo))))
-            bad = lz.apply("and {0} {1}, {2}", _BOOL, enters,
-                           lz.apply("xor {0} {1}, {2}", _BOOL, fine, Uni("true")))
-            out[key] = self.b.emit(f"xor i1 {self.b.any(bad)}, true", "safe")
-        return out
-
-    def bind(self, region: Region, reps: list) -> None:
-        for a, rep in zip(region.args, reps):
-            self.env[a.id] = rep
 
     # --- errors -----------------------------------------------------------------------
 
@@ -484,7 +312,7 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
         if isinstance(value, Uni):
             v = value.ref
         elif isinstance(value, Var):
-            for k, p in enumerate(b.parts(value, _I64, value.w)):
+            for k, p in enumerate(b.parts(value, I64, value.w)):
                 slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {k * value.w}")
                 b.do(f"store <{value.w} x i64> {p}, ptr {slot}, align 8")
             slot = b.emit(f"getelementptr i64, ptr {self.scratch}, i64 {first}")
@@ -500,7 +328,7 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
         lz = arith.Lanes(self.b, isinstance(divisor, Var) or isinstance(self.env[op.mask.id], Var))
         zero = arith.compare(lz, "eq", t, divisor, Uni("0"))
         mask = self.env[op.mask.id]
-        bad = lz.apply("and {0} {1}, {2}", _BOOL, zero, mask)
+        bad = lz.binop("and", BOOL, zero, mask)
         self.fail_if(bad, op, "zerodiv")
 
     def op_check(self, op: Op):
@@ -512,8 +340,8 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
             b.start(run)
         ok, mask = self.env[op.operands[0].id], self.env[op.mask.id]
         lz = arith.Lanes(b, isinstance(ok, Var) or isinstance(mask, Var))
-        failed = lz.apply("xor {0} {1}, {2}", _BOOL, ok, Uni("true"))
-        bad = lz.apply("and {0} {1}, {2}", _BOOL, mask, failed)
+        failed = lz.binop("xor", BOOL, ok, Uni("true"))
+        bad = lz.binop("and", BOOL, mask, failed)
         self.fail_if(bad, op, op.attrs["kind"])
         if safe is not None:
             b.br(done)
@@ -526,7 +354,7 @@ class KernelGen(MemoryOps, Stops, counts.Counts):  # counts: hydra.profile
 
 @lowers("cpu", "lane")
 def _lane(gen: KernelGen, op: Op):
-    w = gen.geo.width(_I64)
+    w = gen.geo.width(I64)
     return [Var(gen.gang_lane_ids(w), w)]
 
 

@@ -8,9 +8,9 @@ its totals to the site's row of the counters with atomic adds: (lane steps, issu
 issues * the gang width).  So a count costs a popcount and two adds per region run, and
 the threads of one phase never lose an update.  (Adding the mask lane by lane into a
 vector of per-slot counts, a masked add per part, measured 3-11x slower on mandelbrot:
-the loop's vectors then spill; the popcount's scalar adds cost about nothing there.)  ``finish``
-puts the accumulators'
-allocas and the flush into the kernel's text (``phases`` calls it for every phase).
+the loop's vectors then spill; the popcount's scalar adds cost about nothing there.)
+``finish`` puts the accumulators' allocas and the flush into the kernel's text
+(``phases`` calls it for every phase).
 """
 
 from __future__ import annotations

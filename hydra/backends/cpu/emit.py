@@ -1,10 +1,11 @@
 """The LLVM text builder under the cpu code generator: names, blocks, parts, splats.
 
-``Builder`` appends instructions to the current block and hands out fresh names.  Its
-helpers hide the gang layout of ``vectors``: ``parts`` gives a value as ``<w x T>``
-parts of any width (splatting uniforms, reshuffling between widths), ``each`` emits an
-instruction once per part, ``bits`` packs a gang's mask into an i64 (bit i = lane i)
-for error checks and ``any``.
+``Builder`` appends instructions to the current block and hands out fresh names (and
+``hole``s for phis whose incoming values come later, ``fill_phi``).  Its helpers hide
+the gang layout of ``vectors``: ``parts`` gives a value as ``<w x T>`` parts of any
+width (splatting uniforms, reshuffling between widths), ``each`` emits an instruction
+once per part, ``bits`` packs a gang's mask into an i64 (bit i = lane i) for error
+checks and ``any``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class Builder:
     def declare(self, text: str) -> None:
         self.decls.add(text)
 
+    def hole(self, hint: str) -> tuple[str, int]:
+        """A fresh name and an empty line for its phi, filled in (``fill_phi``) once the
+        loop's latch block is known."""
+        self.lines.append(None)
+        return self.tmp(hint), len(self.lines) - 1
+
+    def fill_phi(self, hole: tuple[str, int], ty: str, *arms: tuple[str, str]) -> None:
+        """The phi of ``hole``: ``arms`` are (value, block) pairs."""
+        name, at = hole
+        self.lines[at] = f"  {name} = phi {ty} " + ", ".join(f"[{v}, %{blk}]" for v, blk in arms)
+
     # --- gang values ------------------------------------------------------------------
 
     def splat(self, ref: str, ty: str, w: int) -> str:
@@ -89,9 +101,6 @@ class Builder:
                                          f"poison, <{half} x i32> <{idx}>"))
             parts, have = out, half
         return parts
-
-    def var(self, parts: list[str], t: ScalarType) -> Var:
-        return Var(parts, self.geo.lanes // len(parts))
 
     def each(self, fmt: str, t: ScalarType, *reps, w: int | None = None) -> Var:
         """Emit ``fmt.format(vt, *part_refs)`` for each part; ``vt`` is the operand

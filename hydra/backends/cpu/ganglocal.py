@@ -13,9 +13,7 @@ from ...ir.core import Function, Region
 
 
 def gang_local_values(fn: Function | Region) -> set[int]:
-    """Uniform values that a gang computes from its own lanes only: ``any`` results and
-    whatever depends on them (guarded ``if``s and loops).  Inside a phase each gang
-    uses its own; they must not cross to a later step, where they mean all lanes."""
+    """The values of the module docstring (a fixpoint over the ops that read them)."""
     dep: set[int] = set()
     changed = True
     while changed:

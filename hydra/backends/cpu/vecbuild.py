@@ -5,13 +5,29 @@ Takes: an element type ("float"/"double") and a width. Guarantees: Python operat
 bitcasts, intrinsic calls, selects), so each algorithm in vecmath.py reads like the
 NumPy code it replaces; `Builder.lines`/`decls`/`block` are the function body, the
 declarations it needs and the current basic block. `Builder.rare` puts code that only
-special lanes need (fix-ups, libm fallbacks) in a block behind a branch.
+special lanes need (fix-ups, libm fallbacks) in a block behind a branch; `define` makes
+the module text of the function a builder built; `load_runtime` lets the JIT resolve the
+libm functions that fallbacks call.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import math
 import struct
+
+import llvmlite.binding as llvm
+
+from ..machinecode.engine import init_llvm
+
+
+@functools.cache
+def load_runtime() -> None:
+    """Load libm so the JIT resolves its symbols (the calls of `Builder.fallback`)."""
+    init_llvm()
+    llvm.load_library_permanently(ctypes.util.find_library("m") or "libm.so.6")
 
 
 def fconst(v: float, ft: str) -> str:
@@ -164,6 +180,24 @@ class Builder:
             r = self.emit(f"call {ty} @{sym}({', '.join(f'{ty} {e.ref}' for e in el)})", ty)
             acc = self.emit(f"insertelement {self.vt(ty)} {acc.ref}, {ty} {r.ref}, i32 {i}", ty)
         return acc
+
+
+def define(b: Builder, sym: str, args: list[Vec], res: Vec) -> tuple[str, str]:
+    """`(sym, module text)` of the function `res(args)` that `b` built, inlinable and
+    mergeable across modules."""
+    vt = b.vt(args[0].ty)
+    params = ", ".join(f"{vt} {a.ref}" for a in args)
+    text = "\n".join([
+        *sorted(b.decls),
+        f"define linkonce_odr {vt} @{sym}({params}) #0 {{",
+        "entry:",
+        *b.lines,
+        f"  ret {vt} {res.ref}",
+        "}",
+        "attributes #0 = { alwaysinline nounwind }",
+        "",
+    ])
+    return sym, text
 
 
 def taylor(first: int, last: int, step: int = 1, sign: int = 0) -> list[float]:

@@ -27,6 +27,8 @@ LLVM_TYPES = {
     "int32": "i32", "uint32": "i32", "int64": "i64", "uint64": "i64",
     "float32": "float", "float64": "double",
 }
+#: scalar types the code generator makes itself (masks, lane indices, 32-bit copies)
+BOOL, I64, U32 = ScalarType("bool"), ScalarType("int64"), ScalarType("uint32")
 
 
 class Unsupported(Exception):
