@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from . import dataflow, events
+from . import dataflow, events, grad
 from .arguments import (device_dtype_shape, flatten_arguments, int_arguments, is_device_array,
                         is_readonly_device_array, lane_leaves,
                         leaf_names, leaves_of, typed_argument, unshaped)
@@ -349,15 +349,17 @@ class Kernel:
 def _gradient_for_dump(kernel: Kernel, types: list[Type]):
     """The kernel's gradient function (a ``hydra.grad`` kernel's own, else
     ``hydra.value_and_grad`` of the function by every float scalar parameter)."""
-    from .grad import GradFunction, value_and_grad
-    if isinstance(kernel.pyfunc, GradFunction):
+    if isinstance(kernel.pyfunc, grad.GradFunction):
         return kernel.pyfunc
     floats = tuple(i for i, t in enumerate(types)
                    if isinstance(t, ScalarType) and t.kind == "f")
     if not floats:
         raise ValueError(f"stage 'grad': {kernel.pyfunc.__name__} has no float parameter "
                          f"to differentiate")
-    return value_and_grad(kernel.pyfunc, argnums=floats)
+    return grad.value_and_grad(kernel.pyfunc, argnums=floats)
+
+
+grad.KERNEL = Kernel  # (hydra.grad sits below the api: a gradient called in plain Python)
 
 
 def _check_writeable(fn: Function, values: list) -> None:

@@ -16,12 +16,6 @@ PACKAGE = ROOT / "hydra"
 
 #: circles not broken yet, each with the reason it is still here
 KNOWN_CIRCLES = {
-    frozenset({"hydra.api", "hydra.grad", "hydra.dask.call", "hydra.dask.ship",
-               "hydra.dask.stages", "hydra.dask.worker"}):
-        "inside the dask package the chunk runner (worker), the staged plan (stages) and "
-        "the shipped kernels (ship) call each other lazily; hydra.grad runs a gradient "
-        "in plain Python as a Kernel and the api builds the grad stage from it, and Dask "
-        "ships gradients: both sit above the api but the api dispatches to them",
     frozenset({"hydra.frontend.calls", "hydra.grad.transform", "hydra.registry"}):
         "the registry reads the frontend's math table and the adjoint rules; the frontend "
         "inlines a gradient called inside a kernel (grad.transform)",

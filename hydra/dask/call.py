@@ -27,14 +27,14 @@ import numpy as np
 from ..effects import effects
 from .. import events, trees
 from ..arguments import flatten_arguments, lane_leaves
-from ..errors import HydraError, Loc
 from ..frontend import build_specialized
 from ..ir.core import Function
 from ..launch import CHECK_IR, result
 from ..passes import run_pipeline
 from . import stages
 from .ship import KernelSpec, ship
-from .worker import ChunkOut, first_error
+from .stages import first_error, refuse
+from .worker import ChunkOut, Layout, run_chunk, run_stage
 from ..profiler import merge_chunks
 
 _ir_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -100,8 +100,8 @@ def call(kernel, args: tuple):
     token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
                      [s for s in sources if s[0] != "chunk"])
     starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
-    chunk_keys = stages.build(plan, spec_key, sources, tuple(written), tuple(added), deps,
-                              starts, lanes, token, fn.name, layers)
+    chunk_keys = build(plan, spec_key, sources, tuple(written), tuple(added), deps,
+                       starts, lanes, token, fn.name, layers)
     graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
     leaves = fn.body.terminator.operands
     if written or added or plan.prints or fn.notes["result_tree"] == trees.NONE or profiled:
@@ -201,13 +201,66 @@ def _only_added(fn: Function, flat_values: list) -> list[int]:
     return added
 
 
-def refuse(loc: Loc, what: str, hint: str | None = None):
-    """Raise the error for something a call with Dask arrays cannot do."""
-    where = f"{loc.file}:{loc.line}: " if loc.line else ""
-    text = f"{where}{what} (with Dask arrays)"
-    if hint:
-        text += f"\nhint: {hint}"
-    raise HydraError(text)
+def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: tuple,
+          added: tuple, deps: list,
+          starts: list[int], lanes: int, token: str, fname: str, layers: dict) -> list:
+    """Add the chunk tasks (and, for staged kernels, the combine and scan tasks) to
+    ``layers``; the keys of the tasks that hand back each chunk's ``ChunkOut``."""
+    n = len(starts) - 1
+    keyed = [s for s in sources if s[0] != "lit"]
+    layout = Layout(tuple((("dep", keyed.index(s)) if s[0] != "lit" else s) for s in sources),
+                    written, added)
+
+    def inputs(c: int) -> list:
+        return [(deps[s[1]].name, c, *([0] * (deps[s[1]].ndim - 1))) if s[0] == "chunk"
+                else s[1] for s in keyed]
+
+    name = f"hydra-{fname}-{token}"
+    if not stage_plan.cross:
+        for c in range(n):
+            layers[(name, c)] = (run_chunk, spec_key, layout, starts[c], starts[c + 1], lanes,
+                                 *inputs(c))
+        return [(name, c) for c in range(n)]
+    previous = [None] * n
+    carried = [None] * n
+    for k in range(len(stage_plan.cross) + 1):
+        stage = f"{name}-stage{k}"
+        for c in range(n):
+            layers[(stage, c)] = (run_stage, spec_key, k, layout, starts[c], starts[c + 1],
+                                  lanes, previous[c], carried[c], *inputs(c))
+        previous = [(stage, c) for c in range(n)]
+        if k == len(stage_plan.cross):
+            return previous
+        cross = stage_plan.cross[k]
+        part = f"{name}-partial{k}"
+        for c in range(n):
+            layers[(part, c)] = (_partial_of, (stage, c))
+        level = [(part, c) for c in range(n)]
+        depth = 0
+        while len(level) > 1 and cross.name != "prefixsum":
+            comb = f"{name}-combine{k}-{depth}"
+            groups = [level[i:i + stages.SPLIT_EVERY]
+                      for i in range(0, len(level), stages.SPLIT_EVERY)]
+            for g, group in enumerate(groups):
+                layers[(comb, g)] = (stages.combine, cross.name, list(group))
+            level = [(comb, g) for g in range(len(groups))]
+            depth += 1
+        total = f"{name}-global{k}"
+        if cross.name != "prefixsum":
+            layers[total] = (stages.aggregate, cross, level[0])
+            carried = [total] * n
+        else:
+            layers[total] = (stages.scan_offsets, level)
+            carried = [(_item, total, c) for c in range(n)]
+    raise AssertionError("unreachable")
+
+
+def _partial_of(out):
+    return out.partial
+
+
+def _item(values, c: int):
+    return values[c]
 
 
 def _graph(name: str, layers: dict, deps: list):
@@ -383,4 +436,4 @@ class _ChunkOuts:
         return dask.threaded.get(dsk, keys, **kwargs)
 
 
-__all__ = ["call", "is_dask_array", "DaskCall", "refuse"]
+__all__ = ["call", "is_dask_array", "DaskCall"]

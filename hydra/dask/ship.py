@@ -38,6 +38,7 @@ from ..intrinsics import INTRINSICS
 from ..ir.core import Function, Op, Region, Value
 from ..passes import run_pipeline
 from ..types import INT64
+from .stages import Program
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,6 @@ def _compile(spec: KernelSpec) -> Compiled:
                                          linearized=linearized, profile=sites))
     fn = build()
     if spec.staged:
-        from .stages import Program
         return Compiled(fn, None, Program(fn, backend, options))
     structured = (lambda: build(linearized=False)) if backend.protocol.structured else None
     runner = backend.compile(fn, options, structured)
