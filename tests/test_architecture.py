@@ -23,7 +23,6 @@ KNOWN_CIRCLES = {
 #: modules still over 500 lines, at most as long as they are now: split them
 OVER_BUDGET = {"hydra/backends/cpu/codegen.py": 536,
                "hydra/frontend/builder.py": 587, "hydra/backends/cpu/vecmath.py": 628,
-               "hydra/dataflow.py": 660,
                "hydra/frontend/exprs.py": 605}
 BUDGET = 500
 

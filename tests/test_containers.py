@@ -435,7 +435,7 @@ def test_futures_inside_containers_are_dependencies():
     first = slow.submit(20_000, 2.0)
     second = consumer.submit({"x": first, "y": np.ones(4)}, 3.0)
     np.testing.assert_array_equal(second.result(), 2.0 * np.arange(1.0, 5.0) + 3.0)
-    assert second._launch.dep_ids == ((first.launch_id, "future"),)
+    assert second.launch.dep_ids == ((first.launch_id, "future"),)
 
 
 def test_dask_varying_container_leaves_are_chunked():
