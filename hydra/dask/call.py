@@ -26,13 +26,11 @@ import numpy as np
 
 from ..effects import effects
 from .. import events, trees
-from ..arguments import flatten_arguments, lane_leaves
-from ..frontend import build_specialized
+from ..arguments import flatten_arguments, int_arguments, lane_leaves
 from ..ir.core import Function
-from ..launch import CHECK_IR, result
-from ..passes import run_pipeline
+from ..launch import result
 from . import stages
-from .ship import KernelSpec, ship
+from .ship import KernelSpec, chunk_ir, ship
 from .stages import first_error, refuse
 from .worker import ChunkOut, Layout, run_chunk, run_stage
 from ..profiler import merge_chunks
@@ -135,26 +133,21 @@ def _meta(a):
 
 
 def _ir(kernel, types, values) -> tuple[Function, tuple]:
-    """The predicated IR of this call (no backend compile), built as a local call builds
-    it (``build_specialized``: shapes of arguments and captured arrays known), and the
-    uniform ints (name, value) that shapes depend on: the workers build the same IR from
-    them.  Cached per kernel, types and the values of those ints (as a local call's
-    specializations: another value of an int no shape depends on builds nothing)."""
+    """The predicated IR of this call (no backend compile: ``ship.chunk_ir``), built as a
+    local call builds it, and the uniform ints (name, value) that shapes depend on: the
+    workers build the same IR from them.  Cached per kernel, types and the values of
+    those ints (as a local call's specializations: another value of an int no shape
+    depends on builds nothing)."""
     cache = _ir_cache.setdefault(kernel, {"names": {}, "built": {}})
     types = tuple(types)
-    ints = {n: v for n, v in zip(kernel.param_names, values)
-            if n not in kernel.varying and isinstance(v, (int, np.integer))
-            and not isinstance(v, (bool, np.bool_))}
+    ints = int_arguments(kernel.param_names, values, types)
 
     def key() -> tuple:
         return types, tuple((n, ints.get(n)) for n in sorted(cache["names"].get(types, ())))
     if key() not in cache["built"]:
-        fn, _, pinned = build_specialized(kernel.pyfunc, list(types), ints, kernel.varying,
-                                          shaped=True)
+        fn, pinned = chunk_ir(kernel.pyfunc, types, kernel.varying, known=ints)
         cache["names"][types] = cache["names"].get(types, frozenset()) | set(pinned)
-        fn.notes["chunked"] = True  # (no lanesum inside a loop: hydra.grad.lanesums)
-        cache["built"][key()] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
-                                 tuple(sorted(pinned.items())))
+        cache["built"][key()] = fn, tuple(sorted(pinned.items()))
     return cache["built"][key()]
 
 
