@@ -145,7 +145,9 @@ class Kernel:
                                     f"kernel writes: the writes would be lost; pass a NumPy "
                                     f"array (np.asarray({name})) and read the results from it")
 
-    def _check_aliasing(self, fn: Function, values, types) -> None:
+    def check_aliasing(self, fn: Function, values, types) -> None:
+        """Refuse two uniform array arguments that share memory where the kernel writes
+        one of them (a local call's check, and a Dask call's on the client)."""
         stored = {v.id for v in written_arrays(fn)}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
@@ -261,7 +263,7 @@ class Kernel:
         _check_python_ints(fn, values, shown)
         _check_writeable(fn, values)
         check_layouts(fn, values)
-        self._check_aliasing(fn, values, types)
+        self.check_aliasing(fn, values, types)
         return PreparedCall(fn, runner, values, types, lanes)
 
     def run_prepared(self, prepared: PreparedCall):

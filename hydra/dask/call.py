@@ -68,7 +68,7 @@ def call(kernel, args: tuple):
     lane_chunks = first.chunks[0]
     fn, shape_values = _ir(kernel, types, values)
     flat_values, flat_types = flatten_arguments(list(values), list(types))
-    kernel._check_aliasing(fn, flat_values, flat_types)
+    kernel.check_aliasing(fn, flat_values, flat_types)
     written = _check_writes(fn, flat_values)
     added = _only_added(fn, flat_values)
     plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
