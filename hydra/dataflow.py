@@ -72,8 +72,7 @@ def submit(kernel, args: tuple, inline: bool = False) -> Future:
         accesses, cores = _modes(kernel, prepared)
         future_modes = []
     s = scheduler()
-    launch = Launch(next(s.ids), kernel, args, prepared, cores, kernel.backend_name == "cuda",
-                    inline)
+    launch = Launch(next(s.ids), kernel, args, prepared, cores, inline)
     if done_failed:
         src = done_failed[0].launch
         launch.deps = [(src, "future")]
@@ -156,7 +155,7 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
             prepared = None
         if prepared is not None:
             accesses, cores = _modes(kernel, prepared)
-            by_id = {id(x): f for f in futures for x in _leaves(subs[id(f)])}
+            by_id = {id(x): f for f in futures for x in flatten(subs[id(f)])[0]}
             accesses = [(by_id.get(id(v), v), m) for v, m in accesses]
             future_modes = [(f, "".join(sorted(set("".join(m for v, m in accesses if v is f))))
                              or "r") for f in futures]
@@ -166,15 +165,11 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
     return accesses, [(f, "rw") for f in futures], _cores(kernel, None)
 
 
-def _leaves(value) -> list:
-    return flatten(value)[0]
-
-
 def _futures_in(a) -> list:
     """The futures an argument is or holds (a container of futures: each a dependency)."""
     if isinstance(a, Future):
         return [a]
-    return [x for x in _leaves(a) if isinstance(x, Future)] if is_container(a) else []
+    return [x for x in flatten(a)[0] if isinstance(x, Future)] if is_container(a) else []
 
 
 def _standin(fut: Future):

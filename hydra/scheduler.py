@@ -72,7 +72,7 @@ class Launch:
     """One launch: its dependencies, its memory accesses and its times (the graph's node)."""
 
     def __init__(self, ident: int, kernel, args: list, prepared, cores: int,
-                 gpu: bool, inline: bool) -> None:
+                 inline: bool) -> None:
         self.id = ident
         self.kernel = kernel
         self.name = kernel.__name__
@@ -80,7 +80,7 @@ class Launch:
         self.args = args
         self.prepared = prepared
         self.cores = cores
-        self.gpu = gpu
+        self.gpu = self.backend == "cuda"  # on a stream, not cores
         self.inline = inline  # a plain call: the caller runs it
         self.future = Future(self)
         self.deps: list[tuple[Launch, str]] = []  # (launch, why: future/RAW/WAR/WAW)

@@ -36,7 +36,7 @@ from ..errors import HydraError
 from ..frontend import build_specialized
 from ..frontend.source import parse_function
 from ..intrinsics import INTRINSICS
-from ..ir.core import Function, Op, Region, Value
+from ..ir.core import Function, Op, Value
 from ..launch import CHECK_IR
 from ..passes import Sites, run_pipeline
 from ..types import INT64
@@ -309,7 +309,7 @@ def offset_lanes(fn: Function) -> Function:
     fn.params = [*fn.params, lane0, total]
     fn.param_names = [*fn.param_names, "__hydra_lane0", "__hydra_nlanes"]
     replace: dict[int, Value] = {}
-    for region in _regions(fn.body):
+    for region in [fn.body] + [r for op in fn.walk() for r in op.regions]:
         ops: list[Op] = []
         for op in region.ops:
             name = op.attrs.get("name") if op.opcode == "intrinsic" else None
@@ -333,10 +333,3 @@ def offset_lanes(fn: Function) -> Function:
         for op in fn.walk():
             op.operands = [replace.get(v.id, v) for v in op.operands]
     return fn
-
-
-def _regions(region: Region):
-    yield region
-    for op in region.ops:
-        for inner in op.regions:
-            yield from _regions(inner)

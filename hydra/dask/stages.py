@@ -38,7 +38,7 @@ import numpy as np
 from .. import trees
 from ..errors import RUNTIME_ERRORS, HydraError, Loc
 from ..intrinsics import INTRINSICS
-from ..ir.core import Function, Op, Value
+from ..ir.core import Function, Op, Region, Value
 from ..types import ArrayType
 
 #: the lane reductions and how they combine partial results
@@ -293,7 +293,6 @@ def _shape(v: Value) -> tuple:
 
 def _function(fn: Function, run) -> Function:
     """A run as a function of its live-ins that returns its live-outs."""
-    from ..ir.core import Region
     body = Region([], [*run.ops, Op("yield", list(run.outputs), [], fn.loc)])
     return Function(fn.name, list(run.inputs), [v.name or f"v{v.id}" for v in run.inputs],
                     body, fn.loc, {"result_tree": trees.tuple_of(len(run.outputs))})
