@@ -72,8 +72,6 @@ def call(kernel, args: tuple):
     written = _check_writes(fn, flat_values)
     added = _only_added(fn, flat_values)
     plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
-
-
     profiled = events.RECORDING and not plan.cross  # (hydra.profile: lane-local kernels)
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
@@ -82,7 +80,6 @@ def call(kernel, args: tuple):
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
     for name, a, v, t in zip(names, args, values, types):
-        leaves = flatten_arguments([v], [t])[0]
         if name in kernel.varying:  # a container's leaves each chunked along the lanes
             for _, x in lane_leaves(name, a):
                 arr = x if is_dask_array(x) else da.from_array(np.asarray(x), chunks=-1)
@@ -94,21 +91,20 @@ def call(kernel, args: tuple):
             layers[key] = v
             sources.append(("key", key))
         else:
-            sources += [("lit", x) for x in leaves]
+            sources += [("lit", x) for x in flatten_arguments([v], [t])[0]]
     token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
                      [s for s in sources if s[0] != "chunk"])
     starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
     chunk_keys = build(plan, spec_key, sources, tuple(written), tuple(added), deps,
                        starts, lanes, token, fn.name, layers)
     graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
-    leaves = fn.body.terminator.operands
     if written or added or plan.prints or fn.notes["result_tree"] == trees.NONE or profiled:
         call = DaskCall(graph, chunk_keys, fn, lanes, starts,
                         {i: flat_values[i] for i in written},
                         {i: flat_values[i] for i in added})
         call.kernel = kernel  # a profiled call's chunks merge into the open profiles
         return call
-    return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
+    return _arrays(graph, chunk_keys, fn, lane_chunks, token)
 
 
 def _leaves(names, args):
@@ -317,7 +313,7 @@ def _gates(chunk_keys: list, token: str, layers: dict) -> list:
     return gates + [(f"hydra-gate-{token}", "all")]
 
 
-def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
+def _arrays(graph, chunk_keys, fn, lane_chunks, token):
     """Dask arrays (and 0-d arrays) of the result leaves, in the result's tuple shape."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
@@ -326,7 +322,7 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
     graph = HighLevelGraph({**graph.layers, f"hydra-gate-{token}": layers},
                            {**graph.dependencies, f"hydra-gate-{token}": set(graph.layers)})
     arrays = []
-    for i, v in enumerate(leaves):
+    for i, v in enumerate(fn.body.terminator.operands):
         name = f"hydra-result-{i}-{token}"
         if v.varying:
             layer = {(name, c, *[0] * _ndim(v.type)): (_leaf, k, i, gates[c])
