@@ -206,6 +206,7 @@ class Kernel:
         return self._cache[key]
 
     def _finish(self, fn: Function, types: list[Type], pinned: dict) -> tuple[Function, object]:
+        """A specialization from its typed SSA: the passes, then the backend's code."""
         stage("running the passes")
         sites = Sites() if self.counting else None  # the profiler's twin (instrumented)
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR, profile=sites)

@@ -73,18 +73,14 @@ def submit(kernel, args: tuple, inline: bool = False) -> Future:
         future_modes = []
     s = scheduler()
     launch = Launch(next(s.ids), kernel, args, prepared, cores, inline)
-    if done_failed:
+    future = launch.future  # (a finished launch lets go of it: it may finish at once)
+    if done_failed:  # it never runs: it fails at once, as a dependant of a failed launch
         src = done_failed[0].launch
-        launch.deps = [(src, "future")]
         launch.dep_ids = ((src.id, "future"),)
         s.history.append(launch)
-        launch.finished = launch.submitted
-        err = dependency_error(launch, src)
-        launch.error = err
-        launch.future.set_exception(err)
-        return launch.future
-    future = launch.future  # (a finished launch lets go of it: it may finish at once)
-    s.register(launch, future_modes, accesses)
+        s.complete(launch, error=dependency_error(launch, src))
+    else:
+        s.register(launch, future_modes, accesses)
     return future
 
 
