@@ -13,15 +13,8 @@ user:
   are run in submission order when one of them writes it (read-after-write,
   write-after-read, write-after-write).
 
-Everything else runs at once on a small pool of daemon threads.  The cpu backend's
-drivers are ``@njit(nogil=True)``, so launches overlap on the cores; a budget of
-``NUMBA_NUM_THREADS`` cores keeps them from oversubscribing (a launch holds as many
-cores as it runs threads: one for a run too small for the parallel driver; the drivers
-use hydra's own thread pool, not numba's threading layer, so launches from several
-threads never contend for one thread team).  cuda launches run on numba streams (a
-dependant takes its dependency's stream, an independent chain a stream of its own, an
-event orders a dependant on another stream);
-the CUDA simulator is not thread-safe, so there they take turns on the same path.
+Everything else runs at once, on threads within a budget of cores and cuda streams
+(``hydra.scheduler``, the engine that orders and runs launches).
 
 A plain call ``k(*args)`` with nothing outstanding runs at once on the calling thread
 and costs nothing extra (it is not registered: a launch submitted meanwhile from
@@ -33,8 +26,7 @@ exit) stops every launch (``hydra.stop``).
 ``launch_graph()`` pictures the recent launches (``hydra.launchview``).
 
 Here: the entry points of ``Kernel`` and what a launch touches (its accesses, found from
-the compiled IR, and its cores); the engine that orders and runs launches is
-``hydra.scheduler``.
+the compiled IR, and its cores).
 """
 
 from __future__ import annotations

@@ -1,10 +1,20 @@
 """The engine of ``hydra.dataflow`` (whose docstring tells the story): the process's
 launches.  ``Scheduler.register(launch, futures, accesses)`` takes a ``Launch`` and what it
 touches ((Future, mode) values still to come, (array, mode) accesses); the launch starts
-once every launch it depends on has completed, within the budget of cores (cpu, numpy) or
-cuda streams, on a worker thread or, inline, the caller's.  ``complete`` releases its
-memory and budget, resolves its future and starts its dependants, or fails them with a
-``DependencyError``.  ``history`` keeps the last ``HISTORY`` for ``hydra.launch_graph``.
+once every launch it depends on has completed, on a worker thread or, inline, the
+caller's.  ``complete`` releases its memory and budget, resolves its future and starts its
+dependants, or fails them with a ``DependencyError``.  ``history`` keeps the last
+``HISTORY`` for ``hydra.launch_graph``.
+
+The workers are a small pool of daemon threads.  The cpu backend's
+drivers are ``@njit(nogil=True)``, so launches overlap on the cores; a budget of
+``NUMBA_NUM_THREADS`` cores keeps them from oversubscribing (a launch holds as many
+cores as it runs threads: one for a run too small for the parallel driver; the drivers
+use hydra's own thread pool, not numba's threading layer, so launches from several
+threads never contend for one thread team).  cuda launches run on numba streams (a
+dependant takes its dependency's stream, an independent chain a stream of its own, an
+event orders a dependant on another stream);
+the CUDA simulator is not thread-safe, so there they take turns on the same path.
 """
 
 from __future__ import annotations
