@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from . import dataflow, events
+from . import dataflow, events, grad
 from .arguments import (device_dtype_shape, flatten_arguments, int_arguments, is_device_array,
                         is_readonly_device_array, lane_leaves,
                         leaf_names, leaves_of, typed_argument, unshaped)
@@ -27,9 +27,8 @@ from .arrays import copy_back, native_arguments
 from .backends import OPTION_NAMES, PROTOCOLS, default_backend, get_backend, stage_backend
 from .effects import effects, written_arrays
 from .errors import KernelValueError
-from .frontend import build_function, build_specialized, check_subset, parse_function
+from .frontend import build_specialized, check_subset, parse_function
 from .frontend.binding import binder, parameter_names
-from .frontend.arrayops import SHAPE_VALUES, SHAPED, NeedShapes
 from .frontend.early import check_early
 from .launch import CHECK_IR, PreparedCall, result
 from .ir.core import Function
@@ -81,6 +80,9 @@ class Kernel:
         self.backend.protocol.check_options(options)
         self.options = options
         self._cache: dict[tuple, tuple[Function, object]] = {}
+        # the kernel specializes on array shapes once it needs them, and on the uniform
+        # ints (by name) that shapes depend on (``_compile``); the last call's ints
+        self._shaped, self._shape_params, self._shape_values = False, {}, {}
         self._lock = threading.RLock()  # compiles (see ``specialize``)
 
     def __repr__(self) -> str:
@@ -143,7 +145,9 @@ class Kernel:
                                     f"kernel writes: the writes would be lost; pass a NumPy "
                                     f"array (np.asarray({name})) and read the results from it")
 
-    def _check_aliasing(self, fn: Function, values, types) -> None:
+    def check_aliasing(self, fn: Function, values, types) -> None:
+        """Refuse two uniform array arguments that share memory where the kernel writes
+        one of them (a local call's check, and a Dask call's on the client)."""
         stored = {v.id for v in written_arrays(fn)}
         arrays = [(p, v) for p, v, t in zip(fn.params, values, types)
                   if isinstance(t, ArrayType) and not p.varying]
@@ -167,8 +171,7 @@ class Kernel:
         several threads at once, with different shapes: the key is computed from this
         call's values, and compiles (which may make the kernel specialize on shapes
         from then on) hold the kernel's lock."""
-        values = shape_values if shape_values is not None else \
-            getattr(self, "_shape_values", {})
+        values = shape_values if shape_values is not None else self._shape_values
         key = self._key(types, values)[0]
         found = self._cache.get(key)
         if found is not None:
@@ -178,74 +181,55 @@ class Kernel:
 
     def _key(self, types: list[Type], values: dict) -> tuple[tuple, list, dict]:
         """(cache key, the types the IR is built from, pinned shape values)."""
-        fixed = getattr(self, "_shape_params", {})
-        pinned = {name: values[name] for name in fixed if name in values}
-        if not getattr(self, "_shaped", False):
+        pinned = {name: values[name] for name in self._shape_params if name in values}
+        if not self._shaped:
             # array shapes join the key only once a kernel needs them (whole-array
             # operations, SPEC section 8): kernels that only index arrays compile once
             types = [unshaped(t) for t in types]
         return tuple(types) + tuple(sorted(pinned.items())), types, pinned
 
     def _compile(self, full: list[Type], values: dict) -> tuple[Function, object]:
-        """``specialize``'s miss, holding ``self._lock``."""
+        """``specialize``'s miss, holding ``self._lock``.  Once whole-array code needs
+        array shapes (``build_specialized`` builds again with them), this kernel
+        specializes on shapes from then on, and on the values of the uniform ints that
+        shapes depend on."""
         key, types, pinned = self._key(full, values)
         if key not in self._cache:
-            try:
-                with _progress(f"compiling {self.pyfunc.__name__}"
-                               f"({', '.join(map(str, types))}) for {self.backend_name}"):
-                    token = SHAPE_VALUES.set(pinned)
-                    try:
-                        self._cache[key] = self._specialize(types)
-                    finally:
-                        SHAPE_VALUES.reset(token)
-            except NeedShapes as e:
-                fixed = getattr(self, "_shape_params", {})
-                new = [p for p in e.params if p not in fixed and p not in self.varying
-                       and isinstance(values.get(p), (int, np.integer))]
-                if getattr(self, "_shaped", False) and not new:
-                    # the shape is not known even from the arguments
-                    raise e.plain() from None
-                self._shaped = True  # from now on this kernel specializes on shapes
-                # and on the values of the uniform ints that shapes depend on
-                self._shape_params = {**fixed, **dict.fromkeys(new)}
-                return self._compile(full, values)
+            with _progress(f"compiling {self.pyfunc.__name__}"
+                           f"({', '.join(map(str, types))}) for {self.backend_name}"):
+                stage("building the typed SSA")
+                fn, self._shaped, pinned = build_specialized(
+                    self.pyfunc, full, values, self.varying, self._shaped, pinned)
+                self._shape_params = {**self._shape_params, **dict.fromkeys(pinned)}
+                key, types, _ = self._key(full, values)
+                self._cache[key] = self._finish(fn, types, pinned)
         return self._cache[key]
 
-    def _structured(self, types: list[Type], backend=None, profile: Sites | None = None):
-        """A builder of the unlinearized IR, for backends whose hardware diverges (their
-        protocol says they take it); None for the others."""
-        if not (backend or self.backend).protocol.structured:
-            return None
-
-        def structured() -> Function:
-            ir = build_function(self.pyfunc, list(types))
-            return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False,
-                                profile=profile)
-        return structured
-
-    def _specialize(self, types: list[Type]) -> tuple[Function, object]:
-        stage("building the typed SSA")
-        token = SHAPED.set(getattr(self, "_shaped", False))
-        try:
-            fn = build_function(self.pyfunc, list(types))
-        finally:
-            SHAPED.reset(token)
+    def _finish(self, fn: Function, types: list[Type], pinned: dict) -> tuple[Function, object]:
+        """A specialization from its typed SSA: the passes, then the backend's code."""
         stage("running the passes")
         sites = Sites() if self.counting else None  # the profiler's twin (instrumented)
         fn = run_pipeline(fn, set(self.varying), check=CHECK_IR, profile=sites)
         if self.lanes != 1 and not self.counting:  # one lane races with no one
             warn_races(fn)
         stage(f"generating {self.backend_name} code")
-        runner = self.backend.compile(fn, self.options, self._structured(types, profile=sites))
-        return fn, runner
+        structured = self._structured(types, self._shaped, pinned, profile=sites)
+        return fn, self.backend.compile(fn, self.options, structured)
 
-    def _build_for_dump(self, types: list[Type], values, pyfunc=None) -> Function:
-        """The typed SSA of ``pyfunc`` (the kernel's own function, or its gradient) as a
-        call with these types would build it: without array shapes unless whole-array
-        code needs them (then with shapes and the uniform ints that shapes depend on,
-        as ``specialize`` does)."""
-        known = dict(zip(self.param_names, values)) if values is not None else {}
-        return build_specialized(pyfunc or self.pyfunc, types, known, self.varying)[0]
+    def _structured(self, types: list[Type], shaped: bool, pinned: dict, backend=None,
+                    profile: Sites | None = None):
+        """A builder of the unlinearized IR (as the IR at hand was built: ``shaped``,
+        ``pinned``), for backends whose hardware diverges (their protocol says they take
+        it); None for the others."""
+        if not (backend or self.backend).protocol.structured:
+            return None
+
+        def structured() -> Function:
+            ir = build_specialized(self.pyfunc, list(types), varying=self.varying,
+                                   shaped=shaped, pinned=pinned)[0]
+            return run_pipeline(ir, set(self.varying), check=CHECK_IR, linearized=False,
+                                profile=profile)
+        return structured
 
     def __call__(self, *args, **kwargs):
         args = self.bind(*args, **kwargs)
@@ -280,7 +264,7 @@ class Kernel:
         _check_python_ints(fn, values, shown)
         _check_writeable(fn, values)
         check_layouts(fn, values)
-        self._check_aliasing(fn, values, types)
+        self.check_aliasing(fn, values, types)
         return PreparedCall(fn, runner, values, types, lanes)
 
     def run_prepared(self, prepared: PreparedCall):
@@ -332,32 +316,35 @@ class Kernel:
         values = None
         if types is None:
             values, types = self.signature(self.bind(*example_args))
-        fn = self._build_for_dump(list(types), values)
-        if stage == "grad":  # hydra.value_and_grad of the function (SPEC section 11)
-            fn = self._build_for_dump(list(types), values, _gradient_for_dump(self, types))
+        # as a call with these types builds it (without array shapes unless whole-array
+        # code needs them); stage grad: hydra.value_and_grad of the function (SPEC §11)
+        known = dict(zip(self.param_names, values)) if values is not None else {}
+        pyfunc = _gradient_for_dump(self, types) if stage == "grad" else self.pyfunc
+        fn, shaped, pinned = build_specialized(pyfunc, list(types), known, self.varying)
+        if stage == "grad" or stage == "ssa" and after is None:
             return print_function(run_pipeline(fn, set(self.varying), stop_after="uniformity"))
-        if stage == "ssa" and after is None:
-            fn = run_pipeline(fn, set(self.varying), stop_after="uniformity")
-            return print_function(fn)
         fn = run_pipeline(fn, set(self.varying), stop_after=after)
         if stage in ("ssa", "predicated"):
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
-        return backend.dump(fn, stage, self.options, self._structured(types, backend))
+        return backend.dump(fn, stage, self.options,
+                            self._structured(types, shaped, pinned, backend))
 
 
 def _gradient_for_dump(kernel: Kernel, types: list[Type]):
     """The kernel's gradient function (a ``hydra.grad`` kernel's own, else
     ``hydra.value_and_grad`` of the function by every float scalar parameter)."""
-    from .grad import GradFunction, value_and_grad
-    if isinstance(kernel.pyfunc, GradFunction):
+    if isinstance(kernel.pyfunc, grad.GradFunction):
         return kernel.pyfunc
     floats = tuple(i for i, t in enumerate(types)
                    if isinstance(t, ScalarType) and t.kind == "f")
     if not floats:
         raise ValueError(f"stage 'grad': {kernel.pyfunc.__name__} has no float parameter "
                          f"to differentiate")
-    return value_and_grad(kernel.pyfunc, argnums=floats)
+    return grad.value_and_grad(kernel.pyfunc, argnums=floats)
+
+
+grad.KERNEL = Kernel  # (hydra.grad sits below the api: a gradient called in plain Python)
 
 
 def _check_writeable(fn: Function, values: list) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 import hydra
 from conftest import child_env
-from hydra import dataflow, lane, lanesum
+from hydra import dataflow, lane, lanesum, scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 #: iterations of a ~0.1-0.3 s spin per backend (the simulator serializes cuda launches:
@@ -273,7 +273,7 @@ def test_ordering_is_what_makes_the_result_right(monkeypatch):
     above can fail."""
     k_slow_write = kern(slow_write, "numpy")
     k_copy = kern(copy, "numpy")
-    monkeypatch.setattr(dataflow.Scheduler, "_enter",
+    monkeypatch.setattr(scheduler.Scheduler, "_enter",
                         lambda self, acc, deps: acc.launch.accesses.append(acc))
     a, b = np.zeros(LANES), np.zeros(LANES)
     w = k_slow_write.submit(a, 2 * SPIN["numpy"], 7.0)
@@ -426,7 +426,7 @@ def test_many_small_launches(backend_name):
     np.testing.assert_array_equal(a, 1000)
     assert sum(o[0] for o in others) == 1000
     s = dataflow.scheduler()
-    assert not s.table and not s.outstanding and len(s.history) <= dataflow.HISTORY
+    assert not s.table and not s.outstanding and len(s.history) <= scheduler.HISTORY
 
 
 def add_to(a, b):
@@ -586,7 +586,7 @@ def test_cuda_chains_get_streams_and_events(monkeypatch):
     fc.result()
     np.testing.assert_array_equal(a, 3.0)
     assert sorted(deps_of(fc)) == [(fa.launch_id, "RAW"), (fb.launch_id, "RAW")]
-    la, lb, lc = fa._launch, fb._launch, fc._launch
+    la, lb, lc = fa.launch, fb.launch, fc.launch
     assert la.stream is not lb.stream and lc.stream in (la.stream, lb.stream)
     assert la.event is not None and lb.event is not None
 

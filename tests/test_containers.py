@@ -435,7 +435,7 @@ def test_futures_inside_containers_are_dependencies():
     first = slow.submit(20_000, 2.0)
     second = consumer.submit({"x": first, "y": np.ones(4)}, 3.0)
     np.testing.assert_array_equal(second.result(), 2.0 * np.arange(1.0, 5.0) + 3.0)
-    assert second._launch.dep_ids == ((first.launch_id, "future"),)
+    assert second.launch.dep_ids == ((first.launch_id, "future"),)
 
 
 def test_dask_varying_container_leaves_are_chunked():
@@ -451,3 +451,19 @@ def test_dask_varying_container_leaves_are_chunked():
     assert isinstance(got[0], da.Array) and got[0].chunks[0] == (4, 4, 2)
     np.testing.assert_allclose(got[0].compute(scheduler="sync"), local[0], rtol=1e-12)
     np.testing.assert_array_equal(got[1].compute(scheduler="sync"), local[1])
+
+
+def _first_weight(x, p):
+    return x * p["w"][0]
+
+
+def test_dump_ir_types_a_containers_arrays_as_the_call_does():
+    """dump-ir builds what a call compiles: a container's arrays without their shapes
+    until whole-array code needs them, as the kernel's own arrays (it showed shapes)."""
+    from hydra.ir.printer import print_function
+    k = hydra.compile(_first_weight, varying="x", backend="numpy")
+    x, p = np.arange(4.0), {"w": np.ones(3)}
+    fn = k.specialize(k.signature([x, p])[1])[0]
+    header = print_function(fn).splitlines()[0]
+    assert "array[float64, 1d]" in header
+    assert k.dump_ir("predicated", x, p).splitlines()[0] == header

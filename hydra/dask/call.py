@@ -26,15 +26,13 @@ import numpy as np
 
 from ..effects import effects
 from .. import events, trees
-from ..arguments import flatten_arguments, lane_leaves
-from ..errors import HydraError, Loc
-from ..frontend import build_specialized
+from ..arguments import flatten_arguments, int_arguments, lane_leaves
 from ..ir.core import Function
-from ..launch import CHECK_IR, result
-from ..passes import run_pipeline
+from ..launch import result
 from . import stages
-from .ship import KernelSpec, ship
-from .worker import ChunkOut, first_error
+from .ship import KernelSpec, chunk_ir, ship
+from .stages import first_error, refuse
+from .worker import ChunkOut, Layout, run_chunk, run_stage
 from ..profiler import merge_chunks
 
 _ir_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -70,12 +68,10 @@ def call(kernel, args: tuple):
     lane_chunks = first.chunks[0]
     fn, shape_values = _ir(kernel, types, values)
     flat_values, flat_types = flatten_arguments(list(values), list(types))
-    kernel._check_aliasing(fn, flat_values, flat_types)
+    kernel.check_aliasing(fn, flat_values, flat_types)
     written = _check_writes(fn, flat_values)
     added = _only_added(fn, flat_values)
     plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
-
-
     profiled = events.RECORDING and not plan.cross  # (hydra.profile: lane-local kernels)
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
@@ -84,7 +80,6 @@ def call(kernel, args: tuple):
     spec_key = "hydra-kernel-" + spec.key[:32]
     layers[spec_key] = spec
     for name, a, v, t in zip(names, args, values, types):
-        leaves = flatten_arguments([v], [t])[0]
         if name in kernel.varying:  # a container's leaves each chunked along the lanes
             for _, x in lane_leaves(name, a):
                 arr = x if is_dask_array(x) else da.from_array(np.asarray(x), chunks=-1)
@@ -96,21 +91,20 @@ def call(kernel, args: tuple):
             layers[key] = v
             sources.append(("key", key))
         else:
-            sources += [("lit", x) for x in leaves]
+            sources += [("lit", x) for x in flatten_arguments([v], [t])[0]]
     token = tokenize(spec.key, lane_chunks, [d.name for d in deps],
                      [s for s in sources if s[0] != "chunk"])
     starts = np.concatenate([[0], np.cumsum(lane_chunks)]).astype(int).tolist()
-    chunk_keys = stages.build(plan, spec_key, sources, tuple(written), tuple(added), deps,
-                              starts, lanes, token, fn.name, layers)
+    chunk_keys = build(plan, spec_key, sources, tuple(written), tuple(added), deps,
+                       starts, lanes, token, fn.name, layers)
     graph = _graph(f"hydra-call-{fn.name}-{token}", layers, deps)
-    leaves = fn.body.terminator.operands
     if written or added or plan.prints or fn.notes["result_tree"] == trees.NONE or profiled:
         call = DaskCall(graph, chunk_keys, fn, lanes, starts,
                         {i: flat_values[i] for i in written},
                         {i: flat_values[i] for i in added})
         call.kernel = kernel  # a profiled call's chunks merge into the open profiles
         return call
-    return _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token)
+    return _arrays(graph, chunk_keys, fn, lane_chunks, token)
 
 
 def _leaves(names, args):
@@ -135,26 +129,21 @@ def _meta(a):
 
 
 def _ir(kernel, types, values) -> tuple[Function, tuple]:
-    """The predicated IR of this call (no backend compile), built as a local call builds
-    it (``build_specialized``: shapes of arguments and captured arrays known), and the
-    uniform ints (name, value) that shapes depend on: the workers build the same IR from
-    them.  Cached per kernel, types and the values of those ints (as a local call's
-    specializations: another value of an int no shape depends on builds nothing)."""
+    """The predicated IR of this call (no backend compile: ``ship.chunk_ir``), built as a
+    local call builds it, and the uniform ints (name, value) that shapes depend on: the
+    workers build the same IR from them.  Cached per kernel, types and the values of
+    those ints (as a local call's specializations: another value of an int no shape
+    depends on builds nothing)."""
     cache = _ir_cache.setdefault(kernel, {"names": {}, "built": {}})
     types = tuple(types)
-    ints = {n: v for n, v in zip(kernel.param_names, values)
-            if n not in kernel.varying and isinstance(v, (int, np.integer))
-            and not isinstance(v, (bool, np.bool_))}
+    ints = int_arguments(kernel.param_names, values, types)
 
     def key() -> tuple:
         return types, tuple((n, ints.get(n)) for n in sorted(cache["names"].get(types, ())))
     if key() not in cache["built"]:
-        fn, _, pinned = build_specialized(kernel.pyfunc, list(types), ints, kernel.varying,
-                                          shaped=True)
+        fn, pinned = chunk_ir(kernel.pyfunc, types, kernel.varying, known=ints)
         cache["names"][types] = cache["names"].get(types, frozenset()) | set(pinned)
-        fn.notes["chunked"] = True  # (no lanesum inside a loop: hydra.grad.lanesums)
-        cache["built"][key()] = (run_pipeline(fn, set(kernel.varying), check=CHECK_IR),
-                                 tuple(sorted(pinned.items())))
+        cache["built"][key()] = fn, tuple(sorted(pinned.items()))
     return cache["built"][key()]
 
 
@@ -201,13 +190,66 @@ def _only_added(fn: Function, flat_values: list) -> list[int]:
     return added
 
 
-def refuse(loc: Loc, what: str, hint: str | None = None):
-    """Raise the error for something a call with Dask arrays cannot do."""
-    where = f"{loc.file}:{loc.line}: " if loc.line else ""
-    text = f"{where}{what} (with Dask arrays)"
-    if hint:
-        text += f"\nhint: {hint}"
-    raise HydraError(text)
+def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: tuple,
+          added: tuple, deps: list,
+          starts: list[int], lanes: int, token: str, fname: str, layers: dict) -> list:
+    """Add the chunk tasks (and, for staged kernels, the combine and scan tasks) to
+    ``layers``; the keys of the tasks that hand back each chunk's ``ChunkOut``."""
+    n = len(starts) - 1
+    keyed = [s for s in sources if s[0] != "lit"]
+    layout = Layout(tuple((("dep", keyed.index(s)) if s[0] != "lit" else s) for s in sources),
+                    written, added)
+
+    def inputs(c: int) -> list:
+        return [(deps[s[1]].name, c, *([0] * (deps[s[1]].ndim - 1))) if s[0] == "chunk"
+                else s[1] for s in keyed]
+
+    name = f"hydra-{fname}-{token}"
+    if not stage_plan.cross:
+        for c in range(n):
+            layers[(name, c)] = (run_chunk, spec_key, layout, starts[c], starts[c + 1], lanes,
+                                 *inputs(c))
+        return [(name, c) for c in range(n)]
+    previous = [None] * n
+    carried = [None] * n
+    for k in range(len(stage_plan.cross) + 1):
+        stage = f"{name}-stage{k}"
+        for c in range(n):
+            layers[(stage, c)] = (run_stage, spec_key, k, layout, starts[c], starts[c + 1],
+                                  lanes, previous[c], carried[c], *inputs(c))
+        previous = [(stage, c) for c in range(n)]
+        if k == len(stage_plan.cross):
+            return previous
+        cross = stage_plan.cross[k]
+        part = f"{name}-partial{k}"
+        for c in range(n):
+            layers[(part, c)] = (_partial_of, (stage, c))
+        level = [(part, c) for c in range(n)]
+        depth = 0
+        while len(level) > 1 and cross.name != "prefixsum":
+            comb = f"{name}-combine{k}-{depth}"
+            groups = [level[i:i + stages.SPLIT_EVERY]
+                      for i in range(0, len(level), stages.SPLIT_EVERY)]
+            for g, group in enumerate(groups):
+                layers[(comb, g)] = (stages.combine, cross.name, list(group))
+            level = [(comb, g) for g in range(len(groups))]
+            depth += 1
+        total = f"{name}-global{k}"
+        if cross.name != "prefixsum":
+            layers[total] = (stages.aggregate, cross, level[0])
+            carried = [total] * n
+        else:
+            layers[total] = (stages.scan_offsets, level)
+            carried = [(_item, total, c) for c in range(n)]
+    raise AssertionError("unreachable")
+
+
+def _partial_of(out):
+    return out.partial
+
+
+def _item(values, c: int):
+    return values[c]
 
 
 def _graph(name: str, layers: dict, deps: list):
@@ -271,7 +313,7 @@ def _gates(chunk_keys: list, token: str, layers: dict) -> list:
     return gates + [(f"hydra-gate-{token}", "all")]
 
 
-def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
+def _arrays(graph, chunk_keys, fn, lane_chunks, token):
     """Dask arrays (and 0-d arrays) of the result leaves, in the result's tuple shape."""
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
@@ -280,7 +322,7 @@ def _arrays(graph, chunk_keys, fn, leaves, lane_chunks, token):
     graph = HighLevelGraph({**graph.layers, f"hydra-gate-{token}": layers},
                            {**graph.dependencies, f"hydra-gate-{token}": set(graph.layers)})
     arrays = []
-    for i, v in enumerate(leaves):
+    for i, v in enumerate(fn.body.terminator.operands):
         name = f"hydra-result-{i}-{token}"
         if v.varying:
             layer = {(name, c, *[0] * _ndim(v.type)): (_leaf, k, i, gates[c])
@@ -383,4 +425,4 @@ class _ChunkOuts:
         return dask.threaded.get(dsk, keys, **kwargs)
 
 
-__all__ = ["call", "is_dask_array", "DaskCall", "refuse"]
+__all__ = ["call", "is_dask_array", "DaskCall"]

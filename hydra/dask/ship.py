@@ -31,13 +31,16 @@ import threading
 import types
 from dataclasses import dataclass
 
+from ..backends import get_backend
 from ..errors import HydraError
 from ..frontend import build_specialized
 from ..frontend.source import parse_function
 from ..intrinsics import INTRINSICS
-from ..ir.core import Function, Op, Region, Value
-from ..passes import run_pipeline
+from ..ir.core import Function, Op, Value
+from ..launch import CHECK_IR
+from ..passes import Sites, run_pipeline
 from ..types import INT64
+from .stages import Program
 
 
 @dataclass(frozen=True)
@@ -265,26 +268,33 @@ def compile_count() -> int:
     return compiles
 
 
+def chunk_ir(pyfunc, types, varying, known: dict | None = None, pinned: dict | None = None,
+             linearized: bool = True, profile=None) -> tuple[Function, dict]:
+    """The predicated IR of a call in chunks, as the client plans it and each worker
+    builds it again: with the shapes of arguments and captured arrays
+    (``build_specialized``), sums kept at the top level (``notes["chunked"]``:
+    ``hydra.grad.lanesums``, no lanesum inside a loop); and the uniform ints (name, value)
+    that shapes depend on (from ``known``, or ``pinned`` as the client found them)."""
+    fn, _, pinned = build_specialized(pyfunc, list(types), known, varying, shaped=True,
+                                      pinned=pinned)
+    fn.notes["chunked"] = True
+    return run_pipeline(fn, set(varying), check=CHECK_IR, linearized=linearized,
+                        profile=profile), pinned
+
+
 def _compile(spec: KernelSpec) -> Compiled:
-    from ..backends import get_backend
-    from ..launch import CHECK_IR
     pyfunc = rebuild(spec.function)
     # the options were checked when the caller made its kernel
     backend, options = get_backend(spec.backend), dict(spec.options)
-    varying = set(spec.varying)
-    from ..passes import Sites
     sites = Sites() if spec.profiled and not spec.staged else None  # (hydra.profile)
 
     def build(linearized: bool = True) -> Function:
         """The IR the client planned with (the same shapes and constants)."""
-        fn = build_specialized(pyfunc, list(spec.types), varying=spec.varying,
-                               shaped=True, pinned=dict(spec.shape_values))[0]
-        fn.notes["chunked"] = True  # as the client planned it (hydra.grad.lanesums)
-        return offset_lanes(run_pipeline(fn, varying, check=CHECK_IR,
-                                         linearized=linearized, profile=sites))
+        return offset_lanes(chunk_ir(pyfunc, spec.types, spec.varying,
+                                     pinned=dict(spec.shape_values), linearized=linearized,
+                                     profile=sites)[0])
     fn = build()
     if spec.staged:
-        from .stages import Program
         return Compiled(fn, None, Program(fn, backend, options))
     structured = (lambda: build(linearized=False)) if backend.protocol.structured else None
     runner = backend.compile(fn, options, structured)
@@ -299,7 +309,7 @@ def offset_lanes(fn: Function) -> Function:
     fn.params = [*fn.params, lane0, total]
     fn.param_names = [*fn.param_names, "__hydra_lane0", "__hydra_nlanes"]
     replace: dict[int, Value] = {}
-    for region in _regions(fn.body):
+    for region in [fn.body] + [r for op in fn.walk() for r in op.regions]:
         ops: list[Op] = []
         for op in region.ops:
             name = op.attrs.get("name") if op.opcode == "intrinsic" else None
@@ -323,10 +333,3 @@ def offset_lanes(fn: Function) -> Function:
         for op in fn.walk():
             op.operands = [replace.get(v.id, v) for v in op.operands]
     return fn
-
-
-def _regions(region: Region):
-    yield region
-    for op in region.ops:
-        for inner in op.regions:
-            yield from _regions(inner)

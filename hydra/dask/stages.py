@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import trees
-from ..errors import RUNTIME_ERRORS, Loc
+from ..errors import RUNTIME_ERRORS, HydraError, Loc
 from ..intrinsics import INTRINSICS
-from ..ir.core import Function, Op, Value
+from ..ir.core import Function, Op, Region, Value
 from ..types import ArrayType
 
 #: the lane reductions and how they combine partial results
@@ -69,11 +69,27 @@ class StagePlan:
     cross: list[Cross]
 
 
+def refuse(loc: Loc, what: str, hint: str | None = None):
+    """Raise the error for something a call with Dask arrays cannot do."""
+    where = f"{loc.file}:{loc.line}: " if loc.line else ""
+    text = f"{where}{what} (with Dask arrays)"
+    if hint:
+        text += f"\nhint: {hint}"
+    raise HydraError(text)
+
+
+def first_error(errors) -> HydraError | None:
+    """The error of the lowest failing lane (errors of no lane last)."""
+    errors = [e for e in errors if e is not None]
+    if not errors:
+        return None
+    return min(errors, key=lambda e: (e.lane is None, e.lane or 0))
+
+
 def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
     """The stages of ``fn`` (its guards inlined in place); ``HydraError`` for any sync
     point that cannot run in chunks.  ``added``: ids of the arrays that only take
     ``atomic_add``s (each chunk adds into its own zeros)."""
-    from .call import refuse
     unguard(fn)
     top = {id(op) for op in fn.body.ops}
     cross, prints = [], False
@@ -136,70 +152,7 @@ def unguard(fn: Function) -> None:
                     op.mask = replace.get(op.mask.id, op.mask)
 
 
-# --- the graph ------------------------------------------------------------------------------
-
-def build(stage_plan: StagePlan, spec_key: str, sources: list, written: tuple,
-          added: tuple, deps: list,
-          starts: list[int], lanes: int, token: str, fname: str, layers: dict) -> list:
-    """Add the chunk tasks (and, for staged kernels, the combine and scan tasks) to
-    ``layers``; the keys of the tasks that hand back each chunk's ``ChunkOut``."""
-    from .worker import Layout, run_chunk
-    n = len(starts) - 1
-    keyed = [s for s in sources if s[0] != "lit"]
-    layout = Layout(tuple((("dep", keyed.index(s)) if s[0] != "lit" else s) for s in sources),
-                    written, added)
-
-    def inputs(c: int) -> list:
-        return [(deps[s[1]].name, c, *([0] * (deps[s[1]].ndim - 1))) if s[0] == "chunk"
-                else s[1] for s in keyed]
-
-    name = f"hydra-{fname}-{token}"
-    if not stage_plan.cross:
-        for c in range(n):
-            layers[(name, c)] = (run_chunk, spec_key, layout, starts[c], starts[c + 1], lanes,
-                                 *inputs(c))
-        return [(name, c) for c in range(n)]
-    from .worker import run_stage
-    previous = [None] * n
-    carried = [None] * n
-    for k in range(len(stage_plan.cross) + 1):
-        stage = f"{name}-stage{k}"
-        for c in range(n):
-            layers[(stage, c)] = (run_stage, spec_key, k, layout, starts[c], starts[c + 1],
-                                  lanes, previous[c], carried[c], *inputs(c))
-        previous = [(stage, c) for c in range(n)]
-        if k == len(stage_plan.cross):
-            return previous
-        cross = stage_plan.cross[k]
-        part = f"{name}-partial{k}"
-        for c in range(n):
-            layers[(part, c)] = (_partial_of, (stage, c))
-        level = [(part, c) for c in range(n)]
-        depth = 0
-        while len(level) > 1 and cross.name != "prefixsum":
-            comb = f"{name}-combine{k}-{depth}"
-            groups = [level[i:i + SPLIT_EVERY] for i in range(0, len(level), SPLIT_EVERY)]
-            for g, group in enumerate(groups):
-                layers[(comb, g)] = (combine, cross.name, list(group))
-            level = [(comb, g) for g in range(len(groups))]
-            depth += 1
-        total = f"{name}-global{k}"
-        if cross.name != "prefixsum":
-            layers[total] = (aggregate, cross, level[0])
-            carried = [total] * n
-        else:
-            layers[total] = (scan_offsets, level)
-            carried = [(_item, total, c) for c in range(n)]
-    raise AssertionError("unreachable")
-
-
-def _partial_of(out):
-    return out.partial
-
-
-def _item(values, c: int):
-    return values[c]
-
+# --- the combining tasks ----------------------------------------------------------------
 
 def combine(name: str, partials: list) -> tuple:
     """Partials (count, value) of several chunks as one (a lane's failure wins, the
@@ -219,7 +172,6 @@ def combine(name: str, partials: list) -> tuple:
 
 
 def _failed(failures: list) -> tuple:
-    from .worker import first_error
     error = first_error([f.error for f in failures])
     return "failed", next(f for f in failures if f.error is error)
 
@@ -341,7 +293,6 @@ def _shape(v: Value) -> tuple:
 
 def _function(fn: Function, run) -> Function:
     """A run as a function of its live-ins that returns its live-outs."""
-    from ..ir.core import Region
     body = Region([], [*run.ops, Op("yield", list(run.outputs), [], fn.loc)])
     return Function(fn.name, list(run.inputs), [v.name or f"v{v.id}" for v in run.inputs],
                     body, fn.loc, {"result_tree": trees.tuple_of(len(run.outputs))})

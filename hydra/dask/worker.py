@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import RUNTIME_ERRORS, HydraError
 from ..passes import Sites
 from .ship import KernelSpec, compiled
+from .stages import partial, resume
 
 #: a profiled kernel's chunks in one process run one at a time: their counts are the
 #: growth of one set of counters (``profile_of``)
@@ -137,7 +138,6 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
               previous: StageOut | None, carried, *deps):
     """Stage ``k`` of lanes ``start:stop`` (a Dask task): a ``StageOut`` to go on from,
     or the chunk's ``ChunkOut`` after the last stage."""
-    from .stages import partial, resume
     program = compiled(spec).program
     lanes = stop - start
     if previous is not None and previous.error is not None:
@@ -254,14 +254,6 @@ class lane_errors:
         lane = getattr(err, "lane", None)
         self.error = err if lane is None or not self.start else shifted(err, self.start)
         return True
-
-
-def first_error(errors) -> HydraError | None:
-    """The error of the lowest failing lane (errors of no lane last)."""
-    errors = [e for e in errors if e is not None]
-    if not errors:
-        return None
-    return min(errors, key=lambda e: (e.lane is None, e.lane or 0))
 
 
 def shifted(err: HydraError, start: int) -> HydraError:

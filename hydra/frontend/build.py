@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arguments import unshaped
 from ..grad.transform import number_tapes
 from ..ir.core import Function
-from ..types import ArrayType, Type
+from ..types import Type
 from .arrayops import SHAPE_VALUES, SHAPED
 from .builder import Builder
 from .common import NeedShapes
@@ -44,8 +45,7 @@ def build_specialized(pyfunc, param_types: list[Type], known: dict | None = None
     while True:
         s_token, v_token = SHAPED.set(shaped), SHAPE_VALUES.set(pinned)
         try:
-            types = param_types if shaped else [
-                t.unshaped() if isinstance(t, ArrayType) else t for t in param_types]
+            types = param_types if shaped else [unshaped(t) for t in param_types]
             return build_function(pyfunc, list(types)), shaped, pinned
         except NeedShapes as e:
             new = {p: known[p] for p in e.params if p not in pinned and p not in varying

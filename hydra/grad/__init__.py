@@ -25,6 +25,10 @@ import numpy as np
 from .. import trees
 from ..types import ArrayType, ScalarType, TreeType, TupleType, Type
 
+#: the kernel class a gradient runs as in plain Python (``hydra.api.Kernel``): the api,
+#: which sits above this package, fills it in at import
+KERNEL = None
+
 
 def stop_gradient(x):
     """``x``, with no gradient flowing back through it (in plain Python: ``x``)."""
@@ -173,8 +177,7 @@ class GradFunction:
     def __call__(self, *args, **kwargs):
         """One example in plain Python: a one-lane kernel on the reference backend."""
         if self._kernel is None:
-            from ..api import Kernel
-            self._kernel = Kernel(self, lanes=1, backend="numpy")
+            self._kernel = KERNEL(self, lanes=1, backend="numpy")
         k = self._kernel
         prepared = k.prepare(k.bind(*args, **kwargs))
         result = k.run_prepared(prepared)
