@@ -35,15 +35,6 @@ def mlp(x, w1, b1, w2):
     return y.sum(), np.argmax(y), y[1:3]
 
 
-def rnn(W, U, h0, xs, n):
-    h = h0
-    for t in range(n):
-        h = np.tanh(W @ h + U * xs[t])
-        if h[0] > 0.5:  # a per-lane branch on an array element
-            h = h * 0.5
-    return np.sum(h * h)
-
-
 def sorted_top(x):
     h = np.tanh(x) * 2.0
     s = np.sort(h)
@@ -90,13 +81,9 @@ def test_a_loop_carries_its_arrays_on_the_device_and_uploads_its_inputs_once(str
     k = hydra.compile(rnn, varying=("h0", "xs", "n"), backend="cuda")
     with strict.budget(to_host=1):  # the result
         counts, got = moved(strict, lambda: k(W, U, h0, xs, n))
-<<<<<<< Updated upstream
     # the four inputs once each, not once a trip (and the loop is never compacted: that
     # would run it by host rules, off the device)
     assert counts == {"to_host": 1, "to_device": 4}
-=======
-    assert counts == {"to_host": 1, "to_device": 3}  # W, U, h0: once, not once a trip
->>>>>>> Stashed changes
     assert_same(got, per_example(rnn, ("h0", "xs", "n"), [W, U, h0, xs, n], 9))
 
 
