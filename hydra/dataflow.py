@@ -39,7 +39,7 @@ from . import stop
 from .effects import effects
 from .launch import result
 from .scheduler import (DependencyError, Future, Launch, current, dependency_error, resolve,
-                        scheduler, span, total_cores)
+                        scheduler, span)
 from .trees import flatten, is_container
 from .types import ArrayType
 
@@ -125,7 +125,7 @@ def _modes(kernel, prepared) -> tuple[list, int]:
     found = effects(fn)
     out = [(v, mode) for mode, v in zip(found.params, values) if mode and span(v) is not None]
     captured = [(op.attrs["array"], mode or "r") for op, mode in found.captured]
-    return out + captured, _cores(kernel, lanes)
+    return out + captured, kernel.backend.launch_cores(kernel.options, lanes)
 
 
 def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
@@ -150,7 +150,7 @@ def _modes_with_standins(kernel, args: list) -> tuple[list, list, int]:
             concrete = [(v, m) for v, m in accesses if not isinstance(v, Future)]
             return concrete, future_modes, cores
     accesses = [(a, "rw") for a in args if not isinstance(a, Future) and span(a) is not None]
-    return accesses, [(f, "rw") for f in futures], _cores(kernel, None)
+    return accesses, [(f, "rw") for f in futures], kernel.backend.launch_cores(kernel.options, None)
 
 
 def _futures_in(a) -> list:
@@ -175,21 +175,6 @@ def _standin(fut: Future):
             return None
         leaves.append(np.zeros(((lanes,) if v.varying else ()) + tuple(shape), dtype))
     return result(fn, leaves, lanes)
-
-
-def _cores(kernel, lanes: int | None) -> int:
-    """Cores a launch keeps busy: cuda none (its own budget), numpy one, cpu its threads,
-    or one where the run is too small for the parallel driver."""
-    if kernel.backend_name == "cuda":
-        return 0
-    if kernel.backend_name != "cpu":
-        return 1
-    from .backends.cpu.driver import PARALLEL_GANGS
-    total = total_cores()
-    threads = min(int(kernel.options.get("threads") or total), total)
-    if lanes is not None and lanes < PARALLEL_GANGS:
-        return 1
-    return max(1, threads)
 
 
 __all__ = ["DependencyError", "Future", "call", "history", "submit", "wait"]

@@ -8,12 +8,13 @@ dependants, or fails them with a ``DependencyError``.  ``history`` keeps the las
 
 The workers are a small pool of daemon threads.  The cpu backend's
 drivers are ``@njit(nogil=True)``, so launches overlap on the cores; a budget of
-``NUMBA_NUM_THREADS`` cores keeps them from oversubscribing (a launch holds as many
-cores as it runs threads: one for a run too small for the parallel driver; the drivers
-use hydra's own thread pool, not numba's threading layer, so launches from several
-threads never contend for one thread team).  cuda launches run on numba streams (a
-dependant takes its dependency's stream, an independent chain a stream of its own, an
-event orders a dependant on another stream);
+``NUMBA_NUM_THREADS`` cores keeps them from oversubscribing.  A launch holds the cores
+its backend's ``launch_cores`` says (cpu: as many as it runs threads, one for a run too
+small for the parallel driver; the drivers use hydra's own thread pool, not numba's
+threading layer, so launches from several threads never contend for one thread team).
+A backend that says none (cuda) runs launches on its streams (``new_stream``,
+``on_stream``, ``record_event``: a dependant takes its dependency's stream, an
+independent chain a stream of its own, an event orders a dependant on another stream);
 the CUDA simulator is not thread-safe, so there they take turns on the same path.
 """
 
@@ -33,6 +34,7 @@ import time
 import numpy as np
 
 from . import stop
+from .backends.protocol import cores
 from .errors import HydraError
 from .trees import flatten, is_container, unflatten
 
@@ -90,7 +92,7 @@ class Launch:
         self.args = args
         self.prepared = prepared
         self.cores = cores
-        self.gpu = self.backend == "cuda"  # on a stream, not cores
+        self.gpu = cores == 0  # on a stream, not cores (the backend's launch_cores)
         self.inline = inline  # a plain call: the caller runs it
         self.future = Future(self)
         self.deps: list[tuple[Launch, str]] = []  # (launch, why: future/RAW/WAR/WAW)
@@ -265,7 +267,7 @@ class Scheduler:
                 self.streams.remove(src.stream)
                 launch.stream = src.stream
                 return
-        launch.stream = self.streams.pop() if self.streams else _new_stream()
+        launch.stream = self.streams.pop() if self.streams else launch.kernel.backend.new_stream()
 
     def _worker(self) -> None:
         while True:
@@ -298,16 +300,16 @@ class Scheduler:
     @contextlib.contextmanager
     def _resources(self, launch: Launch):
         if launch.gpu:
-            from .backends.cuda import launch as cuda_launch
+            backend = launch.kernel.backend  # (streams are the backend's: hydra.backends)
             for src, _ in launch.deps:
                 if src.event is not None and src.stream is not launch.stream:
                     src.event.wait(launch.stream)  # cross-chain: order the streams too
             with contextlib.ExitStack() as stack:
                 if _cuda_simulator():
                     stack.enter_context(self.sim_lock)
-                stack.enter_context(cuda_launch.on_stream(launch.stream))
+                stack.enter_context(backend.on_stream(launch.stream))
                 yield
-                launch.event = _record(launch.stream)
+                launch.event = backend.record_event(launch.stream)
         else:
             yield
 
@@ -408,27 +410,11 @@ def dependency_error(launch: Launch, failed: Launch) -> DependencyError:
 
 
 def total_cores() -> int:
-    from .backends.cpu.schedule import cores  # numba's count, without importing numba
     return cores()
 
 
 def _cuda_simulator() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
-
-
-def _new_stream():
-    from numba import cuda
-    return cuda.stream()
-
-
-def _record(stream):
-    from numba import cuda
-    try:
-        event = cuda.event(timing=False)
-    except TypeError:  # the simulator's event takes no arguments
-        event = cuda.event()
-    event.record(stream)
-    return event
 
 
 _scheduler: Scheduler | None = None

@@ -131,6 +131,16 @@ def test_the_executor_imports_no_backend_package(module):
     assert not backends, f"{module} imports {backends}"
 
 
+@pytest.mark.parametrize("module", ["hydra.dataflow", "hydra.scheduler"])
+def test_launches_ask_the_backend_for_cores_and_streams(module):
+    """How many cores a launch holds, and the streams a cuda launch runs on, come from
+    the kernel's backend (``launch_cores``, ``new_stream``, ...: ``hydra.backends``);
+    the launch machinery imports no backend package."""
+    backends = [t for t, _ in _imports(module)
+                if t.startswith(("hydra.backends.cpu", "hydra.backends.cuda"))]
+    assert not backends, f"{module} imports {backends}"
+
+
 @pytest.mark.parametrize("module", MACHINE_CODE)
 def test_the_machine_code_package_imports_no_backend_and_no_executor(module):
     """Loading machine code serves cpu/ and cuda/ and knows neither, nor the executor

@@ -313,6 +313,21 @@ def test_one_thread_launches_overlap_and_a_full_one_waits():
     assert dataflow.scheduler().free_cores == cores
 
 
+def test_a_launch_holds_the_cores_its_backend_says(backend):
+    """numpy one core, cpu its threads (one for a run below the parallel driver's
+    size), cuda none (a stream instead): each backend's ``launch_cores``."""
+    from hydra.backends import get_backend
+    from hydra.backends.protocol import cores
+    k = hydra.compile(slow_write, lanes=4096, backend=backend, threads=2)
+    f = k.submit(np.zeros(4096), 1, 1.0)
+    f.result()
+    launch = f.launch
+    want = {"numpy": 1, "cpu": min(2, cores()), "cuda": 0}[str(backend)]
+    assert get_backend(backend).launch_cores({"threads": 2}, 4096) == want
+    assert get_backend(backend).launch_cores({"threads": 2}, 8) == min(want, 1)
+    assert launch.cores == want and launch.gpu == (backend == "cuda")
+
+
 def test_cpu_launch_releases_the_gil():
     """With a 30 s switch interval a thread holding the GIL keeps it until it blocks:
     the main thread gets past a short sleep while the launch runs only if the compiled

@@ -10,7 +10,11 @@ predicated SSA, ``structured()`` builds a fresh copy without linearization (vary
 branches kept, sync points marked) for backends whose hardware handles divergence,
 and ``runner(args, lanes)`` returns the leaves of the function's result
 (``fn.body.terminator.operands``).  Each compiled backend also declares what it
-never runs natively and why (``host_only``, which its ``lowerable`` reads).
+never runs natively and why (``host_only``, which its ``lowerable`` reads).  For the
+scheduler (``hydra.scheduler``), ``launch_cores(options, lanes)`` says how many cores one
+launch keeps busy (``lanes`` None where unknown); 0 means it holds a stream instead, and
+then the backend has ``new_stream()``, ``on_stream(stream)`` (a context: the launch's
+device work goes on it) and ``record_event(stream)``.
 ``numpy`` is the reference and defines the semantics (``host.py``); the others must
 agree with it.
 """

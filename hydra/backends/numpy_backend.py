@@ -18,6 +18,10 @@ class NumpyBackend:
     protocol = PROTOCOLS["numpy"]
 
     @staticmethod
+    def launch_cores(options: dict, lanes: int | None) -> int:
+        return 1
+
+    @staticmethod
     def lowerable(op) -> tuple[bool, str]:
         return False, "the reference runs every op by its host rule"
 

@@ -5,6 +5,9 @@ declarations; this module imports no backend (``hydra.backends`` finds them)."""
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,3 +142,24 @@ def stage_backend(name: str, stage: str) -> str:
         if stage in PROTOCOLS[other].stages:
             return other
     raise ValueError(f"no backend makes stage {stage!r}")
+
+
+def cores() -> int:
+    """The cores a launch may use by default (the cpu backend's threads, the scheduler's
+    budget): numba's ``NUMBA_NUM_THREADS`` (the environment variable, else the CPUs this
+    process may run on), read without importing numba."""
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "config"):
+        return int(numba.config.NUMBA_NUM_THREADS)
+    return _cores()
+
+
+@functools.cache
+def _cores() -> int:
+    env = os.environ.get("NUMBA_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)

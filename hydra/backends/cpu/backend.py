@@ -15,8 +15,9 @@ import llvmlite.binding as llvm
 
 from ...executor.steps import OpStep, Quick, op_label
 from ...ir.core import Function
-from ..protocol import PROTOCOLS
+from ..protocol import PROTOCOLS, cores
 from .codegen import lowerable
+from .driver import PARALLEL_GANGS
 from ..machinecode.engine import init_llvm
 from .phases import Phase, Plan
 
@@ -30,6 +31,14 @@ class CpuBackend:
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):
         return Plan(fn, dict(options)).run
+
+    @staticmethod
+    def launch_cores(options: dict, lanes: int | None) -> int:
+        """Its threads, or one where the run is too small for the parallel driver."""
+        if lanes is not None and lanes < PARALLEL_GANGS:
+            return 1
+        total = cores()
+        return max(1, min(int(options.get("threads") or total), total))
 
     @staticmethod
     def dump(fn: Function, stage: str, options: dict, structured=None) -> str:

@@ -44,7 +44,8 @@ from . import counts, persistent
 from .codegen import KINDS, KernelGen, lowerable
 from .driver import Driver
 from .ganglocal import gang_local_values
-from .schedule import cores, lane_cost_ns, threads_for
+from ..protocol import cores
+from .schedule import lane_cost_ns, threads_for
 from .stops import error_buffer
 from .chains import gang_vectors
 from .vectors import Geometry, geometry, vector_bits

@@ -14,10 +14,6 @@ keeps the threads it was given.  The constants come from ``bench/threads_cutoff.
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
-
 from ...ir.core import Op
 from ..cut import nested
 
@@ -29,27 +25,6 @@ NS_PER_OP = 0.045
 MATH_OPS = 100
 #: below this much single-core work a phase runs on the calling thread
 SERIAL_BELOW_NS = 100_000
-
-
-def cores() -> int:
-    """The cores the backend uses by default: numba's ``NUMBA_NUM_THREADS`` (the
-    environment variable, else the CPUs this process may run on), read without
-    importing numba."""
-    numba = sys.modules.get("numba")
-    if numba is not None and hasattr(numba, "config"):
-        return int(numba.config.NUMBA_NUM_THREADS)
-    return _cores()
-
-
-@functools.cache
-def _cores() -> int:
-    env = os.environ.get("NUMBA_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 def lane_cost_ns(ops: list[Op]) -> float | None:

@@ -159,6 +159,14 @@ class CudaBackend:
     protocol = PROTOCOLS["cuda"]
     #: of the phases strategy (the one kernel and segments run everything else)
     lowerable = staticmethod(phases.lowerable)
+    #: a launch holds a stream, not cores (``hydra.scheduler``)
+    new_stream = staticmethod(launch.new_stream)
+    on_stream = staticmethod(launch.on_stream)
+    record_event = staticmethod(launch.record_event)
+
+    @staticmethod
+    def launch_cores(options: dict, lanes: int | None) -> int:
+        return 0
 
     @staticmethod
     def compile(fn: Function, options: dict, structured=None):

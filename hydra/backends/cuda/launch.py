@@ -41,6 +41,21 @@ def on_stream(stream):
         _local.stream = old
 
 
+def new_stream():
+    """A stream for one chain of launches (the scheduler's ``Launch.stream``)."""
+    return cuda.stream()
+
+
+def record_event(stream):
+    """An event recorded on ``stream`` when its launches so far are done."""
+    try:
+        event = cuda.event(timing=False)
+    except TypeError:  # the simulator's event takes no arguments
+        event = cuda.event()
+    event.record(stream)
+    return event
+
+
 def stream_now():
     """The stream this thread's launches go on."""
     return getattr(_local, "stream", 0)
