@@ -168,7 +168,7 @@ class Scheduler:
         self.ready_gpu: collections.deque[Launch] = collections.deque()
         self.cores = total_cores()
         self.free_cores = self.cores
-        self.gpu_slots = 1 if _cuda_simulator() else CUDA_STREAMS
+        self.gpu_slots = 1 if stop.cuda_simulated() else CUDA_STREAMS
         self.streams: list = []  # idle cuda streams
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.workers = 0
@@ -305,7 +305,7 @@ class Scheduler:
                 if src.event is not None and src.stream is not launch.stream:
                     src.event.wait(launch.stream)  # cross-chain: order the streams too
             with contextlib.ExitStack() as stack:
-                if _cuda_simulator():
+                if stop.cuda_simulated():
                     stack.enter_context(self.sim_lock)
                 stack.enter_context(backend.on_stream(launch.stream))
                 yield
@@ -411,10 +411,6 @@ def dependency_error(launch: Launch, failed: Launch) -> DependencyError:
 
 def total_cores() -> int:
     return cores()
-
-
-def _cuda_simulator() -> bool:
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
 
 
 _scheduler: Scheduler | None = None

@@ -117,7 +117,7 @@ def _stoppable(launch) -> bool:
     """Whether a running launch can be stopped: every cpu and reference backend kernel
     (they read the stop word), cuda in the simulator (``stop_simulator``); not cuda
     on a GPU."""
-    return not launch.gpu or _simulator()
+    return not launch.gpu or cuda_simulated()
 
 
 class SimulatorStopped(Exception):
@@ -129,7 +129,7 @@ class SimulatorStopped(Exception):
 def stop_simulator() -> None:
     """Stop the kernel the CUDA simulator runs: raise ``SimulatorStopped`` in each of its
     threads (one per CUDA thread; a kernel runs there as Python) at its next bytecode."""
-    if not _simulator():
+    if not cuda_simulated():
         return
     from numba.cuda.simulator.kernel import BlockThread
     for t in threading.enumerate():
@@ -142,5 +142,6 @@ def stop_simulator() -> None:
 _signalled: weakref.WeakSet = weakref.WeakSet()
 
 
-def _simulator() -> bool:
+def cuda_simulated() -> bool:
+    """Whether cuda runs on numba's simulator (``NUMBA_ENABLE_CUDASIM``)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
