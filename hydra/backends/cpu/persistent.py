@@ -39,13 +39,9 @@ from ...types import ScalarType
 from ..cut import nested
 from . import arith
 from .codegen import KernelGen
-from .loopselects import free_selects, value_uses
 from .memory import mem_type
 from .persistplan import Shape, plan
-from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
-
-_BOOL = ScalarType("bool")
-_I64 = ScalarType("int64")
+from .vectors import BOOL, I64, Geometry, Unsupported, Var, host_has_avx512, lty, vty
 
 
 def _knob(name: str, default: int) -> int:
@@ -85,7 +81,7 @@ class PersistentGen(KernelGen):
         self.every = _knob("EVERY", 4)
 
     def gang_lane_ids(self, w: int) -> list[str]:
-        return self.b.parts(self.idx, _I64, w)
+        return self.b.parts(self.idx, I64, w)
 
     def op(self, op: Op):
         """In ``post``, an op's mask is also limited to the finished slots: a mask made
@@ -94,7 +90,7 @@ class PersistentGen(KernelGen):
             return super().op(op)
         own = self.env[op.mask.id]
         self.env[op.mask.id] = arith.Lanes(self.b, True).apply(
-            "and {0} {1}, {2}", _BOOL, own, self.post_mask)
+            "and {0} {1}, {2}", BOOL, own, self.post_mask)
         try:
             return super().op(op)
         finally:
@@ -104,7 +100,7 @@ class PersistentGen(KernelGen):
         """Gather (``rep`` None) or scatter ``rep`` at the slots' lanes of the per-lane
         buffer ``ptr`` (not at ``base``)."""
         b, w = self.b, self.geo.width(t)
-        masks = b.parts(self.tail, _BOOL, w)
+        masks = b.parts(self.tail, BOOL, w)
         ptrs = [b.emit(f"getelementptr {mem_type(t)}, ptr {ptr}, <{w} x i64> {p}")
                 for p in self.gang_lane_ids(w)]
         if rep is None:
@@ -118,7 +114,7 @@ class PersistentGen(KernelGen):
     # --- the kernel -------------------------------------------------------------------
 
     def _phi_types(self, values: list[Value]) -> list[str]:
-        """The LLVM types ``to_phis`` gives these values (carried)."""
+        """The LLVM types ``to_phis`` gives these values."""
         out = []
         for v in values:
             if not v.varying:
@@ -136,32 +132,22 @@ class PersistentGen(KernelGen):
         self.post_mask = None
         loop = shape.loop
         before, body = loop.regions
-        params, binders = [], []
-        # varying inputs (``input_params`` lists them) are gathered at the slots' lanes
-        # (``at_lanes``) on each refill
-        self.lane_inputs: list[tuple[str, Value]] = []
-        for i, v in enumerate(shape.inputs):
-            params += self.input_params(i, v, binders)
-        params += [f"ptr %out{i}" for i in range(len(shape.outputs))]
-        b.start("entry")
-        self.scratch = b.emit(f"alloca [{geo.lanes} x i64], align 64", "scratch")
-        self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
         every = [*shape.hoisted, *shape.pre, loop, *shape.post]
-        self.start_clock(every)
-        self.free_selects = free_selects(every[len(shape.hoisted):], shape.outputs)
-        self.uses = value_uses(every, shape.outputs)
-        self.defs = {r.id: o for top in every for o in nested(top) for r in o.results}
+        # varying inputs (``self.lane_inputs``) are gathered at the slots' lanes
+        # (``at_lanes``) on each refill
+        params, binders = self.start(every, shape.inputs, shape.outputs,
+                                     every[len(shape.hoisted):])
         for bind in binders:
             bind()  # a uniform bool input
         for op in shape.hoisted:
-            self._top(op)
+            self.lower(op)
         for i, v in enumerate(shape.outputs):
             if not v.varying:
                 self.store_output(f"%out{i}", v, [])
         ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
         # the state each slot carries: its lane, the pre values the loop or post read,
         # the loop's carried values
-        idx_v = Value(_I64, None, "idx", True)
+        idx_v = Value(I64, None, "idx", True)
         used = {v.id for r in loop.regions for o in r.walk() for v in o.inputs()}
         used |= {v.id for op in shape.post for o in nested(op) for v in o.inputs()}
         used |= {v.id for v in shape.outputs}
@@ -180,7 +166,7 @@ class PersistentGen(KernelGen):
         names, at = [b.tmp("p") for _ in types], len(b.lines)
         b.lines += [None] * len(names)
         more, nxt, hi, alive, trips = names[-5:]
-        reps = self.from_phis(state, names[:-5], True)
+        reps = self.from_phis(state, names[:-5])
         self.idx = reps[0]
         for v, rep in zip(state[1:], reps[1:]):
             self.env[v.id] = rep
@@ -194,7 +180,7 @@ class PersistentGen(KernelGen):
         self.bind(body, vals)
         back = self.region_ops(body.ops)
         self.poll_back_edge(None, "0")
-        incoming = [(self.to_phis(state, reps[:1 + len(kept)] + back, True),
+        incoming = [(self.to_phis(state, reps[:1 + len(kept)] + back),
                      [more, nxt, hi, alive, b.emit(f"add i64 {trips}, 1")], b.block)]
         b.br("head")
         # a slot is out of the loop: is it a lane that just finished, or can it take one?
@@ -220,7 +206,7 @@ class PersistentGen(KernelGen):
         for r, v in zip(loop.results, vals):
             self.env[r.id] = v
         for op in shape.post:
-            self._top(op)
+            self.lower(op)
         lane_outputs: list = []
         for i, v in enumerate(shape.outputs):
             if v.varying:
@@ -238,12 +224,12 @@ class PersistentGen(KernelGen):
         for ptr, v in self.lane_inputs:
             self.env[v.id] = self.at_lanes(ptr, v.type)
         for op in shape.pre:
-            self._top(op)
+            self.lower(op)
         merged = [idx]
         merged += [self._merge(v, ok, self.env[v.id], reps[1 + k]) for k, v in enumerate(kept)]
         merged += [self._merge(a, ok, self.env[v.id], reps[1 + len(kept) + k])
                    for k, (v, a) in enumerate(zip(loop.operands, before.args))]
-        incoming.append((self.to_phis(state, merged, True), [more2, nxt2, hi2, alive2, "1"],
+        incoming.append((self.to_phis(state, merged), [more2, nxt2, hi2, alive2, "1"],
                          b.block))
         b.br("head")
         for k, (name, t) in enumerate(zip(names, types)):
@@ -257,11 +243,6 @@ class PersistentGen(KernelGen):
         b.br("exit")
         return self.finish(params, ("; hydra: persistent lanes",))
 
-    def _top(self, op: Op) -> None:
-        self.top = op
-        for r, rep in zip(op.results, self.op(op) or []):
-            self.env[r.id] = rep
-
     def _merge(self, v: Value, ok, new, old):
         if not v.varying:
             return new
@@ -272,9 +253,9 @@ class PersistentGen(KernelGen):
         grabbing chunks until every slot has one or none is left: (lane ids, the
         refilled slots' bits, next, end, more)."""
         b, geo = self.b, self.geo
-        w = geo.width(_I64)
+        w = geo.width(I64)
         nparts = geo.lanes // w
-        idx0 = b.parts(self.idx, _I64, w)
+        idx0 = b.parts(self.idx, I64, w)
         pre = b.block
         loop, grab, got, out = b.label("fill"), b.label("grab"), b.label("got"), b.label("out")
         b.br(loop)
@@ -331,19 +312,19 @@ class PersistentGen(KernelGen):
         narrow = bits if g == 64 else b.emit(f"trunc i64 {bits} to i{g}")
         whole = Var([b.emit(f"bitcast i{g} {narrow} to <{g} x i1>")], g)
         w = self.geo.mask_width
-        return Var(b.parts(whole, _BOOL, w), w)
+        return Var(b.parts(whole, BOOL, w), w)
 
     def _bits(self, mask) -> str:
         """The gang mask as an i64, bit i = slot i (one <G x i1> bitcast: k-register
         unpacks on AVX-512, not a shift and an or per part)."""
         b, g = self.b, self.geo.lanes
-        whole = b.parts(mask, _BOOL, g)[0]
+        whole = b.parts(mask, BOOL, g)[0]
         bits = b.emit(f"bitcast <{g} x i1> {whole} to i{g}")
         return bits if g == 64 else b.emit(f"zext i{g} {bits} to i64")
 
     def _bitmask(self, bits: str, k: int) -> str:
         """Part k of a gang mask from its bits (splat in ``bits``, <w x i64>)."""
-        b, w = self.b, self.geo.width(_I64)
+        b, w = self.b, self.geo.width(I64)
         one = ", ".join(f"i64 {1 << (k * w + i)}" for i in range(w))
         return b.emit(f"icmp ne <{w} x i64> {b.emit(f'and <{w} x i64> {bits}, <{one}>')}, "
                       f"zeroinitializer")
