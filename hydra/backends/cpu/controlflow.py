@@ -69,17 +69,9 @@ class ControlFlow:
         c = self.env[op.operands[0].id]
         if not isinstance(c, Uni):
             raise Unsupported("a varying if (structured IR)")
-        b = self.b
-        then, other, join = b.label("then"), b.label("else"), b.label("join")
-        b.cbr(c.ref, then, other)
-        incoming = []
-        for label, region in ((then, op.regions[0]), (other, op.regions[1])):
-            b.start(label)
-            reps = self.region_ops(region.ops)
-            incoming.append((self.to_phis(op.results, reps), b.block))
-            b.br(join)
-        b.start(join)
-        (ins_a, blk_a), (ins_b, blk_b) = incoming
+        b, (then, other) = self.b, op.regions
+        (ins_a, blk_a), (ins_b, blk_b) = b.branch(c.ref, ("then", "else", "join"), lambda no: (
+            self.to_phis(op.results, self.region_ops((other if no else then).ops))))
         refs = [b.emit(f"phi {ta} [{ra}, %{blk_a}], [{rb}, %{blk_b}]")
                 for (ta, ra), (_, rb) in zip(ins_a, ins_b)]
         return self.from_phis(op.results, refs)

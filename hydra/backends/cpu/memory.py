@@ -65,16 +65,7 @@ class MemoryOps:
         """``emit(masked)`` in a block for full gangs (plain loads and stores: masked
         ones cost 12-20% of black-scholes on Zen 4) and one for the last, partial gang
         (masked); returns ``[(result, block)]`` of both, the join block started."""
-        b = self.b
-        full, part, join = b.label("full"), b.label("part"), b.label("joined")
-        b.cbr(self.full, full, part)
-        out = []
-        for label, masked in ((full, False), (part, True)):
-            b.start(label)
-            out.append((emit(masked), b.block))
-            b.br(join)
-        b.start(join)
-        return out
+        return self.b.branch(self.full, ("full", "part", "joined"), emit)
 
     def load_inputs(self, items: list[tuple[str, Value]]) -> None:
         """Bind each varying input (``(ptr, value)``) to its gang's lanes, and
