@@ -163,8 +163,8 @@ class PersistentGen(KernelGen):
         b.br("head")
         # head: the phis (filled in at the end), then the loop's condition on every slot
         b.start("head")
-        names, at = [b.tmp("p") for _ in types], len(b.lines)
-        b.lines += [None] * len(names)
+        holes = [b.hole("p") for _ in types]
+        names = [name for name, _ in holes]
         more, nxt, hi, alive, trips = names[-5:]
         reps = self.from_phis(state, names[:-5])
         self.idx = reps[0]
@@ -180,8 +180,8 @@ class PersistentGen(KernelGen):
         self.bind(body, vals)
         back = self.region_ops(body.ops)
         self.poll_back_edge(None, "0")
-        incoming = [(self.to_phis(state, reps[:1 + len(kept)] + back),
-                     [more, nxt, hi, alive, b.emit(f"add i64 {trips}, 1")], b.block)]
+        incoming = [([r for _, r in self.to_phis(state, reps[:1 + len(kept)] + back)]
+                     + [more, nxt, hi, alive, b.emit(f"add i64 {trips}, 1")], b.block)]
         b.br("head")
         # a slot is out of the loop: is it a lane that just finished, or can it take one?
         b.start("check")
@@ -229,14 +229,11 @@ class PersistentGen(KernelGen):
         merged += [self._merge(v, ok, self.env[v.id], reps[1 + k]) for k, v in enumerate(kept)]
         merged += [self._merge(a, ok, self.env[v.id], reps[1 + len(kept) + k])
                    for k, (v, a) in enumerate(zip(loop.operands, before.args))]
-        incoming.append((self.to_phis(state, merged), [more2, nxt2, hi2, alive2, "1"],
-                         b.block))
+        incoming.append(([r for _, r in self.to_phis(state, merged)]
+                         + [more2, nxt2, hi2, alive2, "1"], b.block))
         b.br("head")
-        for k, (name, t) in enumerate(zip(names, types)):
-            arms = [f"[{first[k]}, %{entry}]"] + [
-                f"[{(ins[k][1] if k < len(ins) else sc[k - len(ins)])}, %{blk}]"
-                for ins, sc, blk in incoming]
-            b.lines[at + k] = f"  {name} = phi {t} {', '.join(arms)}"
+        for k, (hole, t) in enumerate(zip(holes, types)):
+            b.fill_phi(hole, t, (first[k], entry), *[(refs[k], blk) for refs, blk in incoming])
         # a slot that fails leaves the kernel (``fail_if`` goes to the latch); the host
         # then asks the phase's lockstep twin which error comes first (phases.py)
         b.start("latch")
@@ -260,10 +257,8 @@ class PersistentGen(KernelGen):
         loop, grab, got, out = b.label("fill"), b.label("grab"), b.label("got"), b.label("out")
         b.br(loop)
         b.start(loop)
-        idx_in = [b.tmp("ix") for _ in range(nparts)]
-        ok_in, f_in, nx_in, hi_in = b.tmp("ok"), b.tmp("free"), b.tmp("nx"), b.tmp("hi")
-        at = len(b.lines)
-        b.lines += [None] * (nparts + 4)
+        holes = [b.hole(h) for h in ["ix"] * nparts + ["ok", "free", "nx", "hi"]]
+        *idx_in, ok_in, f_in, nx_in, hi_in = [name for name, _ in holes]
         fs, nv, hv = (b.splat(x, "i64", w) for x in (f_in, nx_in, hi_in))
         b.declare(f"declare <{w} x i64> @llvm.ctpop.v{w}i64(<{w} x i64>)")
         idx_out, takes = [], []
@@ -297,11 +292,9 @@ class PersistentGen(KernelGen):
         end = b.emit(f"mul i64 {g1}, {self.gang}")
         end = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %n')}, i64 {end}, i64 %n")
         b.cbr(some, loop, out)
-        phis = [(f"<{w} x i64>", *p) for p in zip(idx_in, idx0, idx_out)] + [
-            ("i64", ok_in, "0", ok_out), ("i64", f_in, free, f_out), ("i64", nx_in, nxt, lo),
-            ("i64", hi_in, hi, end)]
-        for j, (t, name, a, z) in enumerate(phis):
-            b.lines[at + j] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{got}]"
+        arms = [*zip(idx0, idx_out), ("0", ok_out), (free, f_out), (nxt, lo), (hi, end)]
+        for k, (hole, (a, z)) in enumerate(zip(holes, arms)):
+            b.fill_phi(hole, f"<{w} x i64>" if k < nparts else "i64", (a, pre), (z, got))
         b.start(out)
         more_out = b.emit(f"phi i1 [{more}, %{loop}], [false, %{got}]")
         return Var(idx_out, w), ok_out, nx_out, hi_in, more_out
