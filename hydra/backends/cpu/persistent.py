@@ -41,7 +41,7 @@ from . import arith
 from .codegen import KernelGen
 from .memory import mem_type
 from .persistplan import Shape, plan
-from .vectors import BOOL, I64, Geometry, Unsupported, Var, host_has_avx512, lty, vty
+from .vectors import BOOL, I64, Geometry, Unsupported, Var
 
 
 def _knob(name: str, default: int) -> int:
@@ -113,19 +113,6 @@ class PersistentGen(KernelGen):
 
     # --- the kernel -------------------------------------------------------------------
 
-    def _phi_types(self, values: list[Value]) -> list[str]:
-        """The LLVM types ``to_phis`` gives these values."""
-        out = []
-        for v in values:
-            if not v.varying:
-                out.append(lty(v.type))
-                continue
-            w = self.geo.width(v.type)
-            wide = v.type.kind == "b" and not host_has_avx512()
-            out += [f"<{w} x i{self.geo.vbits // w}>" if wide else vty(v.type, w)] * (
-                self.geo.lanes // w)
-        return out
-
     def generate_persistent(self, shape: Shape) -> str:
         b, geo = self.b, self.geo
         self.base = "0"  # an error names a slot, not a lane: only that one failed counts
@@ -157,13 +144,13 @@ class PersistentGen(KernelGen):
         # and as scalars: more lanes to take?, the next lane, the chunk's end, the slots
         # holding a lane whose results are not stored yet (bit i: slot i), trips since
         # the last refill
-        types = self._phi_types(state) + ["i1", "i64", "i64", "i64", "i64"]
-        first = [zero(t) for t in types[:-5]] + ["true", "0", "0", "0", "0"]
+        nparts = sum(geo.lanes // geo.width(v.type) if v.varying else 1 for v in state)
         entry = b.block
         b.br("head")
-        # head: the phis (filled in at the end), then the loop's condition on every slot
+        # head: the phis (filled in at the end: their types are the back edge's), then
+        # the loop's condition on every slot
         b.start("head")
-        holes = [b.hole("p") for _ in types]
+        holes = [b.hole("p") for _ in range(nparts + 5)]
         names = [name for name, _ in holes]
         more, nxt, hi, alive, trips = names[-5:]
         reps = self.from_phis(state, names[:-5])
@@ -180,8 +167,11 @@ class PersistentGen(KernelGen):
         self.bind(body, vals)
         back = self.region_ops(body.ops)
         self.poll_back_edge(None, "0")
-        incoming = [([r for _, r in self.to_phis(state, reps[:1 + len(kept)] + back)]
-                     + [more, nxt, hi, alive, b.emit(f"add i64 {trips}, 1")], b.block)]
+        flat = self.to_phis(state, reps[:1 + len(kept)] + back)
+        types = [t for t, _ in flat] + ["i1", "i64", "i64", "i64", "i64"]
+        first = [zero(t) for t in types[:-5]] + ["true", "0", "0", "0", "0"]
+        incoming = [([r for _, r in flat] + [more, nxt, hi, alive,
+                                              b.emit(f"add i64 {trips}, 1")], b.block)]
         b.br("head")
         # a slot is out of the loop: is it a lane that just finished, or can it take one?
         b.start("check")
