@@ -86,7 +86,6 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
         self.boundscheck = options.get("boundscheck", True)
         self.env: dict[int, object] = {}
         self.sites: list[tuple[Op, str]] = []  # error sites: (op, kind)
-        self.top: Op | None = None
         self.free_selects: set[int] = set()
         #: select id -> the per-lane value of a uniform counter slot (``op_while``)
         self.counter_old: dict[int, object] = {}
@@ -97,7 +96,11 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
 
     # --- the function -----------------------------------------------------------------
 
-    def generate(self, ops: list[Op], inputs: list[Value], outputs: list[Value]) -> str:
+    def start(self, ops: list[Op], inputs: list[Value], outputs: list[Value],
+              selects: list[Op]) -> tuple[list[str], list]:
+        """The entry block every kernel shape begins with (the error scratch, the clock)
+        and the analyses of ``ops`` (loop selects among ``selects``): (the parameters
+        after the driver's four, binders of uniform bool inputs to run where they go)."""
         b = self.b
         params, binders = [], []
         self.lane_inputs: list[tuple[str, Value]] = []  # varying inputs: (ptr, value)
@@ -108,6 +111,14 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
         self.scratch = b.emit(f"alloca [{self.geo.lanes} x i64], align 64", "scratch")
         self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
         self.start_clock(ops)
+        self.free_selects = free_selects(selects, outputs)
+        self.uses = value_uses(ops, outputs)
+        self.defs = {r.id: o for top in ops for o in nested(top) for r in o.results}
+        return params, binders
+
+    def generate(self, ops: list[Op], inputs: list[Value], outputs: list[Value]) -> str:
+        b = self.b
+        params, binders = self.start(ops, inputs, outputs, ops)
         # dynamic scheduling: each caller (one per thread) grabs the next chunk of gangs
         # from the counter in err[7] until none is left
         ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
@@ -134,14 +145,8 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
         self.load_inputs(self.lane_inputs)  # and the tail mask
         for bind in binders:
             bind()
-        self.free_selects = free_selects(ops, outputs)
-        self.uses = value_uses(ops, outputs)
-        self.defs = {r.id: o for top in ops for o in nested(top) for r in o.results}
         for op in ops:
-            self.top = op  # the top-level op to run on the host if this one fails
-            for r, rep in zip(op.results, self.op(op) or []):
-                self.env[r.id] = rep
-        self.top = None
+            self.lower(op)
         lane_outputs = []  # (ptr, type, rep) of the varying outputs
         for i, v in enumerate(outputs):
             self.store_output(f"%out{i}", v, lane_outputs)
@@ -198,11 +203,12 @@ class KernelGen(ControlFlow, MemoryOps, Stops, counts.Counts):  # counts: hydra.
         for op in ops:
             if op.opcode in ("yield", "condition"):
                 return [self.env[v.id] for v in op.operands]
-            out = self.op(op)
-            if out is not None:
-                for r, rep in zip(op.results, out):
-                    self.env[r.id] = rep
+            self.lower(op)
         return []
+
+    def lower(self, op: Op) -> None:
+        for r, rep in zip(op.results, self.op(op) or []):
+            self.env[r.id] = rep
 
     def op(self, op: Op):
         name = op.opcode

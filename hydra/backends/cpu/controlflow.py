@@ -24,7 +24,7 @@ from .vectors import BOOL, I64, U32, Uni, Unsupported, Var, host_has_avx512, lty
 class ControlFlow:
     """The ``op_if`` and ``op_while`` rules of ``KernelGen`` (a mixin) and their phis."""
 
-    def to_phis(self, values: list[Value], reps: list, carried: bool) -> list[tuple[str, str]]:
+    def to_phis(self, values: list[Value], reps: list) -> list[tuple[str, str]]:
         """The incoming (type, ref) of each phi for these values' reps."""
         out = []
         for v, rep in zip(values, reps):
@@ -34,7 +34,7 @@ class ControlFlow:
                 continue
             w = self.geo.width(s)
             for p in self.b.parts(rep, s, w):
-                if carried and s.kind == "b" and not host_has_avx512():
+                if s.kind == "b" and not host_has_avx512():
                     out.append(self.carry_mask(p, w))
                 else:
                     out.append((vty(s, w), p))
@@ -49,7 +49,7 @@ class ControlFlow:
         x = self.b.emit(f"sext <{w} x i1> {p} to {it}")
         return it, self.b.emit(f'call {it} asm "", "=x,0"({it} {x})')
 
-    def from_phis(self, values: list[Value], refs: list[str], carried: bool) -> list:
+    def from_phis(self, values: list[Value], refs: list[str]) -> list:
         refs = list(refs)
         reps = []
         for v in values:
@@ -59,7 +59,7 @@ class ControlFlow:
                 continue
             w = self.geo.width(s)
             parts = [refs.pop(0) for _ in range(self.geo.lanes // w)]
-            if carried and s.kind == "b" and not host_has_avx512():
+            if s.kind == "b" and not host_has_avx512():
                 it = f"<{w} x i{self.geo.vbits // w}>"
                 parts = [self.b.emit(f"icmp slt {it} {p}, zeroinitializer") for p in parts]
             reps.append(Var(parts, w))
@@ -69,26 +69,18 @@ class ControlFlow:
         c = self.env[op.operands[0].id]
         if not isinstance(c, Uni):
             raise Unsupported("a varying if (structured IR)")
-        b = self.b
-        then, other, join = b.label("then"), b.label("else"), b.label("join")
-        b.cbr(c.ref, then, other)
-        incoming = []
-        for label, region in ((then, op.regions[0]), (other, op.regions[1])):
-            b.start(label)
-            reps = self.region_ops(region.ops)
-            incoming.append((self.to_phis(op.results, reps, True), b.block))
-            b.br(join)
-        b.start(join)
-        (ins_a, blk_a), (ins_b, blk_b) = incoming
+        b, (then, other) = self.b, op.regions
+        (ins_a, blk_a), (ins_b, blk_b) = b.branch(c.ref, ("then", "else", "join"), lambda no: (
+            self.to_phis(op.results, self.region_ops((other if no else then).ops))))
         refs = [b.emit(f"phi {ta} [{ra}, %{blk_a}], [{rb}, %{blk_b}]")
                 for (ta, ra), (_, rb) in zip(ins_a, ins_b)]
-        return self.from_phis(op.results, refs, True)
+        return self.from_phis(op.results, refs)
 
     def op_while(self, op: Op):
         before, body = op.regions
         b = self.b
         self.safe_checks.update(self.induction_guards(op))
-        init = self.to_phis(before.args, [self.env[v.id] for v in op.operands], True)
+        init = self.to_phis(before.args, [self.env[v.id] for v in op.operands])
         # 32-bit copies of int64 induction slots that are read truncated (loopchecks.py)
         narrow, ind = narrow_casts(op, self.defs), inductions(op, self.defs)
         firsts = {j: b.parts(arith.cast(arith.Lanes(b, True), I64, U32,
@@ -111,7 +103,7 @@ class ControlFlow:
         w32 = self.geo.width(U32)
         self.narrowed.update({cid: (Var([n for n, _ in lows[j]], w32), a, c)
                               for cid, (j, a, c) in narrow.items()})
-        real = self.from_phis(before.args, [name for name, _ in slots], True)
+        real = self.from_phis(before.args, [name for name, _ in slots])
         self.bind(before, real)
         for j, (name, _) in shadows.items():
             self.env[before.args[j].id] = Uni(name)
@@ -130,15 +122,15 @@ class ControlFlow:
             vals[0] = split[0]
         # masks cross into the body and out of the loop as integer vectors: an <8 x i1>
         # live across blocks is legalized to <8 x i16> and repacked every iteration
-        flat = self.to_phis(body.args, vals, True)
+        flat = self.to_phis(body.args, vals)
         b.cbr(cond.ref, loop, done)
         b.start(loop)
-        vals = self.from_phis(body.args, [r for _, r in flat], True)
+        vals = self.from_phis(body.args, [r for _, r in flat])
         self.bind(body, vals)
         for j, (name, _) in shadows.items():
             self.env[body.args[j].id] = Uni(name)
             self.counter_old[counters[j][0]] = vals[j]
-        back = self.to_phis(body.args, self.region_ops(body.ops), True)
+        back = self.to_phis(body.args, self.region_ops(body.ops))
         k_next = b.emit(f"add i64 {k}, 1")
         if counted:
             self.loops.pop()
@@ -159,7 +151,7 @@ class ControlFlow:
             b.fill_phi(hole, types[j], (self.env[op.operands[j].id].ref, pre), (steps[j], latch))
         b.fill_phi((k, k_at), "i64", ("0", pre), (k_next, latch))
         b.start(done)
-        return self.from_phis(body.args, [r for _, r in flat], True)
+        return self.from_phis(body.args, [r for _, r in flat])
 
     def induction_guards(self, op: Op) -> dict[int, str]:
         """For each check in ``op``'s body that ``loopchecks`` can decide before the

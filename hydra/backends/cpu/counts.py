@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from .vectors import Uni, Var
 
-_I64 = "i64"
-
 
 class Counts:
     """The ``op_count`` rule of ``KernelGen`` (a mixin: ``codegen`` stays as it is)."""

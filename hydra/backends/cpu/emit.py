@@ -57,6 +57,20 @@ class Builder:
     def declare(self, text: str) -> None:
         self.decls.add(text)
 
+    def branch(self, cond: str, names: tuple[str, str, str], arm) -> list[tuple[object, str]]:
+        """``arm(False)`` in a block taken where ``cond`` holds, ``arm(True)`` in one
+        where it does not, both going on to a join block (started here): ``[(result,
+        the arm's last block)]`` of the two, for the join's phis."""
+        yes, no, join = (self.label(n) for n in names)
+        self.cbr(cond, yes, no)
+        out = []
+        for label, other in ((yes, False), (no, True)):
+            self.start(label)
+            out.append((arm(other), self.block))
+            self.br(join)
+        self.start(join)
+        return out
+
     def hole(self, hint: str) -> tuple[str, int]:
         """A fresh name and an empty line for its phi, filled in (``fill_phi``) once the
         loop's latch block is known."""

@@ -35,7 +35,6 @@ import numpy as np
 from ...stop import WORDS as _WORDS  # [0] the stop word, [1] Python's C handler
 from ...stop import reset as _reset
 _SA_SIGINFO = 4
-_handler: list[int] = []  # the native handler's address, once made
 
 
 class _SigAction(ctypes.Structure):
@@ -49,12 +48,12 @@ def stop_address() -> int:
     return int(_WORDS.ctypes.data)
 
 
+@functools.cache  # the handler lives as long as the process
 def _native_handler() -> int:
     """The address of ``void handler(int)``: set the stop word, call Python's handler."""
-    if not _handler:
-        from ..machinecode.engine import jit
-        stop, prev = stop_address(), stop_address() + 8
-        text = f"""
+    from ..machinecode.engine import jit
+    stop, prev = stop_address(), stop_address() + 8
+    text = f"""
 define void @hydra_on_sigint(i32 %sig) {{
 entry:
   store atomic volatile i64 1, ptr inttoptr (i64 {stop} to ptr) seq_cst, align 8
@@ -69,8 +68,7 @@ done:
   ret void
 }}
 """
-        _handler.append(jit(text, "hydra_on_sigint"))  # lives as long as the process
-    return _handler[0]
+    return jit(text, "hydra_on_sigint")
 
 
 @functools.cache

@@ -15,10 +15,7 @@ from __future__ import annotations
 from ...ir.core import Op, Value
 from ...types import ScalarType
 from . import arith
-from .vectors import Arr, Uni, Unsupported, Var, lty
-
-_BOOL = ScalarType("bool")
-_I64 = ScalarType("int64")
+from .vectors import BOOL, I64, Arr, Uni, Unsupported, Var, lty
 
 
 def mem_type(t: ScalarType) -> str:
@@ -68,16 +65,7 @@ class MemoryOps:
         """``emit(masked)`` in a block for full gangs (plain loads and stores: masked
         ones cost 12-20% of black-scholes on Zen 4) and one for the last, partial gang
         (masked); returns ``[(result, block)]`` of both, the join block started."""
-        b = self.b
-        full, part, join = b.label("full"), b.label("part"), b.label("joined")
-        b.cbr(self.full, full, part)
-        out = []
-        for label, masked in ((full, False), (part, True)):
-            b.start(label)
-            out.append((emit(masked), b.block))
-            b.br(join)
-        b.start(join)
-        return out
+        return self.b.branch(self.full, ("full", "part", "joined"), emit)
 
     def load_inputs(self, items: list[tuple[str, Value]]) -> None:
         """Bind each varying input (``(ptr, value)``) to its gang's lanes, and
@@ -96,7 +84,7 @@ class MemoryOps:
                 tail = ["<" + ", ".join(["i1 true"] * mw) + ">"] * (self.geo.lanes // mw)
             return [tail] + [self._load_parts(ptr, v.type, masked) for ptr, v in items]
         (plain, blk_a), (masked, blk_b) = self._two_ways(emit)
-        types = [(_BOOL, "i1", mw)] + [(v.type, mem_type(v.type), self.geo.width(v.type))
+        types = [(BOOL, "i1", mw)] + [(v.type, mem_type(v.type), self.geo.width(v.type))
                                       for _, v in items]
         joined = [[b.emit(f"phi <{w} x {mt}> [{x}, %{blk_a}], [{y}, %{blk_b}]")
                    for x, y in zip(pa, pb)] for (_, mt, w), pa, pb in zip(types, plain, masked)]
@@ -108,7 +96,7 @@ class MemoryOps:
         b, w = self.b, self.geo.width(t)
         mt, m = mem_type(t), mangle(t, w)
         out = []
-        masks = b.parts(self.tail, _BOOL, w) if masked else []
+        masks = b.parts(self.tail, BOOL, w) if masked else []
         for k in range(self.geo.lanes // w):
             at = b.emit(f"add i64 {self.base}, {k * w}")
             p = b.emit(f"getelementptr {mt}, ptr {ptr}, i64 {at}")
@@ -165,29 +153,29 @@ class MemoryOps:
         self.in_bounds = Uni("true")  # of a uniform access: is its address safe to read
         for axis, (i, v) in enumerate(zip(idx, op.operands[1:1 + nidx])):
             if v.type.name != "int64":
-                i = arith.cast(arith.Lanes(self.b, isinstance(i, Var)), v.type, _I64, i)
+                i = arith.cast(arith.Lanes(self.b, isinstance(i, Var)), v.type, I64, i)
             n = Uni(arr.shape[axis])
-            neg = arith.compare(lz, "lt", _I64, i, Uni("0"))
-            lo = arith.compare(lz, "lt", _I64, i, Uni(self.b.emit(f"sub i64 0, {n.ref}")))
-            hi = arith.compare(lz, "ge", _I64, i, n)
+            neg = arith.compare(lz, "lt", I64, i, Uni("0"))
+            lo = arith.compare(lz, "lt", I64, i, Uni(self.b.emit(f"sub i64 0, {n.ref}")))
+            hi = arith.compare(lz, "ge", I64, i, n)
             if not varying:
-                out = lz.apply("or {0} {1}, {2}", _BOOL, lo, hi)
-                ok = lz.apply("xor {0} {1}, {2}", _BOOL, out, Uni("true"))
-                self.in_bounds = lz.apply("and {0} {1}, {2}", _BOOL, self.in_bounds, ok)
+                out = lz.apply("or {0} {1}, {2}", BOOL, lo, hi)
+                ok = lz.apply("xor {0} {1}, {2}", BOOL, out, Uni("true"))
+                self.in_bounds = lz.apply("and {0} {1}, {2}", BOOL, self.in_bounds, ok)
             if self.boundscheck:
                 chk = arith.Lanes(self.b, varying or isinstance(mask, Var))
-                bad = chk.apply("and {0} {1}, {2}", _BOOL, mask,
-                                lz.apply("or {0} {1}, {2}", _BOOL, lo, hi))
+                bad = chk.apply("and {0} {1}, {2}", BOOL, mask,
+                                lz.apply("or {0} {1}, {2}", BOOL, lo, hi))
                 self.fail_if(bad, op, "index", i, (str(axis), n.ref))
-            fixed = lz.sel(neg, lz.apply("add {0} {1}, {2}", _I64, i, n), i, _I64, w=w)
-            term = lz.apply("mul {0} {1}, {2}", _I64, fixed, Uni(arr.strides[axis]), w=w)
-            off = term if off is None else lz.apply("add {0} {1}, {2}", _I64, off, term, w=w)
+            fixed = lz.sel(neg, lz.apply("add {0} {1}, {2}", I64, i, n), i, I64, w=w)
+            term = lz.apply("mul {0} {1}, {2}", I64, fixed, Uni(arr.strides[axis]), w=w)
+            off = term if off is None else lz.apply("add {0} {1}, {2}", I64, off, term, w=w)
         if off is None:
             off = Uni("0")
         if arr.lane_stride is not None:
             ids = Var(self.gang_lane_ids(w), w)
-            rows = lz.apply("mul {0} {1}, {2}", _I64, ids, Uni(arr.lane_stride), w=w)
-            off = lz.apply("add {0} {1}, {2}", _I64, off, rows, w=w)
+            rows = lz.apply("mul {0} {1}, {2}", I64, ids, Uni(arr.lane_stride), w=w)
+            off = lz.apply("add {0} {1}, {2}", I64, off, rows, w=w)
         return arr, off, mask
 
     def _uniform_ptr(self, arr: Arr, off: Uni, mask, store: bool) -> str:
@@ -201,7 +189,7 @@ class MemoryOps:
         return self.b.emit(f"select i1 {safe}, ptr {p}, ptr {self.dummy}")
 
     def _ptrs(self, arr: Arr, off, w: int) -> list[str]:
-        parts = self.b.parts(off, _I64, w)
+        parts = self.b.parts(off, I64, w)
         return [self.b.emit(f"getelementptr i8, ptr {arr.data}, <{w} x i64> {p}") for p in parts]
 
     def gather(self, ptrs: list[str], masks: list[str], t: ScalarType, w: int) -> Var:
@@ -238,7 +226,7 @@ class MemoryOps:
             if t.kind == "b":
                 v = b.emit(f"icmp ne i8 {v}, 0")
             return [Uni(v)]
-        return [self.gather(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), t, w)]
+        return [self.gather(self._ptrs(arr, off, w), b.parts(mask, BOOL, w), t, w)]
 
     def op_store(self, op: Op):
         t = op.operands[-1].type
@@ -253,5 +241,5 @@ class MemoryOps:
             b.do(f"store {mt} {v}, ptr {self._uniform_ptr(arr, off, mask, True)}")
             return []
         vals = self._to_memory(b.parts(value, t, w), t, w)
-        self.scatter(self._ptrs(arr, off, w), b.parts(mask, _BOOL, w), vals, t, w)
+        self.scatter(self._ptrs(arr, off, w), b.parts(mask, BOOL, w), vals, t, w)
         return []

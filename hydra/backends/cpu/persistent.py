@@ -39,13 +39,9 @@ from ...types import ScalarType
 from ..cut import nested
 from . import arith
 from .codegen import KernelGen
-from .loopselects import free_selects, value_uses
 from .memory import mem_type
 from .persistplan import Shape, plan
-from .vectors import Geometry, Unsupported, Var, host_has_avx512, lty, vty
-
-_BOOL = ScalarType("bool")
-_I64 = ScalarType("int64")
+from .vectors import BOOL, I64, Geometry, Unsupported, Var
 
 
 def _knob(name: str, default: int) -> int:
@@ -85,7 +81,7 @@ class PersistentGen(KernelGen):
         self.every = _knob("EVERY", 4)
 
     def gang_lane_ids(self, w: int) -> list[str]:
-        return self.b.parts(self.idx, _I64, w)
+        return self.b.parts(self.idx, I64, w)
 
     def op(self, op: Op):
         """In ``post``, an op's mask is also limited to the finished slots: a mask made
@@ -94,7 +90,7 @@ class PersistentGen(KernelGen):
             return super().op(op)
         own = self.env[op.mask.id]
         self.env[op.mask.id] = arith.Lanes(self.b, True).apply(
-            "and {0} {1}, {2}", _BOOL, own, self.post_mask)
+            "and {0} {1}, {2}", BOOL, own, self.post_mask)
         try:
             return super().op(op)
         finally:
@@ -104,7 +100,7 @@ class PersistentGen(KernelGen):
         """Gather (``rep`` None) or scatter ``rep`` at the slots' lanes of the per-lane
         buffer ``ptr`` (not at ``base``)."""
         b, w = self.b, self.geo.width(t)
-        masks = b.parts(self.tail, _BOOL, w)
+        masks = b.parts(self.tail, BOOL, w)
         ptrs = [b.emit(f"getelementptr {mem_type(t)}, ptr {ptr}, <{w} x i64> {p}")
                 for p in self.gang_lane_ids(w)]
         if rep is None:
@@ -117,51 +113,28 @@ class PersistentGen(KernelGen):
 
     # --- the kernel -------------------------------------------------------------------
 
-    def _phi_types(self, values: list[Value]) -> list[str]:
-        """The LLVM types ``to_phis`` gives these values (carried)."""
-        out = []
-        for v in values:
-            if not v.varying:
-                out.append(lty(v.type))
-                continue
-            w = self.geo.width(v.type)
-            wide = v.type.kind == "b" and not host_has_avx512()
-            out += [f"<{w} x i{self.geo.vbits // w}>" if wide else vty(v.type, w)] * (
-                self.geo.lanes // w)
-        return out
-
     def generate_persistent(self, shape: Shape) -> str:
         b, geo = self.b, self.geo
         self.base = "0"  # an error names a slot, not a lane: only that one failed counts
         self.post_mask = None
         loop = shape.loop
         before, body = loop.regions
-        params, binders = [], []
-        # varying inputs (``input_params`` lists them) are gathered at the slots' lanes
-        # (``at_lanes``) on each refill
-        self.lane_inputs: list[tuple[str, Value]] = []
-        for i, v in enumerate(shape.inputs):
-            params += self.input_params(i, v, binders)
-        params += [f"ptr %out{i}" for i in range(len(shape.outputs))]
-        b.start("entry")
-        self.scratch = b.emit(f"alloca [{geo.lanes} x i64], align 64", "scratch")
-        self.dummy = b.emit("alloca [8 x i64], align 64", "dummy")
         every = [*shape.hoisted, *shape.pre, loop, *shape.post]
-        self.start_clock(every)
-        self.free_selects = free_selects(every[len(shape.hoisted):], shape.outputs)
-        self.uses = value_uses(every, shape.outputs)
-        self.defs = {r.id: o for top in every for o in nested(top) for r in o.results}
+        # varying inputs (``self.lane_inputs``) are gathered at the slots' lanes
+        # (``at_lanes``) on each refill
+        params, binders = self.start(every, shape.inputs, shape.outputs,
+                                     every[len(shape.hoisted):])
         for bind in binders:
             bind()  # a uniform bool input
         for op in shape.hoisted:
-            self._top(op)
+            self.lower(op)
         for i, v in enumerate(shape.outputs):
             if not v.varying:
                 self.store_output(f"%out{i}", v, [])
         ctr = b.emit("getelementptr i64, ptr %err, i64 7", "ctr")
         # the state each slot carries: its lane, the pre values the loop or post read,
         # the loop's carried values
-        idx_v = Value(_I64, None, "idx", True)
+        idx_v = Value(I64, None, "idx", True)
         used = {v.id for r in loop.regions for o in r.walk() for v in o.inputs()}
         used |= {v.id for op in shape.post for o in nested(op) for v in o.inputs()}
         used |= {v.id for v in shape.outputs}
@@ -171,16 +144,16 @@ class PersistentGen(KernelGen):
         # and as scalars: more lanes to take?, the next lane, the chunk's end, the slots
         # holding a lane whose results are not stored yet (bit i: slot i), trips since
         # the last refill
-        types = self._phi_types(state) + ["i1", "i64", "i64", "i64", "i64"]
-        first = [zero(t) for t in types[:-5]] + ["true", "0", "0", "0", "0"]
+        nparts = sum(geo.lanes // geo.width(v.type) if v.varying else 1 for v in state)
         entry = b.block
         b.br("head")
-        # head: the phis (filled in at the end), then the loop's condition on every slot
+        # head: the phis (filled in at the end: their types are the back edge's), then
+        # the loop's condition on every slot
         b.start("head")
-        names, at = [b.tmp("p") for _ in types], len(b.lines)
-        b.lines += [None] * len(names)
+        holes = [b.hole("p") for _ in range(nparts + 5)]
+        names = [name for name, _ in holes]
         more, nxt, hi, alive, trips = names[-5:]
-        reps = self.from_phis(state, names[:-5], True)
+        reps = self.from_phis(state, names[:-5])
         self.idx = reps[0]
         for v, rep in zip(state[1:], reps[1:]):
             self.env[v.id] = rep
@@ -194,8 +167,11 @@ class PersistentGen(KernelGen):
         self.bind(body, vals)
         back = self.region_ops(body.ops)
         self.poll_back_edge(None, "0")
-        incoming = [(self.to_phis(state, reps[:1 + len(kept)] + back, True),
-                     [more, nxt, hi, alive, b.emit(f"add i64 {trips}, 1")], b.block)]
+        flat = self.to_phis(state, reps[:1 + len(kept)] + back)
+        types = [t for t, _ in flat] + ["i1", "i64", "i64", "i64", "i64"]
+        first = [zero(t) for t in types[:-5]] + ["true", "0", "0", "0", "0"]
+        incoming = [([r for _, r in flat] + [more, nxt, hi, alive,
+                                              b.emit(f"add i64 {trips}, 1")], b.block)]
         b.br("head")
         # a slot is out of the loop: is it a lane that just finished, or can it take one?
         b.start("check")
@@ -220,7 +196,7 @@ class PersistentGen(KernelGen):
         for r, v in zip(loop.results, vals):
             self.env[r.id] = v
         for op in shape.post:
-            self._top(op)
+            self.lower(op)
         lane_outputs: list = []
         for i, v in enumerate(shape.outputs):
             if v.varying:
@@ -238,29 +214,21 @@ class PersistentGen(KernelGen):
         for ptr, v in self.lane_inputs:
             self.env[v.id] = self.at_lanes(ptr, v.type)
         for op in shape.pre:
-            self._top(op)
+            self.lower(op)
         merged = [idx]
         merged += [self._merge(v, ok, self.env[v.id], reps[1 + k]) for k, v in enumerate(kept)]
         merged += [self._merge(a, ok, self.env[v.id], reps[1 + len(kept) + k])
                    for k, (v, a) in enumerate(zip(loop.operands, before.args))]
-        incoming.append((self.to_phis(state, merged, True), [more2, nxt2, hi2, alive2, "1"],
-                         b.block))
+        incoming.append(([r for _, r in self.to_phis(state, merged)]
+                         + [more2, nxt2, hi2, alive2, "1"], b.block))
         b.br("head")
-        for k, (name, t) in enumerate(zip(names, types)):
-            arms = [f"[{first[k]}, %{entry}]"] + [
-                f"[{(ins[k][1] if k < len(ins) else sc[k - len(ins)])}, %{blk}]"
-                for ins, sc, blk in incoming]
-            b.lines[at + k] = f"  {name} = phi {t} {', '.join(arms)}"
+        for k, (hole, t) in enumerate(zip(holes, types)):
+            b.fill_phi(hole, t, (first[k], entry), *[(refs[k], blk) for refs, blk in incoming])
         # a slot that fails leaves the kernel (``fail_if`` goes to the latch); the host
         # then asks the phase's lockstep twin which error comes first (phases.py)
         b.start("latch")
         b.br("exit")
         return self.finish(params, ("; hydra: persistent lanes",))
-
-    def _top(self, op: Op) -> None:
-        self.top = op
-        for r, rep in zip(op.results, self.op(op) or []):
-            self.env[r.id] = rep
 
     def _merge(self, v: Value, ok, new, old):
         if not v.varying:
@@ -272,17 +240,15 @@ class PersistentGen(KernelGen):
         grabbing chunks until every slot has one or none is left: (lane ids, the
         refilled slots' bits, next, end, more)."""
         b, geo = self.b, self.geo
-        w = geo.width(_I64)
+        w = geo.width(I64)
         nparts = geo.lanes // w
-        idx0 = b.parts(self.idx, _I64, w)
+        idx0 = b.parts(self.idx, I64, w)
         pre = b.block
         loop, grab, got, out = b.label("fill"), b.label("grab"), b.label("got"), b.label("out")
         b.br(loop)
         b.start(loop)
-        idx_in = [b.tmp("ix") for _ in range(nparts)]
-        ok_in, f_in, nx_in, hi_in = b.tmp("ok"), b.tmp("free"), b.tmp("nx"), b.tmp("hi")
-        at = len(b.lines)
-        b.lines += [None] * (nparts + 4)
+        holes = [b.hole(h) for h in ["ix"] * nparts + ["ok", "free", "nx", "hi"]]
+        *idx_in, ok_in, f_in, nx_in, hi_in = [name for name, _ in holes]
         fs, nv, hv = (b.splat(x, "i64", w) for x in (f_in, nx_in, hi_in))
         b.declare(f"declare <{w} x i64> @llvm.ctpop.v{w}i64(<{w} x i64>)")
         idx_out, takes = [], []
@@ -316,11 +282,9 @@ class PersistentGen(KernelGen):
         end = b.emit(f"mul i64 {g1}, {self.gang}")
         end = b.emit(f"select i1 {b.emit(f'icmp slt i64 {end}, %n')}, i64 {end}, i64 %n")
         b.cbr(some, loop, out)
-        phis = [(f"<{w} x i64>", *p) for p in zip(idx_in, idx0, idx_out)] + [
-            ("i64", ok_in, "0", ok_out), ("i64", f_in, free, f_out), ("i64", nx_in, nxt, lo),
-            ("i64", hi_in, hi, end)]
-        for j, (t, name, a, z) in enumerate(phis):
-            b.lines[at + j] = f"  {name} = phi {t} [{a}, %{pre}], [{z}, %{got}]"
+        arms = [*zip(idx0, idx_out), ("0", ok_out), (free, f_out), (nxt, lo), (hi, end)]
+        for k, (hole, (a, z)) in enumerate(zip(holes, arms)):
+            b.fill_phi(hole, f"<{w} x i64>" if k < nparts else "i64", (a, pre), (z, got))
         b.start(out)
         more_out = b.emit(f"phi i1 [{more}, %{loop}], [false, %{got}]")
         return Var(idx_out, w), ok_out, nx_out, hi_in, more_out
@@ -331,19 +295,19 @@ class PersistentGen(KernelGen):
         narrow = bits if g == 64 else b.emit(f"trunc i64 {bits} to i{g}")
         whole = Var([b.emit(f"bitcast i{g} {narrow} to <{g} x i1>")], g)
         w = self.geo.mask_width
-        return Var(b.parts(whole, _BOOL, w), w)
+        return Var(b.parts(whole, BOOL, w), w)
 
     def _bits(self, mask) -> str:
         """The gang mask as an i64, bit i = slot i (one <G x i1> bitcast: k-register
         unpacks on AVX-512, not a shift and an or per part)."""
         b, g = self.b, self.geo.lanes
-        whole = b.parts(mask, _BOOL, g)[0]
+        whole = b.parts(mask, BOOL, g)[0]
         bits = b.emit(f"bitcast <{g} x i1> {whole} to i{g}")
         return bits if g == 64 else b.emit(f"zext i{g} {bits} to i64")
 
     def _bitmask(self, bits: str, k: int) -> str:
         """Part k of a gang mask from its bits (splat in ``bits``, <w x i64>)."""
-        b, w = self.b, self.geo.width(_I64)
+        b, w = self.b, self.geo.width(I64)
         one = ", ".join(f"i64 {1 << (k * w + i)}" for i in range(w))
         return b.emit(f"icmp ne <{w} x i64> {b.emit(f'and <{w} x i64> {bits}, <{one}>')}, "
                       f"zeroinitializer")

@@ -16,11 +16,12 @@ import ctypes
 import ctypes.util
 import functools
 import math
-import struct
 
 import llvmlite.binding as llvm
 
+from ...types import ScalarType
 from ..machinecode.engine import init_llvm
+from .vectors import const_text
 
 
 @functools.cache
@@ -28,13 +29,6 @@ def load_runtime() -> None:
     """Load libm so the JIT resolves its symbols (the calls of `Builder.fallback`)."""
     init_llvm()
     llvm.load_library_permanently(ctypes.util.find_library("m") or "libm.so.6")
-
-
-def fconst(v: float, ft: str) -> str:
-    """LLVM's hex spelling of v as a float/double constant (float: rounded to float)."""
-    if ft == "float":
-        v = struct.unpack("<f", struct.pack("<f", v))[0]
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
 
 
 class Vec:
@@ -122,7 +116,7 @@ class Builder:
     def const(self, v, ty: str | None = None) -> Vec:
         ty = ty or self.ft
         if ty in ("float", "double"):
-            s = fconst(float(v), ty)
+            s = const_text(v, ScalarType("float32" if ty == "float" else "float64"))
         elif ty == "i1":
             s = "true" if v else "false"
         else:
