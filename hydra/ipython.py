@@ -32,7 +32,7 @@ import tokenize
 
 import numpy as np
 
-from .__main__ import UsageError, annotation_types, ir_options, parse_sig
+from .__main__ import UsageError, check_count, ir_options, sig_types
 from .api import Kernel
 from .errors import HydraError
 from .ir.printer import print_function
@@ -86,15 +86,11 @@ def _is_print(node: ast.expr) -> bool:
             and node.func.id == "print")
 
 
-class MagicUsageError(Exception):
-    """A mistake in a magic's options (shown as IPython's ``UsageError``)."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting the kernel (``SystemExit``)."""
 
     def error(self, message):
-        raise MagicUsageError(f"{message}\n{self.format_usage().rstrip()}")
+        raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 
 def _spmd_parser() -> argparse.ArgumentParser:
@@ -123,24 +119,13 @@ def _ir_parser() -> argparse.ArgumentParser:
 def _usage(parser: argparse.ArgumentParser, line: str, needs: str, missing: str):
     """The parsed options of ``line``, or None after printing the help for ``-h``; a
     usage error saying ``missing`` where the argument ``needs`` is not given."""
-    try:
-        opts = parser.parse_args(shlex.split(line))
-    except MagicUsageError as e:
-        _raise_usage(str(e))
+    opts = parser.parse_args(shlex.split(line))
     if opts.help:
         print(parser.format_help())
         return None
     if getattr(opts, needs) is None:
-        _raise_usage(f"{missing}\n{parser.format_usage().rstrip()}")
+        raise UsageError(f"{missing}\n{parser.format_usage().rstrip()}")
     return opts
-
-
-def _raise_usage(message: str):
-    try:
-        from IPython.core.error import UsageError
-    except ImportError:  # driven without IPython (tests of the functions alone)
-        raise MagicUsageError(message) from None
-    raise UsageError(message) from None
 
 
 def spmd_magic(shell, line: str, cell: str):
@@ -187,7 +172,7 @@ def parse_examples(text: str, namespace: dict) -> list:
         try:
             values.append(eval(part, namespace))  # noqa: S307  (the user's own notebook)
         except SyntaxError as e:
-            _raise_usage(f"cannot read the example argument {part!r}: {e.msg}")
+            raise UsageError(f"cannot read the example argument {part!r}: {e.msg}") from None
     return values
 
 
@@ -214,22 +199,16 @@ def _split_on_spaces(text: str) -> list[str]:
 def _known_types(kernel: Kernel, sig: str | None) -> list:
     """The argument types of ``%hydra_ir`` without example arguments: ``--sig``, else
     the kernel's most recent call, else the function's annotations."""
+    if sig is None and kernel._cache:
+        return list(next(reversed(kernel._cache)))
     try:
-        if sig is not None:
-            types = parse_sig(sig)
-        elif kernel._cache:
-            return list(next(reversed(kernel._cache)))
-        else:
-            types = annotation_types(kernel.pyfunc)
+        types = sig_types(kernel, sig)
     except UsageError as e:
         how = "check --sig" if sig is not None else (
             f"call {kernel.pyfunc.__name__} once or pass --sig (e.g. --sig "
             f"\"float64, float64[:], int64\"), or give example arguments")
-        _raise_usage(f"the argument types are not known: {e}; {how}")
-    if len(types) != len(kernel.param_names):
-        _raise_usage(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
-                     f"{len(kernel.param_names)} parameter(s)")
-    return types
+        raise UsageError(f"the argument types are not known: {e}; {how}") from None
+    return check_count(kernel, types)
 
 
 def ir_views(kernel: Kernel, stage: str, after, args: list,
@@ -271,12 +250,21 @@ def hydra_ir_magic(shell, line: str):
         display(SVG(svg))
 
 
-def load_ipython_extension(shell) -> None:
-    def spmd(line, cell):
-        return spmd_magic(shell, line, cell)
+def _magic(shell, run):
+    """``run`` for this shell, a mistake in the options shown as IPython's ``UsageError``
+    (one line, no traceback)."""
+    from IPython.core.error import UsageError as ShownUsage
 
-    def hydra_ir(line):
-        return hydra_ir_magic(shell, line)
+    def magic(*line_and_cell):
+        try:
+            return run(shell, *line_and_cell)
+        except UsageError as e:
+            raise ShownUsage(str(e)) from None
+    return magic
+
+
+def load_ipython_extension(shell) -> None:
+    spmd, hydra_ir = _magic(shell, spmd_magic), _magic(shell, hydra_ir_magic)
     # what %%spmd? and %hydra_ir? show
     spmd.__doc__ = _spmd_parser().format_help() + _SPMD_MORE
     hydra_ir.__doc__ = _ir_parser().format_help() + _IR_MORE
