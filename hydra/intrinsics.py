@@ -168,20 +168,12 @@ def _ref_atomic_add(args, mask, lanes, fail):
     return None
 
 
-INTRINSICS: dict[str, Intrinsic] = {}
-
-
 def _lane_reduction(name: str, doc: str, result, monoid: Monoid) -> Intrinsic:
     return Intrinsic(name, ("x",), doc, result, lambda vs: False, _reduce(name, monoid),
                      monoid=monoid)
 
 
-def _add(*entries: Intrinsic) -> None:
-    for e in entries:
-        INTRINSICS[e.name] = e
-
-
-_add(
+INTRINSICS: dict[str, Intrinsic] = {e.name: e for e in (
     Intrinsic("lane", (), "this lane's index, 0..N-1", lambda ts: WEAK_INT,
               lambda vs: True, _ref_lane, cross_lane=False),
     Intrinsic("nlanes", (), "the number of lanes N", lambda ts: WEAK_INT,
@@ -215,7 +207,7 @@ _add(
                           "so no other lane can see its updates",
                        "pass the array as a uniform argument, or write a[i] += v to a "
                        "per-lane array")),
-)
+)}
 
 
 def lowers(backend: str, name: str):
