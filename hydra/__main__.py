@@ -80,8 +80,6 @@ def annotation_types(fn) -> list[Type]:
                              f"give the types with --sig")
         if isinstance(ann, str):
             types.append(parse_type(ann))
-        elif ann in (float, int, bool):
-            types.append(parse_type(ann.__name__))
         else:
             try:
                 types.append(scalar(np.dtype(ann)))
