@@ -88,11 +88,6 @@ def annotation_types(fn) -> list[Type]:
     return types
 
 
-def sig_types(kernel: Kernel, sig: str | None) -> list[Type]:
-    """The types ``--sig`` gives, else the function's annotations."""
-    return parse_sig(sig) if sig is not None else annotation_types(kernel.pyfunc)
-
-
 def check_count(kernel: Kernel, types: list[Type]) -> list[Type]:
     if len(types) != len(kernel.param_names):
         raise UsageError(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
@@ -141,9 +136,10 @@ def _load(target: str):
 
 def dump_ir(args) -> str:
     kernel = load_kernel(args.target, args.lanes, args.varying, args.backend)
-    sig = args.sig or None
-    types = None if args.stage == "ast" and sig is None else \
-        check_count(kernel, sig_types(kernel, sig))
+    types = parse_sig(args.sig) if args.sig else (
+        None if args.stage == "ast" else annotation_types(kernel.pyfunc))
+    if types is not None:
+        check_count(kernel, types)
     return kernel.dump_ir(args.stage, types=types, after=args.after)
 
 
@@ -184,16 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hydra", description="hydra tools")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump-ir", help="print a kernel's IR at one stage")
-    q = sub.add_parser("profile", help="run a kernel under hydra.profile: lane utilization "
-                                       "and time per source line")
-    for p in (d, q):
-        p.add_argument("target", help="FILE::FUNC")
-        p.add_argument("--varying", default="", help="comma-separated varying parameters")
+    d.add_argument("target", help="FILE::FUNC")
     d.add_argument("--lanes", type=int, default=8)
     ir_options(d)
+    d.add_argument("--varying", default="", help="comma-separated varying parameters")
     d.add_argument("--backend", default=None, help="backend for llvm/asm/ptx/numba stages")
+    q = sub.add_parser("profile", help="run a kernel under hydra.profile: lane utilization "
+                                       "and time per source line")
+    q.add_argument("target", help="FILE::FUNC")
     q.add_argument("--setup", required=True,
                    help="a function in FILE returning the call's (args, kwargs)")
+    q.add_argument("--varying", default="", help="comma-separated varying parameters")
     q.add_argument("--backend", default=None, help="numpy, cpu or cuda")
     q.add_argument("--threads", type=int, default=None, help="cpu threads")
     q.add_argument("--warm", action="store_true",

@@ -32,7 +32,7 @@ import tokenize
 
 import numpy as np
 
-from .__main__ import UsageError, check_count, ir_options, sig_types
+from .__main__ import UsageError, annotation_types, check_count, ir_options, parse_sig
 from .api import Kernel
 from .errors import HydraError
 from .ir.printer import print_function
@@ -202,7 +202,7 @@ def _known_types(kernel: Kernel, sig: str | None) -> list:
     if sig is None and kernel._cache:
         return list(next(reversed(kernel._cache)))
     try:
-        types = sig_types(kernel, sig)
+        types = parse_sig(sig) if sig is not None else annotation_types(kernel.pyfunc)
     except UsageError as e:
         how = "check --sig" if sig is not None else (
             f"call {kernel.pyfunc.__name__} once or pass --sig (e.g. --sig "
