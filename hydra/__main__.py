@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 
 import numpy as np
@@ -56,17 +57,9 @@ def parse_type(text: str) -> Type:
 
 
 def parse_sig(sig: str) -> list[Type]:
-    parts, depth, cur = [], 0, ""
-    for ch in sig:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        cur += ch
-    if cur.strip():
-        parts.append(cur)
+    parts = re.split(r",(?![^\[]*\])", sig)  # at the commas outside [...]
+    if not parts[-1].strip():
+        parts.pop()  # a trailing comma, or no types at all
     return [parse_type(p) for p in parts]
 
 
