@@ -63,10 +63,8 @@ def cell_kernel(cell: str, namespace: dict, lanes: int, varying=(), backend=None
     last = body[-1]
     if isinstance(last, ast.Expr) and not _is_print(last.value):
         body[-1] = ast.copy_location(ast.Return(last.value), last)  # at the user's line
-    fn_def = ast.FunctionDef(name="spmd_cell", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[], kw_defaults=[],
-        defaults=[]), body=body, decorator_list=[], returns=None, type_params=[],
-        lineno=1, col_offset=0)
+    fn_def = ast.parse(f"def spmd_cell({', '.join(inputs)}): pass").body[0]
+    fn_def.body = body
     module = ast.fix_missing_locations(ast.Module([fn_def], []))
     filename = f"<hydra-cell-{next(_cells)}>"
     # The cell's own text under its name: errors name the cell's lines and show its text
