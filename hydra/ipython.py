@@ -158,8 +158,6 @@ def split_ir_line(line: str) -> tuple[str, str]:
 def parse_examples(text: str, namespace: dict) -> list:
     """Evaluate example arguments separated by commas or by spaces (outside brackets)."""
     text = text.strip()
-    if not text:
-        return []
     try:
         tree = ast.parse(f"({text},)", mode="eval")
         parts = [ast.unparse(e) for e in tree.body.elts]
