@@ -142,7 +142,7 @@ def spmd_magic(shell, line: str, cell: str):
 def split_ir_line(line: str) -> tuple[str, str]:
     """``%hydra_ir``'s line as (options and kernel name, example arguments' text): the
     arguments are Python expressions, which may contain spaces."""
-    at, expect_value = 0, False
+    expect_value = False
     for m in re.finditer(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""", line):  # quotes: one word
         word = m.group()
         if expect_value:
@@ -151,8 +151,7 @@ def split_ir_line(line: str) -> tuple[str, str]:
             expect_value = word in ("--stage", "--after", "--sig")
         else:
             return line[:m.end()], line[m.end():]
-        at = m.end()
-    return line[:at], ""
+    return line, ""  # options only (shlex ignores trailing spaces)
 
 
 def parse_examples(text: str, namespace: dict) -> list:
