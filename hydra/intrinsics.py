@@ -230,15 +230,13 @@ def check_argument_types(name: str, types: list[Type]) -> str | None:
 # --- the functions users import ------------------------------------------------------
 
 def _stub(name: str):
-    entry = INTRINSICS[name]
-
     def stub(*args):
         raise RuntimeError(
             f"hydra.{name}() only has a meaning inside a kernel run by hydra.compile or "
             f"hydra.spmd; outside one there are no lanes"
         )
     stub.__name__ = stub.__qualname__ = name
-    stub.__doc__ = entry.doc
+    stub.__doc__ = INTRINSICS[name].doc
     stub.__hydra_intrinsic__ = name
     return stub
 

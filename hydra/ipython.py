@@ -43,10 +43,9 @@ _cells = itertools.count(1)
 
 def _cell_inputs(tree: ast.Module, namespace: dict) -> list[str]:
     """Names the cell reads, never assigns, and that hold numbers or arrays."""
-    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-              and isinstance(n.ctx, ast.Store)}
-    loaded = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-              and isinstance(n.ctx, ast.Load)]
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    loaded = [n.id for n in names if isinstance(n.ctx, ast.Load)]
     data = (bool, int, float, np.generic, np.ndarray, tuple)
     return [name for name in dict.fromkeys(loaded)
             if name not in stored and isinstance(namespace.get(name), data)]
