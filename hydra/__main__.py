@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 
 import numpy as np
@@ -56,17 +57,9 @@ def parse_type(text: str) -> Type:
 
 
 def parse_sig(sig: str) -> list[Type]:
-    parts, depth, cur = [], 0, ""
-    for ch in sig:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        depth += ch == "["
-        depth -= ch == "]"
-        cur += ch
-    if cur.strip():
-        parts.append(cur)
+    parts = re.split(r",(?![^\[]*\])", sig)  # at the commas outside [...]
+    if not parts[-1].strip():
+        parts.pop()  # a trailing comma, or no types at all
     return [parse_type(p) for p in parts]
 
 
@@ -80,13 +73,18 @@ def annotation_types(fn) -> list[Type]:
                              f"give the types with --sig")
         if isinstance(ann, str):
             types.append(parse_type(ann))
-        elif ann in (float, int, bool):
-            types.append(parse_type(ann.__name__))
         else:
             try:
                 types.append(scalar(np.dtype(ann)))
             except TypeError:
                 raise UsageError(f"cannot read the annotation of '{p.name}': {ann!r}") from None
+    return types
+
+
+def check_count(kernel: Kernel, types: list[Type]) -> list[Type]:
+    if len(types) != len(kernel.param_names):
+        raise UsageError(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
+                         f"{len(kernel.param_names)} parameter(s)")
     return types
 
 
@@ -133,9 +131,8 @@ def dump_ir(args) -> str:
     kernel = load_kernel(args.target, args.lanes, args.varying, args.backend)
     types = parse_sig(args.sig) if args.sig else (
         None if args.stage == "ast" else annotation_types(kernel.pyfunc))
-    if types is not None and len(types) != len(kernel.param_names):
-        raise UsageError(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
-                         f"{len(kernel.param_names)} parameter(s)")
+    if types is not None:
+        check_count(kernel, types)
     return kernel.dump_ir(args.stage, types=types, after=args.after)
 
 

@@ -84,18 +84,19 @@ def _summed(ts: list[Type]) -> Type:
     return INT64 if isinstance(t, ScalarType) and t.kind == "b" else t
 
 
-def _check_active(src: np.ndarray, mask: np.ndarray, fail, what: str) -> None:
-    bad = np.nonzero(mask & ~mask[src])[0]
-    if bad.size:
-        i = int(bad[0])
-        fail("inactive", f"{what} reads lane {int(src[i])}, which is not active", i)
-
-
-def _check_range(src: np.ndarray, mask: np.ndarray, lanes: int, fail, what: str) -> None:
+def _check_sources(src: np.ndarray, mask: np.ndarray, lanes: int, fail, what: str):
+    """``src``, the lane each lane reads, with every active lane's in range and active
+    (else ``fail``); the inactive lanes read themselves."""
     bad = np.nonzero(mask & ((src < 0) | (src >= lanes)))[0]
     if bad.size:
         i = int(bad[0])
         fail("index", f"{what}: lane index {int(src[i])} is out of range for {lanes} lanes", i)
+    src = np.where(mask, src, np.arange(lanes))
+    bad = np.nonzero(mask & ~mask[src])[0]
+    if bad.size:
+        i = int(bad[0])
+        fail("inactive", f"{what} reads lane {int(src[i])}, which is not active", i)
+    return src
 
 
 def _reduce(name: str, monoid: Monoid):
@@ -127,25 +128,19 @@ def _ref_nlanes(args, mask, lanes, fail):
 
 def _ref_broadcast(args, mask, lanes, fail):
     x, k = args
-    src = np.full(lanes, int(k[0]), dtype=np.int64)
-    _check_range(src, mask, lanes, fail, "broadcast")
-    _check_active(src, mask, fail, "broadcast")
+    _check_sources(np.full(lanes, int(k[0]), dtype=np.int64), mask, lanes, fail, "broadcast")
     return x[int(k[0])]
 
 
 def _ref_shuffle(args, mask, lanes, fail):
     x, idx = args
-    src = idx.astype(np.int64)
-    _check_range(src, mask, lanes, fail, "shuffle")
-    src = np.where(mask, src, np.arange(lanes))
-    _check_active(src, mask, fail, "shuffle")
-    return x[src]
+    return x[_check_sources(idx.astype(np.int64), mask, lanes, fail, "shuffle")]
 
 
 def _ref_rotate(args, mask, lanes, fail):
     x, off = args
-    src = (np.arange(lanes) + off.astype(np.int64)) % lanes
-    _check_active(src, mask, fail, "rotate")
+    src = (np.arange(lanes) + off.astype(np.int64)) % lanes  # (in range)
+    _check_sources(src, mask, lanes, fail, "rotate")
     return x[src]
 
 
@@ -168,20 +163,12 @@ def _ref_atomic_add(args, mask, lanes, fail):
     return None
 
 
-INTRINSICS: dict[str, Intrinsic] = {}
-
-
 def _lane_reduction(name: str, doc: str, result, monoid: Monoid) -> Intrinsic:
     return Intrinsic(name, ("x",), doc, result, lambda vs: False, _reduce(name, monoid),
                      monoid=monoid)
 
 
-def _add(*entries: Intrinsic) -> None:
-    for e in entries:
-        INTRINSICS[e.name] = e
-
-
-_add(
+INTRINSICS: dict[str, Intrinsic] = {e.name: e for e in (
     Intrinsic("lane", (), "this lane's index, 0..N-1", lambda ts: WEAK_INT,
               lambda vs: True, _ref_lane, cross_lane=False),
     Intrinsic("nlanes", (), "the number of lanes N", lambda ts: WEAK_INT,
@@ -215,7 +202,7 @@ _add(
                           "so no other lane can see its updates",
                        "pass the array as a uniform argument, or write a[i] += v to a "
                        "per-lane array")),
-)
+)}
 
 
 def lowers(backend: str, name: str):
@@ -243,15 +230,13 @@ def check_argument_types(name: str, types: list[Type]) -> str | None:
 # --- the functions users import ------------------------------------------------------
 
 def _stub(name: str):
-    entry = INTRINSICS[name]
-
     def stub(*args):
         raise RuntimeError(
             f"hydra.{name}() only has a meaning inside a kernel run by hydra.compile or "
             f"hydra.spmd; outside one there are no lanes"
         )
     stub.__name__ = stub.__qualname__ = name
-    stub.__doc__ = entry.doc
+    stub.__doc__ = INTRINSICS[name].doc
     stub.__hydra_intrinsic__ = name
     return stub
 

@@ -32,7 +32,7 @@ import tokenize
 
 import numpy as np
 
-from .__main__ import UsageError, annotation_types, ir_options, parse_sig
+from .__main__ import UsageError, annotation_types, check_count, ir_options, parse_sig
 from .api import Kernel
 from .errors import HydraError
 from .ir.printer import print_function
@@ -43,10 +43,9 @@ _cells = itertools.count(1)
 
 def _cell_inputs(tree: ast.Module, namespace: dict) -> list[str]:
     """Names the cell reads, never assigns, and that hold numbers or arrays."""
-    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-              and isinstance(n.ctx, ast.Store)}
-    loaded = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-              and isinstance(n.ctx, ast.Load)]
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    loaded = [n.id for n in names if isinstance(n.ctx, ast.Load)]
     data = (bool, int, float, np.generic, np.ndarray, tuple)
     return [name for name in dict.fromkeys(loaded)
             if name not in stored and isinstance(namespace.get(name), data)]
@@ -63,10 +62,8 @@ def cell_kernel(cell: str, namespace: dict, lanes: int, varying=(), backend=None
     last = body[-1]
     if isinstance(last, ast.Expr) and not _is_print(last.value):
         body[-1] = ast.copy_location(ast.Return(last.value), last)  # at the user's line
-    fn_def = ast.FunctionDef(name="spmd_cell", args=ast.arguments(
-        posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[], kw_defaults=[],
-        defaults=[]), body=body, decorator_list=[], returns=None, type_params=[],
-        lineno=1, col_offset=0)
+    fn_def = ast.parse(f"def spmd_cell({', '.join(inputs)}): pass").body[0]
+    fn_def.body = body
     module = ast.fix_missing_locations(ast.Module([fn_def], []))
     filename = f"<hydra-cell-{next(_cells)}>"
     # The cell's own text under its name: errors name the cell's lines and show its text
@@ -86,15 +83,11 @@ def _is_print(node: ast.expr) -> bool:
             and node.func.id == "print")
 
 
-class MagicUsageError(Exception):
-    """A mistake in a magic's options (shown as IPython's ``UsageError``)."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting the kernel (``SystemExit``)."""
 
     def error(self, message):
-        raise MagicUsageError(f"{message}\n{self.format_usage().rstrip()}")
+        raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 
 def _spmd_parser() -> argparse.ArgumentParser:
@@ -123,24 +116,13 @@ def _ir_parser() -> argparse.ArgumentParser:
 def _usage(parser: argparse.ArgumentParser, line: str, needs: str, missing: str):
     """The parsed options of ``line``, or None after printing the help for ``-h``; a
     usage error saying ``missing`` where the argument ``needs`` is not given."""
-    try:
-        opts = parser.parse_args(shlex.split(line))
-    except MagicUsageError as e:
-        _raise_usage(str(e))
+    opts = parser.parse_args(shlex.split(line))
     if opts.help:
         print(parser.format_help())
         return None
     if getattr(opts, needs) is None:
-        _raise_usage(f"{missing}\n{parser.format_usage().rstrip()}")
+        raise UsageError(f"{missing}\n{parser.format_usage().rstrip()}")
     return opts
-
-
-def _raise_usage(message: str):
-    try:
-        from IPython.core.error import UsageError
-    except ImportError:  # driven without IPython (tests of the functions alone)
-        raise MagicUsageError(message) from None
-    raise UsageError(message) from None
 
 
 def spmd_magic(shell, line: str, cell: str):
@@ -159,7 +141,7 @@ def spmd_magic(shell, line: str, cell: str):
 def split_ir_line(line: str) -> tuple[str, str]:
     """``%hydra_ir``'s line as (options and kernel name, example arguments' text): the
     arguments are Python expressions, which may contain spaces."""
-    at, expect_value = 0, False
+    expect_value = False
     for m in re.finditer(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""", line):  # quotes: one word
         word = m.group()
         if expect_value:
@@ -168,15 +150,12 @@ def split_ir_line(line: str) -> tuple[str, str]:
             expect_value = word in ("--stage", "--after", "--sig")
         else:
             return line[:m.end()], line[m.end():]
-        at = m.end()
-    return line[:at], ""
+    return line, ""  # options only (shlex ignores trailing spaces)
 
 
 def parse_examples(text: str, namespace: dict) -> list:
     """Evaluate example arguments separated by commas or by spaces (outside brackets)."""
     text = text.strip()
-    if not text:
-        return []
     try:
         tree = ast.parse(f"({text},)", mode="eval")
         parts = [ast.unparse(e) for e in tree.body.elts]
@@ -187,7 +166,7 @@ def parse_examples(text: str, namespace: dict) -> list:
         try:
             values.append(eval(part, namespace))  # noqa: S307  (the user's own notebook)
         except SyntaxError as e:
-            _raise_usage(f"cannot read the example argument {part!r}: {e.msg}")
+            raise UsageError(f"cannot read the example argument {part!r}: {e.msg}") from None
     return values
 
 
@@ -214,22 +193,16 @@ def _split_on_spaces(text: str) -> list[str]:
 def _known_types(kernel: Kernel, sig: str | None) -> list:
     """The argument types of ``%hydra_ir`` without example arguments: ``--sig``, else
     the kernel's most recent call, else the function's annotations."""
+    if sig is None and kernel._cache:
+        return list(next(reversed(kernel._cache)))
     try:
-        if sig is not None:
-            types = parse_sig(sig)
-        elif kernel._cache:
-            return list(next(reversed(kernel._cache)))
-        else:
-            types = annotation_types(kernel.pyfunc)
+        types = parse_sig(sig) if sig is not None else annotation_types(kernel.pyfunc)
     except UsageError as e:
         how = "check --sig" if sig is not None else (
             f"call {kernel.pyfunc.__name__} once or pass --sig (e.g. --sig "
             f"\"float64, float64[:], int64\"), or give example arguments")
-        _raise_usage(f"the argument types are not known: {e}; {how}")
-    if len(types) != len(kernel.param_names):
-        _raise_usage(f"--sig gives {len(types)} type(s) but {kernel.pyfunc.__name__} takes "
-                     f"{len(kernel.param_names)} parameter(s)")
-    return types
+        raise UsageError(f"the argument types are not known: {e}; {how}") from None
+    return check_count(kernel, types)
 
 
 def ir_views(kernel: Kernel, stage: str, after, args: list,
@@ -271,12 +244,21 @@ def hydra_ir_magic(shell, line: str):
         display(SVG(svg))
 
 
-def load_ipython_extension(shell) -> None:
-    def spmd(line, cell):
-        return spmd_magic(shell, line, cell)
+def _magic(shell, run):
+    """``run`` for this shell, a mistake in the options shown as IPython's ``UsageError``
+    (one line, no traceback)."""
+    from IPython.core.error import UsageError as ShownUsage
 
-    def hydra_ir(line):
-        return hydra_ir_magic(shell, line)
+    def magic(*line_and_cell):
+        try:
+            return run(shell, *line_and_cell)
+        except UsageError as e:
+            raise ShownUsage(str(e)) from None
+    return magic
+
+
+def load_ipython_extension(shell) -> None:
+    spmd, hydra_ir = _magic(shell, spmd_magic), _magic(shell, hydra_ir_magic)
     # what %%spmd? and %hydra_ir? show
     spmd.__doc__ = _spmd_parser().format_help() + _SPMD_MORE
     hydra_ir.__doc__ = _ir_parser().format_help() + _IR_MORE

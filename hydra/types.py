@@ -171,8 +171,6 @@ def typeof_python(value) -> Type | None:
     """The hydra type of a Python/NumPy value, or None if unsupported."""
     if isinstance(value, bool):
         return WEAK_BOOL
-    if isinstance(value, np.bool_):
-        return BOOL
     # NumPy scalars first: np.float64 subclasses float, but it is strong (NEP 50)
     if isinstance(value, (np.generic, np.ndarray)):
         try:

@@ -89,7 +89,8 @@ def test_hydra_ir_before_any_call_uses_annotations_or_sig(shell, monkeypatch):
     def text():
         return html.unescape(re.sub("<[^>]*>", "", shown.pop(0).data))
     run(shell, "%hydra_ir --stage ssa ann")
-    assert "%x: v float32" in text()
+    shown_text = text()
+    assert "%x: v float32" in shown_text and "%k: u int64" in shown_text
     shown.clear()
     run(shell, '%hydra_ir --stage ssa --sig "float64, int64" plain')
     shown_text = text()

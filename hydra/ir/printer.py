@@ -92,14 +92,10 @@ class Printer:
         self.lines.append(pad + self.header(op) + (" {" if op.regions else ""))
         if op.regions:
             for region, label in zip(op.regions, REGION_LABELS[op.opcode]):
-                self._sub(region, label, depth)
+                args = ", ".join(self.decl(a) for a in region.args)
+                self.lines.append(f"{pad}  {label}({args}):" if args else f"{pad}  {label}:")
+                self.region_body(region, depth + 2)
             self.lines.append(pad + "}")
-
-    def _sub(self, region: Region, label: str, depth: int) -> None:
-        pad = "  " * (depth + 1)
-        args = ", ".join(self.decl(a) for a in region.args)
-        self.lines.append(f"{pad}{label}({args}):" if args else f"{pad}{label}:")
-        self.region_body(region, depth + 2)
 
 
 def print_function(fn: Function, show_loc: bool = True) -> str:

@@ -26,7 +26,9 @@ class VerifyError(HydraError):
 
 
 def verify(fn: Function, predicated: bool = False) -> None:
-    _Verifier(fn, predicated).run()
+    check = _Verifier(fn, predicated)
+    check.region(fn.body, {p.id for p in fn.params}, "yield")
+    check.tapes()
 
 
 class _Verifier:
@@ -37,10 +39,6 @@ class _Verifier:
     def fail(self, op: Op | None, msg: str) -> None:
         where = f" at {op.opcode} ({op.loc})" if op is not None else ""
         raise VerifyError(f"IR of {self.fn.name} is invalid{where}: {msg}")
-
-    def run(self) -> None:
-        self.region(self.fn.body, set(p.id for p in self.fn.params), "yield")
-        self.tapes()
 
     def tapes(self) -> None:
         pushed: dict = {}

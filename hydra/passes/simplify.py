@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..grad.lanesums import sink_lanesums
 from ..intrinsics import INTRINSICS
-from ..ir.core import OPCODES, Function, Op, Region, Value
+from ..ir.core import Function, Op, Region, Value
 
 
 def simplify(fn: Function) -> Function:
@@ -212,9 +212,7 @@ def _dce_region(region: Region, used: set[int]) -> bool:
 
 
 def _has_effects(region: Region) -> bool:
-    return any(not _is_removable(op) and not OPCODES[op.opcode].terminator
-               or op.opcode in ("if", "while") and any(_has_effects(r) for r in op.regions)
-               for op in region.ops)
+    return any(not _is_removable(op) and not op.info.terminator for op in region.walk())
 
 
 def _prune_if(op: Op, used: set[int]) -> bool:
