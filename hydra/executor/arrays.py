@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..batching import FRESH, batched, index_tuple, lane_copies
-from ..errors import CompileError
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..registry import record
@@ -208,19 +207,3 @@ def select_rule(h, op: Op, env) -> list:
     b = b if op.operands[2].varying else np.broadcast_to(b, shape)
     return [np.where(np.asarray(c).reshape((h.lanes,) + (1,) * t.ndim), a, b)]
 
-
-def refuse_array_ops(fn, backend: str, tape: bool = True) -> None:
-    """A ``CompileError`` naming the first per-lane array operation of ``fn``, or (with
-    ``tape``) the first op of ``hydra.grad``'s tape, for a backend that does not run them."""
-    for op in fn.walk():
-        if tape and op.opcode in ("tape_push", "tape_pop"):
-            raise CompileError(f"{op.opcode}, the tape of a loop's gradient (hydra.grad), is "
-                               f"not lowered on the {backend} backend yet (gradients "
-                               f"without loops are; loops run on the numpy and cpu "
-                               f"backends)", op.loc, hint="compile with backend='cpu'")
-        if op.opcode in ("array", "array_store"):
-            what = "a sub-array store" if op.opcode == "array_store" else \
-                f"the array operation {op.attrs['fn']}"
-            raise CompileError(f"{what} is not supported on the {backend} backend (per-lane "
-                               f"arrays run on the numpy and cpu backends)", op.loc,
-                               hint="compile with backend='cpu'")

@@ -14,16 +14,14 @@ import math
 
 import numpy as np
 
+from ..batching import UFUNCS
 from ..trees import unflatten
 from ..types import ArrayType, ScalarType
 
-BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-    "lshift": np.left_shift, "rshift": np.right_shift, "bitand": np.bitwise_and,
-    "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-}
-COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "eq": np.equal, "ne": np.not_equal}
+#: the opcodes that are their array functions' ufunc (in the result's dtype), comparisons
+BINARY = {name: UFUNCS[name] for name in ("add", "sub", "mul", "truediv", "lshift", "rshift",
+                                          "bitand", "bitor", "bitxor")}
+COMPARE = {name: UFUNCS[name] for name in ("lt", "le", "gt", "ge", "eq", "ne")}
 
 
 def _c_semantics(f, pole):
