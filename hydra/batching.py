@@ -83,6 +83,20 @@ def index_tuple(spec, ints) -> tuple:
     return tuple(out)
 
 
+def int_axes(spec, ndim: int) -> list[int]:
+    """The axis (of an array of ``ndim`` axes) that each ``("int",)`` item of a static
+    index spec indexes."""
+    axes, axis = [], 0
+    for item in spec:
+        if item[0] == "int":
+            axes.append(axis)
+        if item[0] in ("int", "slice"):
+            axis += 1
+        elif item[0] == "ellipsis":  # the axes no other index item names
+            axis += ndim - sum(1 for i in spec if i[0] in ("int", "slice"))
+    return axes
+
+
 def setitem(a, value, *ints, index):
     """A copy of ``a`` with ``a[index] = value`` (hydra.grad's functional form of a
     store into a lane's own array)."""
@@ -201,6 +215,13 @@ def matmul_rule(f, args, vary, n, out, params):
         return loop_rule(f, args, vary, n, out, params)
     got = lane_product(np, a, b, va, vb, da, db)
     return got if got is not None else loop_rule(f, args, vary, n, out, params)
+
+
+def one_gemm(va: bool, vb: bool, da: int, db: int) -> bool:
+    """Is ``lane_product`` of these operands one product with the lanes as its rows:
+    per-lane vectors @ a uniform matrix (or vector), a uniform matrix (or vector) @
+    per-lane vectors (``X @ U.T``)?"""
+    return va != vb and (da if va else db) == 1 and (db if va else da) in (1, 2)
 
 
 def lane_product(xp, a, b, va: bool, vb: bool, da: int, db: int):

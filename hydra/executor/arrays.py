@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import FRESH, batched, index_tuple, lane_copies
+from ..batching import FRESH, batched, index_tuple, int_axes, lane_copies
 from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..registry import record
@@ -26,28 +26,20 @@ def _checked_ints(h, op: Op, env, spec, dims, ints, vary):
     """The dynamic indices, bounds checked on the active lanes and made non-negative;
     varying ones are ``[N]`` arrays with index 0 on inactive lanes."""
     mask = env[op.mask.id] if op.mask is not None else np.ones(h.lanes, dtype=bool)
-    axis = 0
     out = []
-    k = 0
-    for item in spec:
-        if item[0] == "int":
-            n = dims[axis]
-            i = np.asarray(ints[k], dtype=np.int64)
-            bad = (i < -n) | (i >= n)
-            lanes = np.nonzero(mask & bad)[0] if vary[k] else \
-                (np.nonzero(mask)[0][:1] if bad else [])
-            if len(lanes):
-                lane = int(lanes[0])
-                shown = int(i[lane]) if vary[k] else int(i)
-                h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
-                       f"{n}", lane, op.loc)  # a uniform index: the lowest active lane
-            i = np.where(i < 0, i + n, i)
-            out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
-            k += 1
-        if item[0] in ("int", "slice"):
-            axis += 1
-        elif item[0] == "ellipsis":  # the axes no other index item names
-            axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
+    for k, axis in enumerate(int_axes(spec, len(dims))):
+        n = dims[axis]
+        i = np.asarray(ints[k], dtype=np.int64)
+        bad = (i < -n) | (i >= n)
+        lanes = np.nonzero(mask & bad)[0] if vary[k] else \
+            (np.nonzero(mask)[0][:1] if bad else [])
+        if len(lanes):
+            lane = int(lanes[0])
+            shown = int(i[lane]) if vary[k] else int(i)
+            h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
+                   f"{n}", lane, op.loc)  # a uniform index: the lowest active lane
+        i = np.where(i < 0, i + n, i)
+        out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
     return out
 
 

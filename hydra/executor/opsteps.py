@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, shift_axis, index_tuple
+from ..batching import (ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, index_tuple, int_axes,
+                        shift_axis)
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..types import ArrayType, ScalarType
 from .fuse import loop_ready
@@ -178,15 +179,20 @@ def _elementwise(op: Op, fn, params, ids, dtype):
 
 def int_sizes(spec, dims: tuple) -> list[int]:
     """The size of the axis each ``("int",)`` item of an index spec indexes."""
-    sizes, axis = [], 0
-    for item in spec:
-        if item[0] == "int":
-            sizes.append(dims[axis])
-        if item[0] in ("int", "slice"):
-            axis += 1
-        elif item[0] == "ellipsis":
-            axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
-    return sizes
+    return [dims[axis] for axis in int_axes(spec, len(dims))]
+
+
+def in_bounds(env: dict, ids: list, sizes: list) -> list | None:
+    """The uniform indices ``ids`` made non-negative, or None where one is out of bounds
+    for its axis' size (``sizes``): the host rule then raises the error, or reads index
+    0 where no lane is active."""
+    got = []
+    for i, n in zip(ids, sizes):
+        k = int(env[i])
+        if k < -n or k >= n:
+            return None
+        got.append(k + n if k < 0 else k)
+    return got
 
 
 def _getitem(op: Op):
@@ -208,13 +214,10 @@ def _getitem(op: Op):
         return view
 
     def make(host, env):
-        got = []
-        for i, n in zip(iids, sizes):
-            k = int(env[i])
-            if k < -n or k >= n:
-                host.run_op(op, env)  # its error (or index 0)
-                return env[op.result.id]
-            got.append(k + n if k < 0 else k)
+        got = in_bounds(env, iids, sizes)
+        if got is None:
+            host.run_op(op, env)  # its error (or index 0)
+            return env[op.result.id]
         return env[aid][lead + index_tuple(spec, got)]
     return make
 
