@@ -22,7 +22,7 @@ def _args(op: Op, env):
     return [env[v.id] for v in op.operands], [bool(v.varying) for v in op.operands]
 
 
-def _checked_ints(h, op: Op, env, spec, dims, ints, vary):
+def checked_ints(h, op: Op, env, spec, dims, ints, vary):
     """The dynamic indices, bounds checked on the active lanes and made non-negative;
     varying ones are ``[N]`` arrays with index 0 on inactive lanes."""
     mask = env[op.mask.id] if op.mask is not None else np.ones(h.lanes, dtype=bool)
@@ -75,7 +75,7 @@ def _getitem(h, op: Op, env):
     vary = [bool(v.varying) for v in op.operands[1:]]
     spec = op.attrs["params"]["index"]
     dims = array.shape[1:] if array_v.varying else array.shape
-    ints = _checked_ints(h, op, env, spec, dims, ints, vary)
+    ints = checked_ints(h, op, env, spec, dims, ints, vary)
     idx, at = _index(h, array, bool(array_v.varying), spec, ints, vary)
     out = array[idx]
     if at:
@@ -155,7 +155,7 @@ def array_store_rule(h, op: Op, env) -> list:
     mask = env[op.mask.id] if op.mask is not None else np.ones(h.lanes, dtype=bool)
     if not array.flags.writeable:
         h.fail("value", f"cannot store into the read-only array {array_v.name}", None, op.loc)
-    ints = _checked_ints(h, op, env, spec, dims, ints, vary)
+    ints = checked_ints(h, op, env, spec, dims, ints, vary)
     sub = tuple(op.attrs["params"]["shape"])
     if not (array_v.varying or any(vary)):
         # a uniform place in a shared array: every active lane writes it, the last wins

@@ -141,26 +141,4 @@ class Host:
         fn = np.floor_divide if op.opcode == "floordiv" else np.remainder
         return fn(a, b, dtype=dtype)
 
-    def address(self, op: Op, env, n_index: int):
-        """(array, index tuple) for the active lanes, bounds checked; inactive lanes get
-        index 0 so the gather never faults."""
-        array_v = op.operands[0]
-        array = env[array_v.id]
-        mask = env[op.mask.id]
-        idx = [np.broadcast_to(np.asarray(env[v.id], dtype=np.int64), (self.lanes,))
-               for v in op.operands[1:1 + n_index]]
-        dims = array.shape[1:] if array_v.varying else array.shape
-        fixed = []
-        for axis, (i, n) in enumerate(zip(idx, dims)):
-            bad = np.nonzero(mask & ((i < -n) | (i >= n)))[0]
-            if bad.size:
-                lane = int(bad[0])
-                self.fail("index", f"index {int(i[lane])} is out of bounds for axis {axis} "
-                          f"with size {n}", lane, op.loc)
-            i = np.where(i < 0, i + n, i)
-            fixed.append(np.where(mask, i, 0))
-        if array_v.varying:
-            fixed.insert(0, np.arange(self.lanes))
-        return array, tuple(fixed), mask
-
 

@@ -13,7 +13,7 @@ has a leading axis of N.  Ops that may trap check only the active lanes and rais
 error of SPEC section 6 naming the first failing lane (through ``host.fail``, which a
 host of compacted rows maps back to the original lane); the other lanes compute with
 safe operands and their results are never observed.  A rule asks its host for
-``lanes``, ``fail``, ``shape``, ``divide``, ``address``, ``region`` and ``loop``.  It is
+``lanes``, ``fail``, ``shape``, ``divide``, ``region`` and ``loop``.  It is
 written to be obviously right, not fast.
 """
 
@@ -31,7 +31,7 @@ from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Op
 from ..stop import check as check_stop
 from ..types import ArrayType, ScalarType
-from .arrays import array_rule, array_store_rule, select_rule
+from .arrays import array_rule, array_store_rule, checked_ints, select_rule
 from .counting import count_rule, timed_op  # hydra.profile (issue 30)
 from .scalars import BINARY, COMPARE, MATH, float_to_unsigned, format_print, power
 
@@ -130,15 +130,27 @@ def _local_array(h, op: Op, env) -> list:
     return [np.full((h.lanes, *dims), fill, dtype=op.attrs["dtype"])]
 
 
+def _address(h, op: Op, env) -> tuple:
+    """(array, index tuple, mask) of a scalar load or store: the active lanes' indices
+    bounds checked (as an array op's), inactive lanes' index 0 (the gather never faults)."""
+    array_v, *ints = op.operands[:1 + op.operands[0].type.ndim]
+    array = env[array_v.id]
+    idx = [np.broadcast_to(np.asarray(env[v.id], dtype=np.int64), (h.lanes,)) for v in ints]
+    dims = array.shape[1:] if array_v.varying else array.shape
+    fixed = checked_ints(h, op, env, [("int",)] * len(idx), dims, idx, [True] * len(idx))
+    if array_v.varying:
+        fixed.insert(0, np.arange(h.lanes))
+    return array, tuple(fixed), env[op.mask.id]
+
+
 def _load(h, op: Op, env) -> list:
-    array, index, mask = h.address(op, env, op.operands[0].type.ndim)
+    array, index, mask = _address(h, op, env)
     out = array[index]
     return [out if op.result.varying else out[np.argmax(mask)]]
 
 
 def _store(h, op: Op, env) -> list:
-    ndim = op.operands[0].type.ndim
-    array, index, mask = h.address(op, env, ndim)
+    array, index, mask = _address(h, op, env)
     value = np.broadcast_to(env[op.operands[-1].id], (h.lanes,))
     if not array.flags.writeable:
         h.fail("value", f"cannot store into the read-only array "
