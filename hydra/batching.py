@@ -183,6 +183,7 @@ def elementwise_rule(f, args, vary, n, out, params):
 
 
 def shift_axis(axis, nd: int):
+    """A per-lane axis (an int, a tuple, or None: all ``nd``) as an axis of ``[N, *S]``."""
     if axis is None:
         return tuple(range(1, nd + 1))
     if isinstance(axis, tuple):
@@ -263,14 +264,9 @@ def reshape_rule(f, args, vary, n, out, params):
     return np.reshape(args[0], (n,) + out.shape)
 
 
-def _to_lanes(args, vary, n):
-    return [a if v else np.broadcast_to(a, (n,) + np.shape(a)) for a, v in zip(args, vary)]
-
-
 def join_rule(f, args, vary, n, out, params):
-    axis = params.get("axis", 0)
-    arrays = _to_lanes(args, vary, n)
-    axis = axis + 1 if axis >= 0 else axis
+    arrays = [a if v else np.broadcast_to(a, (n,) + np.shape(a)) for a, v in zip(args, vary)]
+    axis = shift_axis(params.get("axis", 0), out.ndim)
     return (np.concatenate if f is PER_LANE["concatenate"] else np.stack)(arrays, axis=axis)
 
 
@@ -309,8 +305,7 @@ def tensordot_rule(f, args, vary, n, out, params):
         axes = (tuple(range(np.ndim(a) - vary[0] - axes, np.ndim(a) - vary[0])),
                 tuple(range(axes)))
     axes = tuple((x,) if isinstance(x, int) else tuple(x) for x in axes)
-    shift = [tuple(x + 1 if x >= 0 else x for x in ax) if v else ax
-             for ax, v in zip(axes, vary)]
+    shift = [shift_axis(ax, None) if v else ax for ax, v in zip(axes, vary)]
     res = np.tensordot(a, b, (shift[0], shift[1]))
     if vary[1]:  # the lane axis sits after a's free axes: move it to the front
         res = np.moveaxis(res, np.ndim(a) - len(axes[0]), 0)

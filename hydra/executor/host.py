@@ -64,11 +64,9 @@ class Host:
 
     def compacted(self, rows: np.ndarray) -> "Host":
         """The host of the rows ``rows`` of this host's lanes (``compact.run``)."""
-        h = Host.__new__(Host)
-        h.fn, h.lanes, h.policy, h.planner = self.fn, len(rows), self.policy, self.planner
-        h.root, h.outer, h.rows, h.loops = self.root, self, rows, self.loops
+        h = Host(self.fn, len(rows), self.policy, self.planner)
+        h.root, h.outer, h.rows = self.root, self, rows
         h.ids = rows if self.ids is None else self.ids[rows]
-        h.full, h.pass_selects = None, False
         return h
 
     def fail(self, kind: str, message: str, lane, loc: Loc):

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import events  # hydra.profile (issue 30)
 from ..backends import tape
-from ..batching import lane_copies
+from ..batching import UFUNCS, lane_copies
 from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Op
 from ..stop import check as check_stop
@@ -51,20 +51,13 @@ def _pure(h, op: Op, env) -> list:
         if t.kind in "iu":
             b = np.where(b < 0, 0, b)  # inactive lanes: active ones passed a check op
         out = power(a, b, dtype)
-    elif name == "min":
-        a, b = args
-        out = np.where(b < a, b, a).astype(dtype)  # Python's min: the first unless b < a
-    elif name == "max":
-        a, b = args
-        out = np.where(b > a, b, a).astype(dtype)
+    elif name in ("min", "max"):
+        a, b = args  # Python's min and max: the first unless b < a (b > a)
+        out = np.where(b < a if name == "min" else b > a, b, a).astype(dtype)
     elif name == "neg":
         out = np.negative(args[0], dtype=dtype)
-    elif name == "invert":
-        out = np.invert(args[0])
-    elif name == "not":
-        out = np.logical_not(args[0])
-    elif name == "abs":
-        out = np.abs(args[0])
+    elif name in ("invert", "not", "abs"):
+        out = UFUNCS[name](args[0])  # np.invert, np.logical_not, np.abs
     elif name == "cast" and op.operands[0].type.kind == "f" and dtype.kind == "u" \
             and dtype.itemsize >= 4:
         out = float_to_unsigned(args[0], dtype)
