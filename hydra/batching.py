@@ -270,14 +270,15 @@ def join_rule(f, args, vary, n, out, params):
     return (np.concatenate if f is PER_LANE["concatenate"] else np.stack)(arrays, axis=axis)
 
 
-def conv_rule(f, args, vary, n, out, params):
-    if any(vary[1:]):
+def leading_axes(batches=lambda vary: True):
+    """The rule of a function that takes the lane axis as a leading axis of its operands
+    where ``batches(vary)`` (``hydra.windows``: x ``[N, C, H, W]``, one im2col and
+    batched GEMMs), else a loop over the lanes."""
+    def rule(f, args, vary, n, out, params):
+        if batches(vary):
+            return f(*args, **params)
         return loop_rule(f, args, vary, n, out, params)
-    return f(*args, **params)  # x [N, C, H, W]: one im2col and batched GEMMs (hydra.windows)
-
-
-def pool_rule(f, args, vary, n, out, params):
-    return f(*args, **params)  # x [N, C, H, W]: the lane axis leads (hydra.windows)
+    return rule
 
 
 def einsum_rule(f, args, vary, n, out, params):
@@ -320,21 +321,19 @@ BATCH: dict[str, Callable] = {
     "copy": lambda f, args, vary, n, out, params: np.array(
         args[0], copy=True, order=params.get("order", "C")),
     "concatenate": join_rule, "stack": join_rule,
-    "conv2d": conv_rule, "max_pool2d": pool_rule, "avg_pool2d": pool_rule,
-    "avg_pool2d_grad": pool_rule,
-    # the layers' adjoints take leading (lane) axes where their per-lane operands vary
-    "conv2d_grad_input": lambda f, args, vary, n, out, params: (
-        f(*args, **params) if not vary[1] else loop_rule(f, args, vary, n, out, params)),
-    "conv2d_grad_weight": lambda f, args, vary, n, out, params: f(*args, **params),
-    "max_pool2d_grad": lambda f, args, vary, n, out, params: (
-        f(*args, **params) if vary[0] else loop_rule(f, args, vary, n, out, params)),
+    **dict.fromkeys(("max_pool2d", "avg_pool2d", "avg_pool2d_grad", "conv2d_grad_weight"),
+                    leading_axes()),
+    # lane by lane: a per-lane filter or bias (and the input's gradient through a per-lane
+    # filter), the pooling gradient of a uniform image
+    "conv2d": leading_axes(lambda vary: not any(vary[1:])),
+    "conv2d_grad_input": leading_axes(lambda vary: not vary[1]),
+    "max_pool2d_grad": leading_axes(lambda vary: vary[0]),
     "einsum": einsum_rule, "tensordot": tensordot_rule, **arraylib.BATCH,
     "full": lambda f, args, vary, n, out, params: np.broadcast_to(
         np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),
     # like a per-lane array (its only operand, varying here): the batched array's like
     # (an adjoint spreads a number with ones_like: once per lane in Python was 1 ms)
-    **{fn: lambda f, args, vary, n, out, params: f(*args, **params)
-       for fn in ("zeros_like", "ones_like", "empty_like")},
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), leading_axes()),
 }
 
 
