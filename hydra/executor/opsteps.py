@@ -57,8 +57,6 @@ def quick(op: Op, compile_loop=None) -> Quick | None:
     if native is not None and compile_loop is not None and \
             (step := native(op, compile_loop)) is not None:
         return step
-    if fn not in PER_LANE:
-        return None
     r = op.result
     rt = r.type
     if not isinstance(rt, (ArrayType, ScalarType)) or \
