@@ -23,10 +23,6 @@ from ..registry import monoid
 from ..types import ArrayType, ScalarType
 from .steps import Quick, converter
 
-#: the intrinsics whose reference reduces the active lanes of one scalar by a monoid
-LANE_REDUCTIONS = frozenset(n for n, e in INTRINSICS.items() if e.monoid is not None)
-
-
 def reduction_step(op: Op) -> Quick | None:
     """The precomputed step of a reduction ``op``, or None."""
     if op.opcode == "intrinsic":
@@ -59,8 +55,8 @@ def axis_reduction(op: Op):
 
 
 def _lane_reduction(op: Op) -> Quick | None:
-    name = op.attrs.get("name")
-    if name not in LANE_REDUCTIONS or len(op.operands) != 1 or len(op.results) != 1 \
+    name = op.attrs.get("name")  # an intrinsic reducing one number's active lanes (monoid)
+    if name not in INTRINSICS or monoid(name) is None or len(op.operands) != 1 or len(op.results) != 1 \
             or op.result.varying:
         return None
     (x,) = op.operands

@@ -88,7 +88,6 @@ class Quick(Step):
         self.op = op
         self.ops = [op]
         self.fn = fn
-        self.rid = op.results[0].id if op.results else None
         self.run = fn  # ``run`` is ``fn`` itself: one call less on every step
 
     def describe(self) -> str:
