@@ -126,17 +126,4 @@ class Host:
             return np.broadcast_to(out, (self.lanes,)).copy() if out.ndim == 0 else out
         return out[()] if out.ndim == 0 else out[0]
 
-    def divide(self, op: Op, args, dtype, mask):
-        a, b = args
-        if dtype.kind in "iu":
-            zero = np.asarray(b) == 0
-            if mask is not None:
-                bad = np.nonzero(np.broadcast_to(zero & mask, (self.lanes,)))[0]
-                if bad.size:
-                    word = "division" if op.opcode == "floordiv" else "modulo"
-                    self.fail("zerodiv", f"integer {word} by zero", int(bad[0]), op.loc)
-            b = np.where(zero, 1, b).astype(dtype)
-        fn = np.floor_divide if op.opcode == "floordiv" else np.remainder
-        return fn(a, b, dtype=dtype)
-
 

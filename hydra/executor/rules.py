@@ -13,7 +13,7 @@ has a leading axis of N.  Ops that may trap check only the active lanes and rais
 error of SPEC section 6 naming the first failing lane (through ``host.fail``, which a
 host of compacted rows maps back to the original lane); the other lanes compute with
 safe operands and their results are never observed.  A rule asks its host for
-``lanes``, ``fail``, ``shape``, ``divide``, ``region`` and ``loop``.  It is
+``lanes``, ``fail``, ``shape``, ``region`` and ``loop``.  It is
 written to be obviously right, not fast.
 """
 
@@ -77,9 +77,20 @@ def _pure(h, op: Op, env) -> list:
 
 
 def _floordiv(h, op: Op, env) -> list:
-    args = [env[v.id] for v in op.operands]
-    mask = env[op.mask.id] if op.mask is not None else None
-    return [h.shape(op, h.divide(op, args, op.result.type.dtype, mask))]
+    """``//`` and ``%``: an integer division by zero on an active lane raises; the
+    inactive lanes divide by 1."""
+    a, b = (env[v.id] for v in op.operands)
+    dtype = op.result.type.dtype
+    if dtype.kind in "iu":
+        zero = np.asarray(b) == 0
+        if op.mask is not None:
+            bad = np.nonzero(np.broadcast_to(zero & env[op.mask.id], (h.lanes,)))[0]
+            if bad.size:
+                word = "division" if op.opcode == "floordiv" else "modulo"
+                h.fail("zerodiv", f"integer {word} by zero", int(bad[0]), op.loc)
+        b = np.where(zero, 1, b).astype(dtype)
+    fn = np.floor_divide if op.opcode == "floordiv" else np.remainder
+    return [h.shape(op, fn(a, b, dtype=dtype))]
 
 
 def _const(h, op: Op, env) -> list:
