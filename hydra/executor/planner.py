@@ -84,15 +84,13 @@ class Planner:
         return got[1]
 
 
-def deaths(region: Region, groups: list | None = None) -> list[list[int]]:
-    """For each op of the region (or each group of its ops run as one step, in order,
-    without the terminator), the region's own values (its arguments and its ops'
-    results) that nothing reads after it: the loop's temporaries, dropped at once so
-    that their memory is reused (held to the end of the step, every step's arrays
-    would come from fresh pages)."""
+def deaths(region: Region, groups: list) -> list[list[int]]:
+    """For each group of the region's ops run as one step (in order, without the
+    terminator), the region's own values (its arguments and its ops' results) that
+    nothing reads after it: the loop's temporaries, dropped at once so that their
+    memory is reused (held to the end of the step, every step's arrays would come from
+    fresh pages)."""
     own = {a.id for a in region.args} | {r.id for o in region.ops for r in o.results}
-    if groups is None:
-        groups = [[op] for op in region.ops[:-1]]
     last: dict[int, int] = {}
     for i, ops in enumerate([*groups, [region.terminator]]):
         for op in ops:
