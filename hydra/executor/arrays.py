@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..batching import FRESH, batched, index_tuple, int_axes, lane_copies
-from ..intrinsics import INTRINSICS
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..registry import record
 from ..types import ArrayType
@@ -127,19 +126,17 @@ def _lane_reduce(h, op: Op, env):
     lanes = [np.broadcast_to(env[v.id], (h.lanes,) + tuple(getattr(v.type, "shape", ())))
              for v in op.operands]
     dtype = op.result.type.dtype.dtype
-    if fn == "lanesum_outer":
-        return record("array", fn).definition(lanes, mask, h.lanes, None).astype(dtype)
     if fn == "prefixsum":
         x = lanes[0]
         vals = np.where(mask.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0).astype(dtype)
         return np.cumsum(vals, axis=0) - vals
     if fn in ("laneany", "laneall"):
         lanes[0] = lanes[0].astype(bool)
-    # the intrinsics' own references reduce or index the lane axis: arrays ride along
+    # the records' definitions reduce or index the lane axis: arrays ride along
 
     def fail(kind, message, lane):
         h.fail(kind, message, lane, op.loc)
-    return np.asarray(INTRINSICS[fn].reference(lanes, mask, h.lanes, fail)).astype(dtype)
+    return np.asarray(record("array", fn).definition(lanes, mask, h.lanes, fail)).astype(dtype)
 
 
 def array_store_rule(h, op: Op, env) -> list:
