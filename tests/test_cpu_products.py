@@ -125,6 +125,25 @@ def test_size_one_empty_and_long(n):
     assert len(steps) == 4  # d @ d.T (an empty dimension) stays with NumPy
 
 
+def stacked_one(x, v, W):
+    return x @ W, W @ v  # per-lane [40, 40] @ uniform: past SMALL; per-lane vectors
+
+
+def test_large_stacked_and_one_gemm_products(n):
+    """A stack of per-lane matrices @ a uniform matrix past ``SMALL`` runs by the host
+    rule, ``W @ v`` as one GEMM step: both the numpy backend's bits."""
+    r = np.random.default_rng(n + 6)
+    x, v, W = r.standard_normal((n, 40, 40)), r.standard_normal((n, 40)), \
+        r.standard_normal((40, 40))
+    got = both(stacked_one, ("x", "v"), [x, v, W], n)
+    ref = hydra.compile(stacked_one, varying=("x", "v"), backend="numpy")(x, v, W)
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+    plan = plan_of(stacked_one, ("x", "v"), [x, v, W])
+    made = [s.describe() for s in plan.steps if isinstance(s, Quick)]
+    assert not product_steps(plan) and any("products._gemm" in m for m in made), made
+
+
 def branch_one(x, W, k):
     y = x * 1.0
     if k > 0:
