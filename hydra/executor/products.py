@@ -59,27 +59,26 @@ _DTYPES = frozenset({"float32", "float64", "int32", "int64"})
 
 
 def product_step(op: Op, compile_loop=None) -> Quick | None:
-    """The step of a product ``op``, or None (see the module docstring)."""
-    small = small_product(op, compile_loop) if compile_loop is not None else None
-    return small or _gemm(op)
+    """The step of a product ``op`` (``matmul`` or ``dot``), or None (see the module
+    docstring): operands and result of static shapes in one dtype, a per-lane result."""
+    r = op.result
+    if len(op.operands) != 2 or not r.varying or not all(
+            isinstance(v.type, ArrayType) and v.type.shape is not None
+            and v.type.dtype == r.type.dtype for v in (*op.operands, r)):
+        return None
+    a, b = op.operands
+    if one_gemm(bool(a.varying), bool(b.varying), a.type.ndim, b.type.ndim):
+        return _gemm(op)
+    return small_product(op, compile_loop) if compile_loop is not None else None
 
 
 def small_product(op: Op, compile_loop) -> Quick | None:
     """The native step of a small per-lane product, or None."""
-    if op.opcode != "array" or op.attrs["fn"] not in ("matmul", "dot") \
-            or len(op.operands) != 2 or not op.result.varying:
-        return None
     a, b = op.operands
-    r = op.result
-    if not all(isinstance(v.type, ArrayType) and v.type.shape is not None
-               and v.type.dtype == r.type.dtype for v in (a, b, r)) \
-            or r.type.dtype.name not in _DTYPES:
-        return None
     sa, sb = tuple(a.type.shape), tuple(b.type.shape)
-    if not (1 <= len(sa) <= 2 and 1 <= len(sb) <= 2) or sa[-1] != sb[0]:
+    if not (1 <= len(sa) <= 2 and 1 <= len(sb) <= 2) or sa[-1] != sb[0] \
+            or op.result.type.dtype.name not in _DTYPES:
         return None
-    if one_gemm(a.varying, b.varying, len(sa), len(sb)):
-        return None  # one GEMM (``_gemm``)
     m = sa[0] if len(sa) == 2 else 1
     k = sa[-1]
     p = sb[1] if len(sb) == 2 else 1
@@ -174,18 +173,12 @@ def generate(sa: tuple, sb: tuple, ta: tuple, tb: tuple, vary: tuple,
     return None, False
 
 
-def _gemm(op: Op) -> Quick | None:
-    if len(op.operands) != 2 or len(op.results) != 1 or not op.result.varying:
-        return None
+def _gemm(op: Op) -> Quick:
+    """The one GEMM of ``batching.one_gemm``'s cases."""
     a, b = op.operands
     r = op.result
-    if not all(isinstance(v.type, ArrayType) and v.type.shape is not None
-               and v.type.dtype == r.type.dtype for v in (a, b, r)):
-        return None
     vary = [bool(a.varying), bool(b.varying)]
     da, db = a.type.ndim, b.type.ndim
-    if not one_gemm(*vary, da, db):
-        return None
     want = [((0,) if v else ()) + tuple(t.type.shape) for v, t in zip(vary, (a, b))]
     ids = [a.id, b.id]
     rid = r.id
