@@ -48,16 +48,11 @@ class Planner:
         #: not made again on every call)
         self.loops: dict = {}
 
-    @property
-    def native(self) -> bool:
-        """Does it fuse chains and prepare ops (else: the reference's plans)?"""
-        return self.compile_loop is not None
-
     def steps(self, items: list, layers: bool = False) -> list[Step]:
         """``items`` (ops and a backend's steps, in program order) as steps; ``layers``:
         a kernel's top level, where a layer with its bias and relu, or a hand-written
         pooling, becomes one step (``layersteps``)."""
-        if not self.native:
+        if self.compile_loop is None:  # the reference's plans: every op by its host rule
             return [OpStep(i) if isinstance(i, Op) else i for i in items]
         if self._users is None:
             self._users, self._undef = users_of(self.fn), undefined(self.fn)
