@@ -17,10 +17,6 @@ from ..registry import record
 from ..types import ArrayType
 
 
-def _args(op: Op, env):
-    return [env[v.id] for v in op.operands], [bool(v.varying) for v in op.operands]
-
-
 def checked_ints(h, op: Op, env, spec, dims, ints, vary):
     """The dynamic indices, bounds checked on the active lanes and made non-negative;
     varying ones are ``[N]`` arrays with index 0 on inactive lanes."""
@@ -90,7 +86,7 @@ def array_rule(h, op: Op, env) -> list:
         return [_getitem(h, op, env)]
     if fn in LANE_ARRAY_FNS:
         return [_lane_reduce(h, op, env)]
-    args, vary = _args(op, env)
+    args, vary = [env[v.id] for v in op.operands], [bool(v.varying) for v in op.operands]
     if op.mask is not None and op.result.varying and any(vary):
         mask = env[op.mask.id]
         rows = np.nonzero(mask)[0]
