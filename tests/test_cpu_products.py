@@ -241,3 +241,21 @@ def test_short_reductions_are_one_reduce_each():
              for c in s.fn.__closure__ or () if callable(c.cell_contents)
              and hasattr(c.cell_contents, "__qualname__")]
     assert sum(m.startswith("_short_reduce") for m in makes) == 8
+
+
+def long_sums_one(x):
+    return x.sum(), x.sum(axis=1), x.sum(axis=(0, 1), keepdims=True), x[0].sum(axis=-1)
+
+
+@pytest.mark.parametrize("dt", [f32, f64])
+def test_long_float_sums_are_one_einsum_each(n, dt):
+    """Float sums of 32 or more elements a row: one einsum each, within the
+    summation-order tolerance of the per-example sums."""
+    x = np.random.default_rng(n + 12).standard_normal((n, 4, 40)).astype(dt)
+    got = both(long_sums_one, ("x",), [x], n)
+    assert got[2].shape == (n, 1, 1)
+    plan = plan_of(long_sums_one, ("x",), [x])
+    makes = [c.cell_contents.__qualname__ for s in plan.steps if isinstance(s, Quick)
+             for c in s.fn.__closure__ or () if callable(c.cell_contents)
+             and hasattr(c.cell_contents, "__qualname__")]
+    assert sum(m.startswith("_einsum_sum") for m in makes) == 4, makes

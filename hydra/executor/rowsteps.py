@@ -286,10 +286,9 @@ def _gather(op: Op, scratch: bool):
             return
         view = whole[(slice(None),) + index_tuple(spec, got)]
         COUNTS["taken"] += 1
-        if not isinstance(rows, np.ndarray):
-            env[rid] = view[rows]
-        elif scratch and view.shape[1:] == shape:
-            # rows are valid positions: "clip" takes them as they are, unbuffered
+        if scratch and view.shape[1:] == shape:
+            # rows (positions: a LoopEnv's rows are an array) are valid: "clip" takes
+            # them as they are, unbuffered
             out = _rows(box, len(rows), shape, view.dtype)
             env[rid] = np.take(view, rows, axis=0, out=out, mode="clip")
         else:
