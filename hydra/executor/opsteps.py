@@ -21,7 +21,7 @@ from ..batching import (ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, index_tuple, i
                         shift_axis)
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..types import ArrayType, ScalarType
-from .fuse import loop_ready
+from .fuse import loop_ready, shape_of
 from .products import product_step
 from .reductions import axis_reduction, reduction_step
 from .smallsort import sort_step
@@ -160,13 +160,8 @@ def _elementwise(op: Op, fn, params, ids, dtype):
     f = PER_LANE[fn]
     typed = converter(dtype)
     rank = op.result.type.ndim
-    pads = []
-    for v in op.operands:
-        if not v.varying:
-            pads.append(None)
-            continue
-        s = tuple(v.type.shape) if isinstance(v.type, ArrayType) else ()
-        pads.append((1,) * (rank - len(s)) + s)
+    pads = [(1,) * (rank - len(shape_of(v))) + shape_of(v) if v.varying else None
+            for v in op.operands]
 
     def make(host, env):
         lanes = host.lanes
