@@ -17,15 +17,11 @@ _MASKED_HINT = ("pass {name}.filled(value) to replace the masked entries, or {na
                 "to use the values under the mask")
 
 
-def is_byteswapped(a: np.ndarray) -> bool:
-    return not a.dtype.isnative
-
-
 def array_problem(a: np.ndarray) -> tuple[str, str] | None:
     """(what is wrong, a hint with ``{name}``) for a captured array hydra cannot use."""
     if isinstance(a, np.ma.MaskedArray):
         return "is a numpy.ma.MaskedArray (kernels do not see masks)", _MASKED_HINT
-    if is_byteswapped(a):
+    if not a.dtype.isnative:
         return (f"has non-native byte order ({a.dtype.str})",
                 "capture a native copy: {name} = {name}.astype({name}.dtype.newbyteorder('='))")
     return None
@@ -47,7 +43,7 @@ def native_arguments(values: list, modes) -> tuple[list, list[tuple[np.ndarray, 
     pairs = []
     out = list(values)
     for i, (a, mode) in enumerate(zip(values, modes)):
-        if isinstance(a, np.ndarray) and is_byteswapped(a):
+        if isinstance(a, np.ndarray) and not a.dtype.isnative:
             native = a.astype(a.dtype.newbyteorder("="))
             if "w" in mode:
                 pairs.append((a, native))

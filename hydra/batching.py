@@ -83,6 +83,20 @@ def index_tuple(spec, ints) -> tuple:
     return tuple(out)
 
 
+def int_axes(spec, ndim: int) -> list[int]:
+    """The axis (of an array of ``ndim`` axes) that each ``("int",)`` item of a static
+    index spec indexes."""
+    axes, axis = [], 0
+    for item in spec:
+        if item[0] == "int":
+            axes.append(axis)
+        if item[0] in ("int", "slice"):
+            axis += 1
+        elif item[0] == "ellipsis":  # the axes no other index item names
+            axis += ndim - sum(1 for i in spec if i[0] in ("int", "slice"))
+    return axes
+
+
 def setitem(a, value, *ints, index):
     """A copy of ``a`` with ``a[index] = value`` (hydra.grad's functional form of a
     store into a lane's own array)."""
@@ -169,6 +183,7 @@ def elementwise_rule(f, args, vary, n, out, params):
 
 
 def shift_axis(axis, nd: int):
+    """A per-lane axis (an int, a tuple, or None: all ``nd``) as an axis of ``[N, *S]``."""
     if axis is None:
         return tuple(range(1, nd + 1))
     if isinstance(axis, tuple):
@@ -201,6 +216,13 @@ def matmul_rule(f, args, vary, n, out, params):
         return loop_rule(f, args, vary, n, out, params)
     got = lane_product(np, a, b, va, vb, da, db)
     return got if got is not None else loop_rule(f, args, vary, n, out, params)
+
+
+def one_gemm(va: bool, vb: bool, da: int, db: int) -> bool:
+    """Is ``lane_product`` of these operands one product with the lanes as its rows:
+    per-lane vectors @ a uniform matrix (or vector), a uniform matrix (or vector) @
+    per-lane vectors (``X @ U.T``)?"""
+    return va != vb and (da if va else db) == 1 and (db if va else da) in (1, 2)
 
 
 def lane_product(xp, a, b, va: bool, vb: bool, da: int, db: int):
@@ -242,25 +264,21 @@ def reshape_rule(f, args, vary, n, out, params):
     return np.reshape(args[0], (n,) + out.shape)
 
 
-def _to_lanes(args, vary, n):
-    return [a if v else np.broadcast_to(a, (n,) + np.shape(a)) for a, v in zip(args, vary)]
-
-
 def join_rule(f, args, vary, n, out, params):
-    axis = params.get("axis", 0)
-    arrays = _to_lanes(args, vary, n)
-    axis = axis + 1 if axis >= 0 else axis
+    arrays = [a if v else np.broadcast_to(a, (n,) + np.shape(a)) for a, v in zip(args, vary)]
+    axis = shift_axis(params.get("axis", 0), out.ndim)
     return (np.concatenate if f is PER_LANE["concatenate"] else np.stack)(arrays, axis=axis)
 
 
-def conv_rule(f, args, vary, n, out, params):
-    if any(vary[1:]):
+def leading_axes(batches=lambda vary: True):
+    """The rule of a function that takes the lane axis as a leading axis of its operands
+    where ``batches(vary)`` (``hydra.windows``: x ``[N, C, H, W]``, one im2col and
+    batched GEMMs), else a loop over the lanes."""
+    def rule(f, args, vary, n, out, params):
+        if batches(vary):
+            return f(*args, **params)
         return loop_rule(f, args, vary, n, out, params)
-    return f(*args, **params)  # x [N, C, H, W]: one im2col and batched GEMMs (hydra.windows)
-
-
-def pool_rule(f, args, vary, n, out, params):
-    return f(*args, **params)  # x [N, C, H, W]: the lane axis leads (hydra.windows)
+    return rule
 
 
 def einsum_rule(f, args, vary, n, out, params):
@@ -288,8 +306,7 @@ def tensordot_rule(f, args, vary, n, out, params):
         axes = (tuple(range(np.ndim(a) - vary[0] - axes, np.ndim(a) - vary[0])),
                 tuple(range(axes)))
     axes = tuple((x,) if isinstance(x, int) else tuple(x) for x in axes)
-    shift = [tuple(x + 1 if x >= 0 else x for x in ax) if v else ax
-             for ax, v in zip(axes, vary)]
+    shift = [shift_axis(ax, None) if v else ax for ax, v in zip(axes, vary)]
     res = np.tensordot(a, b, (shift[0], shift[1]))
     if vary[1]:  # the lane axis sits after a's free axes: move it to the front
         res = np.moveaxis(res, np.ndim(a) - len(axes[0]), 0)
@@ -304,21 +321,19 @@ BATCH: dict[str, Callable] = {
     "copy": lambda f, args, vary, n, out, params: np.array(
         args[0], copy=True, order=params.get("order", "C")),
     "concatenate": join_rule, "stack": join_rule,
-    "conv2d": conv_rule, "max_pool2d": pool_rule, "avg_pool2d": pool_rule,
-    "avg_pool2d_grad": pool_rule,
-    # the layers' adjoints take leading (lane) axes where their per-lane operands vary
-    "conv2d_grad_input": lambda f, args, vary, n, out, params: (
-        f(*args, **params) if not vary[1] else loop_rule(f, args, vary, n, out, params)),
-    "conv2d_grad_weight": lambda f, args, vary, n, out, params: f(*args, **params),
-    "max_pool2d_grad": lambda f, args, vary, n, out, params: (
-        f(*args, **params) if vary[0] else loop_rule(f, args, vary, n, out, params)),
+    **dict.fromkeys(("max_pool2d", "avg_pool2d", "avg_pool2d_grad", "conv2d_grad_weight"),
+                    leading_axes()),
+    # lane by lane: a per-lane filter or bias (and the input's gradient through a per-lane
+    # filter), the pooling gradient of a uniform image
+    "conv2d": leading_axes(lambda vary: not any(vary[1:])),
+    "conv2d_grad_input": leading_axes(lambda vary: not vary[1]),
+    "max_pool2d_grad": leading_axes(lambda vary: vary[0]),
     "einsum": einsum_rule, "tensordot": tensordot_rule, **arraylib.BATCH,
     "full": lambda f, args, vary, n, out, params: np.broadcast_to(
         np.asarray(args[0]).reshape((n,) + (1,) * len(out.shape)), (n,) + out.shape).copy(),
     # like a per-lane array (its only operand, varying here): the batched array's like
     # (an adjoint spreads a number with ones_like: once per lane in Python was 1 ms)
-    **{fn: lambda f, args, vary, n, out, params: f(*args, **params)
-       for fn in ("zeros_like", "ones_like", "empty_like")},
+    **dict.fromkeys(("zeros_like", "ones_like", "empty_like"), leading_axes()),
 }
 
 

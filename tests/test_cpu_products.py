@@ -125,6 +125,25 @@ def test_size_one_empty_and_long(n):
     assert len(steps) == 4  # d @ d.T (an empty dimension) stays with NumPy
 
 
+def stacked_one(x, v, W):
+    return x @ W, W @ v  # per-lane [40, 40] @ uniform: past SMALL; per-lane vectors
+
+
+def test_large_stacked_and_one_gemm_products(n):
+    """A stack of per-lane matrices @ a uniform matrix past ``SMALL`` runs by the host
+    rule, ``W @ v`` as one GEMM step: both the numpy backend's bits."""
+    r = np.random.default_rng(n + 6)
+    x, v, W = r.standard_normal((n, 40, 40)), r.standard_normal((n, 40)), \
+        r.standard_normal((40, 40))
+    got = both(stacked_one, ("x", "v"), [x, v, W], n)
+    ref = hydra.compile(stacked_one, varying=("x", "v"), backend="numpy")(x, v, W)
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+    plan = plan_of(stacked_one, ("x", "v"), [x, v, W])
+    made = [s.describe() for s in plan.steps if isinstance(s, Quick)]
+    assert not product_steps(plan) and any("products._gemm" in m for m in made), made
+
+
 def branch_one(x, W, k):
     y = x * 1.0
     if k > 0:
@@ -222,3 +241,21 @@ def test_short_reductions_are_one_reduce_each():
              for c in s.fn.__closure__ or () if callable(c.cell_contents)
              and hasattr(c.cell_contents, "__qualname__")]
     assert sum(m.startswith("_short_reduce") for m in makes) == 8
+
+
+def long_sums_one(x):
+    return x.sum(), x.sum(axis=1), x.sum(axis=(0, 1), keepdims=True), x[0].sum(axis=-1)
+
+
+@pytest.mark.parametrize("dt", [f32, f64])
+def test_long_float_sums_are_one_einsum_each(n, dt):
+    """Float sums of 32 or more elements a row: one einsum each, within the
+    summation-order tolerance of the per-example sums."""
+    x = np.random.default_rng(n + 12).standard_normal((n, 4, 40)).astype(dt)
+    got = both(long_sums_one, ("x",), [x], n)
+    assert got[2].shape == (n, 1, 1)
+    plan = plan_of(long_sums_one, ("x",), [x])
+    makes = [c.cell_contents.__qualname__ for s in plan.steps if isinstance(s, Quick)
+             for c in s.fn.__closure__ or () if callable(c.cell_contents)
+             and hasattr(c.cell_contents, "__qualname__")]
+    assert sum(m.startswith("_einsum_sum") for m in makes) == 4, makes

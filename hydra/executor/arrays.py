@@ -11,44 +11,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import FRESH, batched, index_tuple, lane_copies
-from ..errors import CompileError
-from ..intrinsics import INTRINSICS
+from ..batching import FRESH, batched, index_tuple, int_axes, lane_copies
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..registry import record
 from ..types import ArrayType
 
 
-def _args(op: Op, env):
-    return [env[v.id] for v in op.operands], [bool(v.varying) for v in op.operands]
-
-
-def _checked_ints(h, op: Op, env, spec, dims, ints, vary):
+def checked_ints(h, op: Op, env, spec, dims, ints, vary):
     """The dynamic indices, bounds checked on the active lanes and made non-negative;
     varying ones are ``[N]`` arrays with index 0 on inactive lanes."""
     mask = env[op.mask.id] if op.mask is not None else np.ones(h.lanes, dtype=bool)
-    axis = 0
     out = []
-    k = 0
-    for item in spec:
-        if item[0] == "int":
-            n = dims[axis]
-            i = np.asarray(ints[k], dtype=np.int64)
-            bad = (i < -n) | (i >= n)
-            lanes = np.nonzero(mask & bad)[0] if vary[k] else \
-                (np.nonzero(mask)[0][:1] if bad else [])
-            if len(lanes):
-                lane = int(lanes[0])
-                shown = int(i[lane]) if vary[k] else int(i)
-                h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
-                       f"{n}", lane, op.loc)  # a uniform index: the lowest active lane
-            i = np.where(i < 0, i + n, i)
-            out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
-            k += 1
-        if item[0] in ("int", "slice"):
-            axis += 1
-        elif item[0] == "ellipsis":  # the axes no other index item names
-            axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
+    for k, axis in enumerate(int_axes(spec, len(dims))):
+        n = dims[axis]
+        i = np.asarray(ints[k], dtype=np.int64)
+        bad = (i < -n) | (i >= n)
+        lanes = np.nonzero(mask & bad)[0] if vary[k] else \
+            (np.nonzero(mask)[0][:1] if bad else [])
+        if len(lanes):
+            lane = int(lanes[0])
+            shown = int(i[lane]) if vary[k] else int(i)
+            h.fail("index", f"index {shown} is out of bounds for axis {axis} with size "
+                   f"{n}", lane, op.loc)  # a uniform index: the lowest active lane
+        i = np.where(i < 0, i + n, i)
+        out.append(np.where(mask, i, 0) if vary[k] else (0 if bad else int(i)))
     return out
 
 
@@ -84,7 +70,7 @@ def _getitem(h, op: Op, env):
     vary = [bool(v.varying) for v in op.operands[1:]]
     spec = op.attrs["params"]["index"]
     dims = array.shape[1:] if array_v.varying else array.shape
-    ints = _checked_ints(h, op, env, spec, dims, ints, vary)
+    ints = checked_ints(h, op, env, spec, dims, ints, vary)
     idx, at = _index(h, array, bool(array_v.varying), spec, ints, vary)
     out = array[idx]
     if at:
@@ -100,7 +86,7 @@ def array_rule(h, op: Op, env) -> list:
         return [_getitem(h, op, env)]
     if fn in LANE_ARRAY_FNS:
         return [_lane_reduce(h, op, env)]
-    args, vary = _args(op, env)
+    args, vary = [env[v.id] for v in op.operands], [bool(v.varying) for v in op.operands]
     if op.mask is not None and op.result.varying and any(vary):
         mask = env[op.mask.id]
         rows = np.nonzero(mask)[0]
@@ -136,19 +122,17 @@ def _lane_reduce(h, op: Op, env):
     lanes = [np.broadcast_to(env[v.id], (h.lanes,) + tuple(getattr(v.type, "shape", ())))
              for v in op.operands]
     dtype = op.result.type.dtype.dtype
-    if fn == "lanesum_outer":
-        return record("array", fn).definition(lanes, mask, h.lanes, None).astype(dtype)
     if fn == "prefixsum":
         x = lanes[0]
         vals = np.where(mask.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0).astype(dtype)
         return np.cumsum(vals, axis=0) - vals
     if fn in ("laneany", "laneall"):
         lanes[0] = lanes[0].astype(bool)
-    # the intrinsics' own references reduce or index the lane axis: arrays ride along
+    # the records' definitions reduce or index the lane axis: arrays ride along
 
     def fail(kind, message, lane):
         h.fail(kind, message, lane, op.loc)
-    return np.asarray(INTRINSICS[fn].reference(lanes, mask, h.lanes, fail)).astype(dtype)
+    return np.asarray(record("array", fn).definition(lanes, mask, h.lanes, fail)).astype(dtype)
 
 
 def array_store_rule(h, op: Op, env) -> list:
@@ -164,7 +148,7 @@ def array_store_rule(h, op: Op, env) -> list:
     mask = env[op.mask.id] if op.mask is not None else np.ones(h.lanes, dtype=bool)
     if not array.flags.writeable:
         h.fail("value", f"cannot store into the read-only array {array_v.name}", None, op.loc)
-    ints = _checked_ints(h, op, env, spec, dims, ints, vary)
+    ints = checked_ints(h, op, env, spec, dims, ints, vary)
     sub = tuple(op.attrs["params"]["shape"])
     if not (array_v.varying or any(vary)):
         # a uniform place in a shared array: every active lane writes it, the last wins
@@ -208,19 +192,3 @@ def select_rule(h, op: Op, env) -> list:
     b = b if op.operands[2].varying else np.broadcast_to(b, shape)
     return [np.where(np.asarray(c).reshape((h.lanes,) + (1,) * t.ndim), a, b)]
 
-
-def refuse_array_ops(fn, backend: str, tape: bool = True) -> None:
-    """A ``CompileError`` naming the first per-lane array operation of ``fn``, or (with
-    ``tape``) the first op of ``hydra.grad``'s tape, for a backend that does not run them."""
-    for op in fn.walk():
-        if tape and op.opcode in ("tape_push", "tape_pop"):
-            raise CompileError(f"{op.opcode}, the tape of a loop's gradient (hydra.grad), is "
-                               f"not lowered on the {backend} backend yet (gradients "
-                               f"without loops are; loops run on the numpy and cpu "
-                               f"backends)", op.loc, hint="compile with backend='cpu'")
-        if op.opcode in ("array", "array_store"):
-            what = "a sub-array store" if op.opcode == "array_store" else \
-                f"the array operation {op.attrs['fn']}"
-            raise CompileError(f"{what} is not supported on the {backend} backend (per-lane "
-                               f"arrays run on the numpy and cpu backends)", op.loc,
-                               hint="compile with backend='cpu'")

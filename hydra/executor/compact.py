@@ -44,7 +44,7 @@ tests and benchmarks.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import ChainMap, Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,7 +227,7 @@ class LoopEnv(dict):
         if (array.id not in self.live_ins or array.id in self
                 or any(v.varying for v in op.operands[1:]) or not op.result.varying):
             return False
-        view = _Overlay(self)  # the indices are the loop's own values
+        view = ChainMap({}, self)  # the indices are the loop's own values
         view[array.id] = self.outer[array.id]
         if op.mask is not None:  # the op's mask on the outer lanes (bounds errors)
             mask = np.zeros(host.outer.lanes, dtype=bool)
@@ -256,15 +256,6 @@ class LoopEnv(dict):
             if key in self:
                 out[key] = _take(self[key], keep, t)
         return out
-
-
-class _Overlay(dict):
-    def __init__(self, base: dict) -> None:
-        super().__init__()
-        self.base = base
-
-    def __missing__(self, key):
-        return self.base[key]
 
 
 def _bind(region: Region, values: list, env: dict) -> None:

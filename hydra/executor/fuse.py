@@ -36,13 +36,29 @@ from ..ir.core import Op, Value
 from ..types import ArrayType, ScalarType
 from .steps import Step
 
-#: elementwise ``array`` fns that fuse (see the module docstring for the others)
-FUSABLE_FNS = frozenset({
-    "add", "sub", "mul", "truediv", "lt", "le", "gt", "ge", "eq", "ne", "neg", "negative",
-    "invert", "not", "logical_not", "bitand", "bitor", "bitxor", "logical_and",
-    "logical_or", "logical_xor", "maximum", "minimum", "where", "abs", "absolute", "fabs",
-    "sqrt", "square", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "astype",
-    "reciprocal"})
+#: the element of each elementwise ``array`` fn that fuses (see the module docstring for
+#: the others): its operands ``{a}``, ``{b}``, ``{c}`` in its loop's dtypes, computed in ``{t}``
+_EXPR = {
+    **{fn: f"({{a}} {sym} {{b}})" for fn, sym in (
+        ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="), ("eq", "=="), ("ne", "!="))},
+    **{fn: f"{{t}}({{a}} {sym} {{b}})" for fn, sym in (
+        ("add", "+"), ("sub", "-"), ("mul", "*"), ("truediv", "/"), ("bitand", "&"),
+        ("bitor", "|"), ("bitxor", "^"))},
+    "maximum": "_max({a}, {b})", "minimum": "_min({a}, {b})", "where": "_sel({a}, {b}, {c})",
+    "neg": "{t}(-{a})", "negative": "{t}(-{a})", "invert": "{t}(~{a})",
+    "logical_and": "(({a} != 0) & ({b} != 0))", "logical_or": "(({a} != 0) | ({b} != 0))",
+    "logical_xor": "(({a} != 0) != ({b} != 0))", "reciprocal": "({t}(1) / {a})",
+    "abs": "{t}(abs({a}))", "absolute": "{t}(abs({a}))", "fabs": "{t}(abs({a}))",
+    "square": "{t}({a} * {a})",
+    **{fn: f"np.{fn}({{a}})" for fn in ("sqrt", "floor", "ceil", "trunc", "isnan", "isinf",
+                                        "isfinite")}}
+#: the elements NumPy's bool loops compute (where the loop's dtype is bool)
+_BOOL = {"add": "({a} | {b})", "bitor": "({a} | {b})", "maximum": "({a} | {b})",
+         "mul": "({a} & {b})", "bitand": "({a} & {b})", "minimum": "({a} & {b})",
+         "bitxor": "({a} ^ {b})", "abs": "{a}", "absolute": "{a}", "square": "({a} & {a})"}
+#: a bool's ``not``, a number's ``== 0`` (``invert`` too, of a bool)
+_NOT = frozenset({"not", "logical_not"})
+FUSABLE_FNS = frozenset({*_EXPR, *_NOT, "astype"})
 _FLOAT_ONLY = frozenset({"sqrt", "fabs", "floor", "ceil", "trunc", "isnan", "isinf",
                          "isfinite", "reciprocal"})
 _DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -139,54 +155,17 @@ def element_expr(op: Op, names: list[str], spell=None) -> str:
     fn = op.attrs["fn"]
     ins, out = _loop_dtypes(op)
     xs = [_cast(x, _dtype(v), d) for x, v, d in zip(names, op.operands, ins)]
-    a = xs[0]
-    b = xs[1] if len(xs) > 1 else None
-    t = f"np.{out.name}"
     own = spell(fn, ins[0], xs) if spell is not None and ins[0].kind == "f" else None
     if own is not None:
         return _cast(own, out, res)
-    isbool = out.kind == "b"
-    sym = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "bitand": "&", "bitor": "|",
-           "bitxor": "^", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
-           "ne": "!="}
-    if fn in ("lt", "le", "gt", "ge", "eq", "ne"):
-        e = f"({a} {sym[fn]} {b})"
-    elif isbool and fn in ("add", "bitor", "maximum"):
-        e = f"({a} | {b})"
-    elif isbool and fn in ("mul", "bitand", "minimum"):
-        e = f"({a} & {b})"
-    elif isbool and fn == "bitxor":
-        e = f"({a} ^ {b})"
-    elif fn in sym:
-        e = f"{t}({a} {sym[fn]} {b})"
-    elif fn in ("maximum", "minimum"):
-        e = f"_{fn[:3]}({a}, {b})"
-    elif fn == "where":
-        e = f"_sel({a}, {xs[1]}, {xs[2]})"
-    elif fn in ("neg", "negative"):
-        e = f"{t}(-{a})"
-    elif fn in ("invert", "not", "logical_not") and (isbool or fn != "invert"):
-        e = f"(not {a})" if ins[0].kind == "b" else f"({a} == 0)"
-    elif fn == "invert":
-        e = f"{t}(~{a})"
-    elif fn == "logical_and":
-        e = f"(({a} != 0) & ({b} != 0))"
-    elif fn == "logical_or":
-        e = f"(({a} != 0) | ({b} != 0))"
-    elif fn == "logical_xor":
-        e = f"(({a} != 0) != ({b} != 0))"
-    elif fn in ("abs", "absolute", "fabs"):
-        e = a if isbool else f"{t}(abs({a}))"
-    elif fn == "square":
-        e = f"({a} & {a})" if isbool else f"{t}({a} * {a})"
-    elif fn == "reciprocal":
-        e = f"({t}(1) / {a})"
-    elif fn in ("sqrt", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite"):
-        e = f"np.{fn}({a})"
-    elif fn == "astype":
+    if fn == "astype":
         return _cast(names[0], _dtype(op.operands[0]), res)
+    if fn in _NOT or fn == "invert" and out.kind == "b":
+        e = f"(not {xs[0]})" if ins[0].kind == "b" else f"({xs[0]} == 0)"
     else:
-        raise AssertionError(f"no fused code for {fn}")
+        a, b, c = (xs + [None, None])[:3]
+        e = (out.kind == "b" and _BOOL.get(fn) or _EXPR[fn]).format(a=a, b=b, c=c,
+                                                                     t=f"np.{out.name}")
     return _cast(e, out, res)
 
 

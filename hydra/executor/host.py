@@ -64,11 +64,9 @@ class Host:
 
     def compacted(self, rows: np.ndarray) -> "Host":
         """The host of the rows ``rows`` of this host's lanes (``compact.run``)."""
-        h = Host.__new__(Host)
-        h.fn, h.lanes, h.policy, h.planner = self.fn, len(rows), self.policy, self.planner
-        h.root, h.outer, h.rows, h.loops = self.root, self, rows, self.loops
+        h = Host(self.fn, len(rows), self.policy, self.planner)
+        h.root, h.outer, h.rows = self.root, self, rows
         h.ids = rows if self.ids is None else self.ids[rows]
-        h.full, h.pass_selects = None, False
         return h
 
     def fail(self, kind: str, message: str, lane, loc: Loc):
@@ -127,40 +125,5 @@ class Host:
         if r.varying:
             return np.broadcast_to(out, (self.lanes,)).copy() if out.ndim == 0 else out
         return out[()] if out.ndim == 0 else out[0]
-
-    def divide(self, op: Op, args, dtype, mask):
-        a, b = args
-        if dtype.kind in "iu":
-            zero = np.asarray(b) == 0
-            if mask is not None:
-                bad = np.nonzero(np.broadcast_to(zero & mask, (self.lanes,)))[0]
-                if bad.size:
-                    word = "division" if op.opcode == "floordiv" else "modulo"
-                    self.fail("zerodiv", f"integer {word} by zero", int(bad[0]), op.loc)
-            b = np.where(zero, 1, b).astype(dtype)
-        fn = np.floor_divide if op.opcode == "floordiv" else np.remainder
-        return fn(a, b, dtype=dtype)
-
-    def address(self, op: Op, env, n_index: int):
-        """(array, index tuple) for the active lanes, bounds checked; inactive lanes get
-        index 0 so the gather never faults."""
-        array_v = op.operands[0]
-        array = env[array_v.id]
-        mask = env[op.mask.id]
-        idx = [np.broadcast_to(np.asarray(env[v.id], dtype=np.int64), (self.lanes,))
-               for v in op.operands[1:1 + n_index]]
-        dims = array.shape[1:] if array_v.varying else array.shape
-        fixed = []
-        for axis, (i, n) in enumerate(zip(idx, dims)):
-            bad = np.nonzero(mask & ((i < -n) | (i >= n)))[0]
-            if bad.size:
-                lane = int(bad[0])
-                self.fail("index", f"index {int(i[lane])} is out of bounds for axis {axis} "
-                          f"with size {n}", lane, op.loc)
-            i = np.where(i < 0, i + n, i)
-            fixed.append(np.where(mask, i, 0))
-        if array_v.varying:
-            fixed.insert(0, np.arange(self.lanes))
-        return array, tuple(fixed), mask
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, shift_axis, index_tuple
+from ..batching import (ELEMENTWISE, FRESH, PER_LANE, REDUCTIONS, index_tuple, int_axes,
+                        shift_axis)
 from ..ir.core import LANE_ARRAY_FNS, Op
 from ..types import ArrayType, ScalarType
-from .fuse import loop_ready
+from .fuse import loop_ready, shape_of
 from .products import product_step
 from .reductions import axis_reduction, reduction_step
 from .smallsort import sort_step
@@ -56,8 +57,6 @@ def quick(op: Op, compile_loop=None) -> Quick | None:
     if native is not None and compile_loop is not None and \
             (step := native(op, compile_loop)) is not None:
         return step
-    if fn not in PER_LANE:
-        return None
     r = op.result
     rt = r.type
     if not isinstance(rt, (ArrayType, ScalarType)) or \
@@ -161,13 +160,8 @@ def _elementwise(op: Op, fn, params, ids, dtype):
     f = PER_LANE[fn]
     typed = converter(dtype)
     rank = op.result.type.ndim
-    pads = []
-    for v in op.operands:
-        if not v.varying:
-            pads.append(None)
-            continue
-        s = tuple(v.type.shape) if isinstance(v.type, ArrayType) else ()
-        pads.append((1,) * (rank - len(s)) + s)
+    pads = [(1,) * (rank - len(shape_of(v))) + shape_of(v) if v.varying else None
+            for v in op.operands]
 
     def make(host, env):
         lanes = host.lanes
@@ -178,15 +172,20 @@ def _elementwise(op: Op, fn, params, ids, dtype):
 
 def int_sizes(spec, dims: tuple) -> list[int]:
     """The size of the axis each ``("int",)`` item of an index spec indexes."""
-    sizes, axis = [], 0
-    for item in spec:
-        if item[0] == "int":
-            sizes.append(dims[axis])
-        if item[0] in ("int", "slice"):
-            axis += 1
-        elif item[0] == "ellipsis":
-            axis += len(dims) - sum(1 for i in spec if i[0] in ("int", "slice"))
-    return sizes
+    return [dims[axis] for axis in int_axes(spec, len(dims))]
+
+
+def in_bounds(env: dict, ids: list, sizes: list) -> list | None:
+    """The uniform indices ``ids`` made non-negative, or None where one is out of bounds
+    for its axis' size (``sizes``): the host rule then raises the error, or reads index
+    0 where no lane is active."""
+    got = []
+    for i, n in zip(ids, sizes):
+        k = int(env[i])
+        if k < -n or k >= n:
+            return None
+        got.append(k + n if k < 0 else k)
+    return got
 
 
 def _getitem(op: Op):
@@ -208,13 +207,10 @@ def _getitem(op: Op):
         return view
 
     def make(host, env):
-        got = []
-        for i, n in zip(iids, sizes):
-            k = int(env[i])
-            if k < -n or k >= n:
-                host.run_op(op, env)  # its error (or index 0)
-                return env[op.result.id]
-            got.append(k + n if k < 0 else k)
+        got = in_bounds(env, iids, sizes)
+        if got is None:
+            host.run_op(op, env)  # its error (or index 0)
+            return env[op.result.id]
         return env[aid][lead + index_tuple(spec, got)]
     return make
 

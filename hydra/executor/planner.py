@@ -48,16 +48,11 @@ class Planner:
         #: not made again on every call)
         self.loops: dict = {}
 
-    @property
-    def native(self) -> bool:
-        """Does it fuse chains and prepare ops (else: the reference's plans)?"""
-        return self.compile_loop is not None
-
     def steps(self, items: list, layers: bool = False) -> list[Step]:
         """``items`` (ops and a backend's steps, in program order) as steps; ``layers``:
         a kernel's top level, where a layer with its bias and relu, or a hand-written
         pooling, becomes one step (``layersteps``)."""
-        if not self.native:
+        if self.compile_loop is None:  # the reference's plans: every op by its host rule
             return [OpStep(i) if isinstance(i, Op) else i for i in items]
         if self._users is None:
             self._users, self._undef = users_of(self.fn), undefined(self.fn)
@@ -84,15 +79,13 @@ class Planner:
         return got[1]
 
 
-def deaths(region: Region, groups: list | None = None) -> list[list[int]]:
-    """For each op of the region (or each group of its ops run as one step, in order,
-    without the terminator), the region's own values (its arguments and its ops'
-    results) that nothing reads after it: the loop's temporaries, dropped at once so
-    that their memory is reused (held to the end of the step, every step's arrays
-    would come from fresh pages)."""
+def deaths(region: Region, groups: list) -> list[list[int]]:
+    """For each group of the region's ops run as one step (in order, without the
+    terminator), the region's own values (its arguments and its ops' results) that
+    nothing reads after it: the loop's temporaries, dropped at once so that their
+    memory is reused (held to the end of the step, every step's arrays would come from
+    fresh pages)."""
     own = {a.id for a in region.args} | {r.id for o in region.ops for r in o.results}
-    if groups is None:
-        groups = [[op] for op in region.ops[:-1]]
     last: dict[int, int] = {}
     for i, ops in enumerate([*groups, [region.terminator]]):
         for op in ops:

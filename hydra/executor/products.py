@@ -8,16 +8,15 @@ product per lane (``batching.matmul_rule`` calls ``np.matmul`` on a stack of lan
 uniform ``[m, k] @`` per-lane ``[k, p]``, per-lane ``@`` per-lane), each lane's product at
 most ``SMALL`` multiply-adds; the backend's native loop compiler (``planner``).
 Guarantees: ``product_step(op, compile_loop)`` is None or a ``steps.Quick`` step that
-puts the op's value into ``env``.  The one-GEMM cases (``U @ x`` and ``x @ U``: a
-uniform matrix, per-lane vectors or matrices, lanes as the rows of one GEMM) are
-``batching.matmul_rule``'s one ``np.matmul`` minus the rule's dispatch (~5 us a
-product).  A small product is a fresh C-ordered ``[N, *out]`` array:  np.matmul on a stack of lanes
-makes one tiny BLAS call per lane (~0.2-0.3 us each); the generated loop, specialized
-on the per-lane shapes and strides (like ``fuse.Fused``, at most ``SPECIALIZE`` layouts
-per op), runs ~2x faster (tests/test_cpu_products.py checks its asm for packed
-instructions); like the fused chains' loops it is a ``machinecode.loops.Loop``, in the
-disk cache with ``cache=True`` (on the cpu backend).  Two loop shapes, picked from the operands'
-strides at run time:
+puts the op's value into ``env``.  The one-GEMM cases (``batching.one_gemm``: ``U @ x``
+and ``x @ U`` of per-lane vectors) are ``batching.lane_product``'s one ``np.matmul``
+minus the rule's dispatch (~5 us a product).  A small product is a fresh C-ordered
+``[N, *out]`` array: np.matmul on a stack of lanes makes one tiny BLAS call per lane
+(~0.2-0.3 us each); the generated loop, specialized on the per-lane shapes and strides
+(like ``fuse.Fused``, at most ``SPECIALIZE`` layouts per op), runs ~2x faster
+(tests/test_cpu_products.py checks its asm for packed instructions); like the fused
+chains' loops it is a ``machinecode.loops.Loop``, in the disk cache with ``cache=True``
+(on the cpu backend).  Two loop shapes, picked from the operands' strides at run time:
 
 - **rows** (``b``'s rows unit-stride, ``k <= ROWS_K``): ``out[i, :] = a[i, 0] * b[0, :] +
   a[i, 1] * b[1, :] + ...``, added in the order of ``k`` (the naive dot product's order,
@@ -31,8 +30,9 @@ strides at run time:
 
 Under a mask with few active lanes (the policy's ``op_below``) the host rule computes
 the active rows only; otherwise every lane's row is computed (inactive lanes' rows are
-never read).  Any other layout, an empty dimension, or a lane count or rank the step does not expect
-(an undefined value, a uniform array passed through a select) goes to the host rule.
+never read).  Any other layout, an empty dimension, or a lane count or rank the step
+does not expect (an undefined value, a uniform array passed through a select) goes to
+the host rule.
 Integer products wrap as NumPy's do, so they are exact in either order; float products
 agree with the per-example function within the summation-order tolerance (SPEC section
 8, docs/guide.md "Per-lane arrays").
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batching import matmul_rule
+from ..batching import lane_product, one_gemm
 from ..ir.core import Op
 from ..types import ArrayType
 from .steps import Quick
@@ -59,27 +59,26 @@ _DTYPES = frozenset({"float32", "float64", "int32", "int64"})
 
 
 def product_step(op: Op, compile_loop=None) -> Quick | None:
-    """The step of a product ``op``, or None (see the module docstring)."""
-    small = small_product(op, compile_loop) if compile_loop is not None else None
-    return small or _gemm(op)
+    """The step of a product ``op`` (``matmul`` or ``dot``), or None (see the module
+    docstring): operands and result of static shapes in one dtype, a per-lane result."""
+    r = op.result
+    if len(op.operands) != 2 or not r.varying or not all(
+            isinstance(v.type, ArrayType) and v.type.shape is not None
+            and v.type.dtype == r.type.dtype for v in (*op.operands, r)):
+        return None
+    a, b = op.operands
+    if one_gemm(bool(a.varying), bool(b.varying), a.type.ndim, b.type.ndim):
+        return _gemm(op)
+    return small_product(op, compile_loop) if compile_loop is not None else None
 
 
 def small_product(op: Op, compile_loop) -> Quick | None:
     """The native step of a small per-lane product, or None."""
-    if op.opcode != "array" or op.attrs["fn"] not in ("matmul", "dot") \
-            or len(op.operands) != 2 or not op.result.varying:
-        return None
     a, b = op.operands
-    r = op.result
-    if not all(isinstance(v.type, ArrayType) and v.type.shape is not None
-               and v.type.dtype == r.type.dtype for v in (a, b, r)) \
-            or r.type.dtype.name not in _DTYPES:
-        return None
     sa, sb = tuple(a.type.shape), tuple(b.type.shape)
-    if not (1 <= len(sa) <= 2 and 1 <= len(sb) <= 2) or sa[-1] != sb[0]:
+    if not (1 <= len(sa) <= 2 and 1 <= len(sb) <= 2) or sa[-1] != sb[0] \
+            or op.result.type.dtype.name not in _DTYPES:
         return None
-    if not b.varying and len(sa) == 1 or not a.varying and len(sb) == 1:
-        return None  # per-lane vectors against a uniform matrix: one GEMM (matmul_rule)
     m = sa[0] if len(sa) == 2 else 1
     k = sa[-1]
     p = sb[1] if len(sb) == 2 else 1
@@ -174,26 +173,16 @@ def generate(sa: tuple, sb: tuple, ta: tuple, tb: tuple, vary: tuple,
     return None, False
 
 
-def _gemm(op: Op) -> Quick | None:
-    if len(op.operands) != 2 or len(op.results) != 1 or not op.result.varying:
-        return None
+def _gemm(op: Op) -> Quick:
+    """The one GEMM of ``batching.one_gemm``'s cases."""
     a, b = op.operands
     r = op.result
-    if not all(isinstance(v.type, ArrayType) and v.type.shape is not None
-               and v.type.dtype == r.type.dtype for v in (a, b, r)):
-        return None
     vary = [bool(a.varying), bool(b.varying)]
     da, db = a.type.ndim, b.type.ndim
-    # matmul_rule's one-GEMM cases: lanes as the rows of one product
-    if not (vary == [True, False] and da >= 1 and db >= 1
-            or vary == [False, True] and db == 1 and da in (1, 2)):
-        return None
     want = [((0,) if v else ()) + tuple(t.type.shape) for v, t in zip(vary, (a, b))]
     ids = [a.id, b.id]
     rid = r.id
     dtype = r.type.dtype.dtype
-    f = np.matmul if op.attrs["fn"] == "matmul" else np.dot
-    out = r.type
     mid = op.mask.id if op.mask is not None else None
 
     def step(host, env):
@@ -207,6 +196,6 @@ def _gemm(op: Op) -> Quick | None:
                     or x.shape != ((lanes,) + w[1:] if v else w):
                 host.run_op(op, env)
                 return
-        value = matmul_rule(f, args, vary, lanes, out, {})
+        value = lane_product(np, *args, *vary, da, db)  # (np.dot is np.matmul here)
         env[rid] = value if value.dtype == dtype else value.astype(dtype)
     return Quick(op, step)

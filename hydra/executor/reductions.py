@@ -23,10 +23,6 @@ from ..registry import monoid
 from ..types import ArrayType, ScalarType
 from .steps import Quick, converter
 
-#: the intrinsics whose reference reduces the active lanes of one scalar by a monoid
-LANE_REDUCTIONS = frozenset(n for n, e in INTRINSICS.items() if e.monoid is not None)
-
-
 def reduction_step(op: Op) -> Quick | None:
     """The precomputed step of a reduction ``op``, or None."""
     if op.opcode == "intrinsic":
@@ -44,17 +40,23 @@ def reduction_step(op: Op) -> Quick | None:
 def axis_reduction(op: Op):
     """The ``make(host, env)`` of a reduction over per-lane axes that ``einsum`` or one
     leading-axis reduce computes faster than the rule, or None."""
-    fn = op.attrs["fn"]
-    if fn == "sum" and _float_sum(op):
-        return _einsum_sum(op, op.operands[0].id, op.attrs["params"])
-    if fn in _SHORT_REDUCTIONS and op.result.varying and _short(op):
-        return _short_reduce(op, op.operands[0].id, op.attrs["params"])
+    fn, a = op.attrs["fn"], op.operands[0].type
+    if not (isinstance(a, ArrayType) and a.shape is not None
+            and op.result.type.dtype == a.dtype):
+        return None
+    size = int(np.prod([a.shape[k] for k in _reduced(op)]))
+    if fn == "sum" and a.dtype.name in ("float32", "float64") and size >= EINSUM_SUM_FROM:
+        return _einsum_sum(op)
+    # fewer than EINSUM_SUM_FROM (and at least one) numbers per row: one reduce
+    if fn in _SHORT_REDUCTIONS and op.result.varying and a.dtype.kind in "iuf" \
+            and a.ndim >= 1 and 1 <= size < EINSUM_SUM_FROM:
+        return _short_reduce(op)
     return None
 
 
 def _lane_reduction(op: Op) -> Quick | None:
-    name = op.attrs.get("name")
-    if name not in LANE_REDUCTIONS or len(op.operands) != 1 or len(op.results) != 1 \
+    name = op.attrs.get("name")  # an intrinsic reducing one number's active lanes (monoid)
+    if name not in INTRINSICS or monoid(name) is None or len(op.operands) != 1 or len(op.results) != 1 \
             or op.result.varying:
         return None
     (x,) = op.operands
@@ -139,29 +141,16 @@ def _lanesum_outer(op: Op):
 EINSUM_SUM_FROM = 32
 
 
-def _float_sum(op: Op) -> bool:
-    a = op.operands[0].type
-    if not (isinstance(a, ArrayType) and a.dtype.name in ("float32", "float64")
-            and op.result.type.dtype == a.dtype):
-        return False
-    axis = op.attrs["params"].get("axis")
-    axes = range(a.ndim) if axis is None else axis if isinstance(axis, tuple) else (axis,)
-    return int(np.prod([a.shape[k] for k in axes])) >= EINSUM_SUM_FROM
-
-
-def _einsum_sum(op: Op, aid: int, params: dict):
+def _einsum_sum(op: Op):
     """A float sum over per-lane axes as one einsum: NumPy's reduce runs its inner loop
     once per output row (~40 us for [256, 8, 64] over the last axis, einsum ~9 us).  It
     adds in another order than the per-lane ``np.sum`` (pairwise): the summation-order
     tolerance of reductions (SPEC section 8)."""
-    nd = op.operands[0].type.ndim
-    axis = params.get("axis")
-    axes = set(range(nd)) if axis is None else \
-        {a % nd for a in (axis if isinstance(axis, tuple) else (axis,))}
-    letters = "abcdefghijklmnopqrstuvwxy"[:nd]
+    axes, aid = _reduced(op), op.operands[0].id
+    letters = "abcdefghijklmnopqrstuvwxy"[:op.operands[0].type.ndim]
     kept = "".join(c for k, c in enumerate(letters) if k not in axes)
     spec = f"z{letters}->z{kept}"
-    keep = params.get("keepdims", False)
+    keep = op.attrs["params"].get("keepdims", False)
     shape = tuple(1 if k in axes else n for k, n in enumerate(op.operands[0].type.shape))
 
     def make(host, env):
@@ -183,31 +172,21 @@ def _reduced(op: Op) -> tuple:
         tuple(sorted({a % nd for a in (axis if isinstance(axis, tuple) else (axis,))}))
 
 
-def _short(op: Op) -> bool:
-    """A reduction of fewer than ``EINSUM_SUM_FROM`` (and at least one) elements per
-    row, in the operand's own dtype, of numbers: one ``_short_reduce``."""
-    a = op.operands[0].type
-    if not (isinstance(a, ArrayType) and a.shape is not None and a.dtype.kind in "iuf"
-            and op.result.type.dtype == a.dtype and a.ndim >= 1):
-        return False
-    return 1 <= int(np.prod([a.shape[k] for k in _reduced(op)])) < EINSUM_SUM_FROM
-
-
-def _short_reduce(op: Op, aid: int, params: dict):
-    """``sum``, ``max`` or ``min`` over short per-lane rows (``_short``) as one reduce
+def _short_reduce(op: Op):
+    """``sum``, ``max`` or ``min`` over short per-lane rows as one reduce
     over the leading axis of a copy with the reduced axes moved to the front: NumPy's
     reduce over a last axis runs its inner loop once per row (~10 us for the max of
     [256, 10]), over a leading axis it combines whole rows (~2 us).  Max and min give
     the same values (a NaN propagates either way); a sum adds in index order along the
     row, where the per-lane ``np.sum`` adds pairwise from 8 elements on: the
     summation-order tolerance of reductions (SPEC section 8)."""
-    shape = tuple(op.operands[0].type.shape)
+    shape, aid = tuple(op.operands[0].type.shape), op.operands[0].id
     axes = _reduced(op)
     kept = [d for d in range(len(shape)) if d not in axes]
     perm = tuple(1 + d for d in axes) + (0,) + tuple(1 + d for d in kept)
     rows = int(np.prod([shape[d] for d in axes]))
     out = tuple(1 if d in axes else n for d, n in enumerate(shape)) \
-        if params.get("keepdims", False) else tuple(shape[d] for d in kept)
+        if op.attrs["params"].get("keepdims", False) else tuple(shape[d] for d in kept)
     ufunc = monoid(op.attrs["fn"]).ufunc
 
     def make(host, env):

@@ -46,7 +46,7 @@ from ..ir.core import LANE_ARRAY_FNS, Op
 from ..types import ArrayType, ScalarType
 from .compact import COUNTS
 from .fuse import Fused
-from .opsteps import int_sizes
+from .opsteps import in_bounds, int_sizes
 from .scalars import BINARY, COMPARE
 from .steps import OpStep, Quick, Step
 
@@ -280,19 +280,15 @@ def _gather(op: Op, scratch: bool):
         if whole is None or getattr(whole, "ndim", 0) != nd:
             host.run_op(op, env)  # not a live-in, gathered whole already, or no lane axis
             return
-        got = []
-        for i, n in zip(iids, sizes):
-            k = int(env[i])
-            if k < -n or k >= n:
-                host.run_op(op, env)  # its error (or index 0 where no lane is active)
-                return
-            got.append(k + n if k < 0 else k)
+        got = in_bounds(env, iids, sizes)
+        if got is None:
+            host.run_op(op, env)  # its error (or index 0 where no lane is active)
+            return
         view = whole[(slice(None),) + index_tuple(spec, got)]
         COUNTS["taken"] += 1
-        if not isinstance(rows, np.ndarray):
-            env[rid] = view[rows]
-        elif scratch and view.shape[1:] == shape:
-            # rows are valid positions: "clip" takes them as they are, unbuffered
+        if scratch and view.shape[1:] == shape:
+            # rows (positions: a LoopEnv's rows are an array) are valid: "clip" takes
+            # them as they are, unbuffered
             out = _rows(box, len(rows), shape, view.dtype)
             env[rid] = np.take(view, rows, axis=0, out=out, mode="clip")
         else:

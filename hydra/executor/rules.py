@@ -13,7 +13,7 @@ has a leading axis of N.  Ops that may trap check only the active lanes and rais
 error of SPEC section 6 naming the first failing lane (through ``host.fail``, which a
 host of compacted rows maps back to the original lane); the other lanes compute with
 safe operands and their results are never observed.  A rule asks its host for
-``lanes``, ``fail``, ``shape``, ``divide``, ``address``, ``region`` and ``loop``.  It is
+``lanes``, ``fail``, ``shape``, ``region`` and ``loop``.  It is
 written to be obviously right, not fast.
 """
 
@@ -26,12 +26,12 @@ import numpy as np
 
 from .. import events  # hydra.profile (issue 30)
 from ..backends import tape
-from ..batching import lane_copies
+from ..batching import UFUNCS, lane_copies
 from ..intrinsics import INTRINSICS
 from ..ir.core import BINARY_OPS, UNARY_OPS, Op
 from ..stop import check as check_stop
 from ..types import ArrayType, ScalarType
-from .arrays import array_rule, array_store_rule, select_rule
+from .arrays import array_rule, array_store_rule, checked_ints, select_rule
 from .counting import count_rule, timed_op  # hydra.profile (issue 30)
 from .scalars import BINARY, COMPARE, MATH, float_to_unsigned, format_print, power
 
@@ -51,20 +51,13 @@ def _pure(h, op: Op, env) -> list:
         if t.kind in "iu":
             b = np.where(b < 0, 0, b)  # inactive lanes: active ones passed a check op
         out = power(a, b, dtype)
-    elif name == "min":
-        a, b = args
-        out = np.where(b < a, b, a).astype(dtype)  # Python's min: the first unless b < a
-    elif name == "max":
-        a, b = args
-        out = np.where(b > a, b, a).astype(dtype)
+    elif name in ("min", "max"):
+        a, b = args  # Python's min and max: the first unless b < a (b > a)
+        out = np.where(b < a if name == "min" else b > a, b, a).astype(dtype)
     elif name == "neg":
         out = np.negative(args[0], dtype=dtype)
-    elif name == "invert":
-        out = np.invert(args[0])
-    elif name == "not":
-        out = np.logical_not(args[0])
-    elif name == "abs":
-        out = np.abs(args[0])
+    elif name in ("invert", "not", "abs"):
+        out = UFUNCS[name](args[0])  # np.invert, np.logical_not, np.abs
     elif name == "cast" and op.operands[0].type.kind == "f" and dtype.kind == "u" \
             and dtype.itemsize >= 4:
         out = float_to_unsigned(args[0], dtype)
@@ -84,9 +77,20 @@ def _pure(h, op: Op, env) -> list:
 
 
 def _floordiv(h, op: Op, env) -> list:
-    args = [env[v.id] for v in op.operands]
-    mask = env[op.mask.id] if op.mask is not None else None
-    return [h.shape(op, h.divide(op, args, op.result.type.dtype, mask))]
+    """``//`` and ``%``: an integer division by zero on an active lane raises; the
+    inactive lanes divide by 1."""
+    a, b = (env[v.id] for v in op.operands)
+    dtype = op.result.type.dtype
+    if dtype.kind in "iu":
+        zero = np.asarray(b) == 0
+        if op.mask is not None:
+            bad = np.nonzero(np.broadcast_to(zero & env[op.mask.id], (h.lanes,)))[0]
+            if bad.size:
+                word = "division" if op.opcode == "floordiv" else "modulo"
+                h.fail("zerodiv", f"integer {word} by zero", int(bad[0]), op.loc)
+        b = np.where(zero, 1, b).astype(dtype)
+    fn = np.floor_divide if op.opcode == "floordiv" else np.remainder
+    return [h.shape(op, fn(a, b, dtype=dtype))]
 
 
 def _const(h, op: Op, env) -> list:
@@ -130,15 +134,27 @@ def _local_array(h, op: Op, env) -> list:
     return [np.full((h.lanes, *dims), fill, dtype=op.attrs["dtype"])]
 
 
+def _address(h, op: Op, env) -> tuple:
+    """(array, index tuple, mask) of a scalar load or store: the active lanes' indices
+    bounds checked (as an array op's), inactive lanes' index 0 (the gather never faults)."""
+    array_v, *ints = op.operands[:1 + op.operands[0].type.ndim]
+    array = env[array_v.id]
+    idx = [np.broadcast_to(np.asarray(env[v.id], dtype=np.int64), (h.lanes,)) for v in ints]
+    dims = array.shape[1:] if array_v.varying else array.shape
+    fixed = checked_ints(h, op, env, [("int",)] * len(idx), dims, idx, [True] * len(idx))
+    if array_v.varying:
+        fixed.insert(0, np.arange(h.lanes))
+    return array, tuple(fixed), env[op.mask.id]
+
+
 def _load(h, op: Op, env) -> list:
-    array, index, mask = h.address(op, env, op.operands[0].type.ndim)
+    array, index, mask = _address(h, op, env)
     out = array[index]
     return [out if op.result.varying else out[np.argmax(mask)]]
 
 
 def _store(h, op: Op, env) -> list:
-    ndim = op.operands[0].type.ndim
-    array, index, mask = h.address(op, env, ndim)
+    array, index, mask = _address(h, op, env)
     value = np.broadcast_to(env[op.operands[-1].id], (h.lanes,))
     if not array.flags.writeable:
         h.fail("value", f"cannot store into the read-only array "

@@ -14,16 +14,15 @@ import math
 
 import numpy as np
 
+from ..batching import UFUNCS
+from ..registry import records
 from ..trees import unflatten
 from ..types import ArrayType, ScalarType
 
-BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
-    "lshift": np.left_shift, "rshift": np.right_shift, "bitand": np.bitwise_and,
-    "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-}
-COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "eq": np.equal, "ne": np.not_equal}
+#: the opcodes that are their array functions' ufunc (in the result's dtype), comparisons
+BINARY = {name: UFUNCS[name] for name in ("add", "sub", "mul", "truediv", "lshift", "rshift",
+                                          "bitand", "bitor", "bitxor")}
+COMPARE = {name: UFUNCS[name] for name in ("lt", "le", "gt", "ge", "eq", "ne")}
 
 
 def _c_semantics(f, pole):
@@ -45,15 +44,11 @@ _gamma = _c_semantics(math.gamma, lambda x: math.copysign(math.inf, x) if x == 0
 _lgamma = _c_semantics(math.lgamma, lambda x: math.inf)
 _erf = np.frompyfunc(math.erf, 1, 1)
 _erfc = np.frompyfunc(math.erfc, 1, 1)
+#: each ``math`` fn's NumPy ufunc (its record's definition), and C's function where
+#: NumPy's differs (pow) or where NumPy has none
 MATH = {
-    "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
-    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
-    "acosh": np.arccosh, "atanh": np.arctanh, "expm1": np.expm1, "log1p": np.log1p,
-    "fabs": np.fabs, "exp2": np.exp2, "cbrt": np.cbrt, "atan2": np.arctan2, "hypot": np.hypot,
-    "pow": lambda a, b: power(a, b, None), "copysign": np.copysign, "fmod": np.fmod,
-    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "floor": np.floor,
-    "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+    **{r.name: r.definition for r in records("math")},
+    "pow": lambda a, b: power(a, b, None),
     "erf": lambda x: _erf(np.asarray(x, np.float64)).astype(np.float64),
     "erfc": lambda x: _erfc(np.asarray(x, np.float64)).astype(np.float64),
     "gamma": lambda x: _gamma(np.asarray(x, np.float64)).astype(np.float64),

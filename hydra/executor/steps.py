@@ -64,8 +64,6 @@ class OpStep(Step):
     """One op by its host rule (``host.run_op``: on compacted rows, lane ids and row
     gathers as the host of those rows gives them)."""
 
-    __slots__ = ("op", "ops")
-
     def __init__(self, op: Op) -> None:
         self.op = op
         self.ops = [op]
@@ -86,16 +84,11 @@ class Quick(Step):
     """One op with its work prepared at plan time: ``fn(host, env)``, named in the
     steps dump by the function that made it."""
 
-
     def __init__(self, op: Op, fn) -> None:
         self.op = op
         self.ops = [op]
         self.fn = fn
-        self.rid = op.results[0].id if op.results else None
         self.run = fn  # ``run`` is ``fn`` itself: one call less on every step
-
-    def run(self, host, env: dict) -> None:
-        self.fn(host, env)
 
     def describe(self) -> str:
         """The op and the rule that made it."""
@@ -109,32 +102,24 @@ def run_steps(host, plan, env: dict) -> None:
     dropped after it (``planner.deaths``: their memory is reused at once, as a NumPy
     expression frees its temporaries).  Every host step of every backend runs here."""
     if events.RECORDING:  # hydra.profile (issue 30): precomputed steps timed
-        return _run_steps_timed(host, plan, env)
+        return run_steps_recorded(host, plan, env, False)
     for step, dead in plan:
         step.run(host, env)
         for v in dead:
             env.pop(v, None)
 
 
-def _run_steps_timed(host, plan, env: dict) -> None:
-    for step, dead in plan:
-        start = time.perf_counter()
-        step.run(host, env)
-        if isinstance(step, Quick):  # into its line's time; a product also as an event
-            account(step.op, env, start, time.perf_counter(), host.lanes)
-        for v in dead:
-            env.pop(v, None)
-
-
-def run_steps_recorded(host, plan, env: dict) -> None:
-    """``run_steps`` of a kernel's top level inside an open profile: each step also an
-    event (``Step.record``)."""
+def run_steps_recorded(host, plan, env: dict, record: bool = True) -> None:
+    """``run_steps`` inside an open profile: a precomputed step's time goes into its
+    line's (a product's also as an event); with ``record`` (a kernel's top level) each
+    step is an event too (``Step.record``)."""
     for k, (step, dead) in enumerate(plan):
         start = time.perf_counter()
         step.run(host, env)
         if isinstance(step, Quick):
             account(step.op, env, start, time.perf_counter(), host.lanes)
-        step.record(k, start)
+        if record:
+            step.record(k, start)
         for v in dead:
             env.pop(v, None)
 
@@ -143,12 +128,8 @@ def step_lines(step: Step) -> list[int]:
     """The source lines of a step's ops and the ops nested in them (cached)."""
     lines = getattr(step, "_lines", None)
     if lines is None:
-        lines = sorted({o.loc.line for top in step.ops for o in nested(top)
-                        if o.loc is not None and o.loc.line > 0})
-        try:
-            step._lines = lines
-        except AttributeError:  # a step with __slots__: computed each time
-            pass
+        lines = step._lines = sorted({o.loc.line for top in step.ops for o in nested(top)
+                                      if o.loc is not None and o.loc.line > 0})
     return lines
 
 
