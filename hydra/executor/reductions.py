@@ -56,8 +56,8 @@ def axis_reduction(op: Op):
 
 def _lane_reduction(op: Op) -> Quick | None:
     name = op.attrs.get("name")  # an intrinsic reducing one number's active lanes (monoid)
-    if name not in INTRINSICS or monoid(name) is None or len(op.operands) != 1 or len(op.results) != 1 \
-            or op.result.varying:
+    if name not in INTRINSICS or monoid(name) is None or len(op.operands) != 1 \
+            or len(op.results) != 1 or op.result.varying:
         return None
     (x,) = op.operands
     if not (x.varying and isinstance(x.type, ScalarType)):
