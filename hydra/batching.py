@@ -266,7 +266,10 @@ def reshape_rule(f, args, vary, n, out, params):
 
 def join_rule(f, args, vary, n, out, params):
     arrays = [a if v else np.broadcast_to(a, (n,) + np.shape(a)) for a, v in zip(args, vary)]
-    axis = shift_axis(params.get("axis", 0), out.ndim)
+    if params.get("axis", 0) is None:  # np.concatenate(..., axis=None): each lane's flattened
+        arrays, axis = [a.reshape(n, -1) for a in arrays], 1
+    else:
+        axis = shift_axis(params.get("axis", 0), out.ndim)
     return (np.concatenate if f is PER_LANE["concatenate"] else np.stack)(arrays, axis=axis)
 
 

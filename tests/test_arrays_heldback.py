@@ -872,7 +872,8 @@ def reshapes(x):
 @case(lambda r, n: (r.f32(n, 2, 3), r.f32(n, 2, 2), r.f32(2, 3)), varying=("a", "b"))
 def concatenate_axes(a, b, u):
     return (np.concatenate((a, b), axis=1), np.concatenate((a, u)), np.concatenate([u, a], axis=0),
-            np.concatenate((a[0], b[1], u[0])), np.concatenate((a, b), axis=-1))
+            np.concatenate((a[0], b[1], u[0])), np.concatenate((a, b), axis=-1),
+            np.concatenate((a, b.T, u), axis=None))
 
 
 @case(lambda r, n: (r.f32(n, 3), r.f32(n, 3), r.f32(3)), varying=("a", "b"))
