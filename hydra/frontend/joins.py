@@ -116,11 +116,12 @@ class JoinMixin:
     def joined(self, name: str, shape, results):
         """Variable ``name``'s value after an if or while: rebuilt from the op's
         results, named after it (temporaries, ``$...``, stay unnamed)."""
-        value = self.rebuild(shape, results)
+        taken = [next(results) for _ in self.leaf_types(shape)]
+        value = self.rebuild(shape, iter(taken))
         if isinstance(value, Value) and not name.startswith("$"):
             value.name = name
         if name == "$retval":  # the kernel's own, not an inlined helper's ($retval@k)
-            self.kernel_return_ids.update(v.id for v in _leaves(value, shape))
+            self.kernel_return_ids.update(v.id for v in taken)
         return value
 
     def binding_loc(self, name: str, value, default: Loc) -> Loc:
@@ -232,10 +233,3 @@ class JoinMixin:
             self.region = outer
         op = self.emit_op("if", [cond], [v.type for v in yields[0]], loc, regions=arms)
         return self.rebuild(shape, iter(op.results))
-
-
-def _leaves(value, shape) -> list[Value]:
-    """The op results ``rebuild`` took for ``value`` of join ``shape``."""
-    if is_node(shape):
-        return [v for item, s in zip(items_of(value), items_of(shape)) for v in _leaves(item, s)]
-    return [value] if isinstance(shape, Type) else []
