@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import types as pytypes
 
 import numpy as np
@@ -188,10 +189,7 @@ class CallMixin:
                 raise array_reduction_error(fn.__name__, loc)
             if len(args) < 2:
                 raise CompileError(f"{fn.__name__}() needs at least two numbers", loc)
-            result = args[0]
-            for b in args[1:]:
-                result = self.arith(fn.__name__, result, b, loc)
-            return result
+            return functools.reduce(lambda x, y: self.arith(fn.__name__, x, y, loc), args)
         if len(args) != 1:
             raise CompileError(f"{fn.__name__}() takes one argument here", loc)
         (a,) = args
