@@ -345,10 +345,10 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
         if value is not None and not isinstance(value, (Value, tuple, Struct)):
             raise CompileError(f"cannot return {self.describe(value)}", loc)
         previous = frame.env.get(frame.retval, "absent")
-        if previous != "absent" and frame.retval not in frame.partial:
-            if (previous is None) != (value is None):
-                raise CompileError(f"{frame.parsed.name} returns None on one path and a value "
-                                   f"on another", loc)
+        if previous != "absent" and frame.retval not in frame.partial \
+                and (previous is None) != (value is None):
+            raise CompileError(f"{frame.parsed.name} returns None on one path and a value "
+                               f"on another", loc)
         frame.env[frame.retval] = value
         frame.partial.pop(frame.retval, None)
         frame.env[frame.ret] = self.const(True, loc)
