@@ -26,9 +26,7 @@ class LoopMixin:
     # --- loops --------------------------------------------------------------------------
 
     def stmt_while(self, node: ast.While) -> None:
-        loc = self.loc(node)
-        self.build_loop(node.body, loc, cond_fn=lambda: self.condition(node.test),
-                        before_body=None)
+        self.build_loop(node.body, self.loc(node), lambda: self.condition(node.test), None)
 
     def stmt_for(self, node: ast.For) -> None:
         loc = self.loc(node)
