@@ -224,7 +224,7 @@ class ArrayMixin:
         if isinstance(v, int):
             return v
         c = self.constant_value(v) if isinstance(v, Value) else None
-        if isinstance(v, Meta) and v.obj is None:
+        if v is None or isinstance(v, Meta) and v.obj is None:
             return None
         if c is None:
             behind = self._params_behind(v)
@@ -321,8 +321,7 @@ class ArrayMixin:
                 raise CompileError(f"np.transpose(): keyword arguments "
                                    f"{sorted(kwargs.keys() - {'axes'})} are not supported", loc)
             axes = kwargs.get("axes", args[1] if len(args) > 1 else None)
-            axes = axes if isinstance(axes, tuple) else () if axes is None or \
-                isinstance(axes, Meta) and axes.obj is None else (axes,)
+            axes = axes if isinstance(axes, tuple) else () if axes is None else (axes,)
             return self.array_transpose(args[0], axes, loc)
         if fname == "where" and len(args) != 3:
             raise CompileError("np.where() takes a condition and two values here: "
@@ -346,16 +345,10 @@ class ArrayMixin:
         except TypeError as e:
             raise CompileError(f"{name}(): {e}", loc) from None
         bound.apply_defaults()
-        operands, params = [], {}
-        for p in arrays:
-            v = bound.arguments[p]
-            if v is None or isinstance(v, Meta) and v.obj is None:
-                continue
-            operands.append(v)
-        for p in statics:
-            v = bound.arguments[p]
-            params[p] = None if v is None or isinstance(v, Meta) and v.obj is None else \
-                self._static_int(v, f"{name}()'s {p}", loc)
+        operands = [v for v in (bound.arguments[p] for p in arrays)
+                    if v is not None and not (isinstance(v, Meta) and v.obj is None)]
+        params = {p: self._static_int(bound.arguments[p], f"{name}()'s {p}", loc)
+                  for p in statics}  # None where not given
         return self.array_op(name, operands, loc, **params)
 
     def wants_array_call(self, fname: str, args, kwargs) -> bool:

@@ -177,8 +177,7 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
                     f"{parsed.name} returns a value on some paths and falls off its end "
                     f"(returning None) on others", loc,
                     hint="add a return statement at the end of the function")
-            leaves, tree = self.flatten(value, frame.retval, loc)
-            return leaves, tree
+            return self.flatten(value, frame.retval, loc)
         finally:
             self.frame = saved
             self.call_stack.pop()
@@ -346,10 +345,10 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
         if value is not None and not isinstance(value, (Value, tuple, Struct)):
             raise CompileError(f"cannot return {self.describe(value)}", loc)
         previous = frame.env.get(frame.retval, "absent")
-        if previous != "absent" and frame.retval not in frame.partial:
-            if (previous is None) != (value is None):
-                raise CompileError(f"{frame.parsed.name} returns None on one path and a value "
-                                   f"on another", loc)
+        if previous != "absent" and frame.retval not in frame.partial \
+                and (previous is None) != (value is None):
+            raise CompileError(f"{frame.parsed.name} returns None on one path and a value "
+                               f"on another", loc)
         frame.env[frame.retval] = value
         frame.partial.pop(frame.retval, None)
         frame.env[frame.ret] = self.const(True, loc)
@@ -363,15 +362,10 @@ class Builder(LoopMixin, UnrollMixin, CallMixin, ArrayMixin, MoreArrayMixin, Fan
 
 def _finalize_types(fn: Function) -> None:
     """Weak types left over become their Python defaults (int64, float64)."""
-    def fix(v: Value) -> None:
-        v.type = finalize(v.type)
-    for p in fn.params:
-        fix(p)
     for op in fn.walk():
-        for r in op.results:
-            fix(r)
-        for region in op.regions:
-            for a in region.args:
-                fix(a)
+        for v in [*op.results, *(a for region in op.regions for a in region.args)]:
+            v.type = finalize(v.type)
+    for p in fn.params:
+        p.type = finalize(p.type)
 
 

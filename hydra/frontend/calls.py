@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import types as pytypes
 
 import numpy as np
@@ -92,8 +93,7 @@ class CallMixin:
         special = self.call_python(fn, args, kwargs, loc)
         if special is not _NOT_SPECIAL:
             return special
-        if getattr(fn, "__hydra_kernel__", None) is not None:
-            fn = fn.__hydra_kernel__
+        fn = getattr(fn, "__hydra_kernel__", fn)  # a kernel called: its function
         if fn in (abs, min, max, int, float, bool, len, range, round):
             return self.call_builtin(fn, args, kwargs, loc)
         module = getattr(fn, "__module__", None) or ""
@@ -188,10 +188,7 @@ class CallMixin:
                 raise array_reduction_error(fn.__name__, loc)
             if len(args) < 2:
                 raise CompileError(f"{fn.__name__}() needs at least two numbers", loc)
-            result = args[0]
-            for b in args[1:]:
-                result = self.arith(fn.__name__, result, b, loc)
-            return result
+            return functools.reduce(lambda x, y: self.arith(fn.__name__, x, y, loc), args)
         if len(args) != 1:
             raise CompileError(f"{fn.__name__}() takes one argument here", loc)
         (a,) = args
@@ -219,10 +216,7 @@ class CallMixin:
     def call_cast(self, t: ScalarType, args, kwargs, loc: Loc) -> Value:
         if kwargs or len(args) != 1 or not isinstance(args[0], Value):
             raise CompileError(f"{t.name}() takes one number", loc)
-        a = args[0]
-        if t.kind == "b":
-            return self.coerce(self.truthy(a, loc), t, loc)
-        return self.coerce(a, t, loc)
+        return self.coerce(self.truthy(args[0], loc) if t.kind == "b" else args[0], t, loc)
 
     def call_math(self, fn, fname: str, args, kwargs, loc: Loc):
         from_numpy = fn.__module__ != "math" if hasattr(fn, "__module__") else True
@@ -325,8 +319,7 @@ class CallMixin:
                     conv = chr(part.conversion) if part.conversion > 0 else ""
                     pieces.append(("fmt", self.print_piece(part.value, operands, loc), conv, spec))
             return ("fstr", pieces)
-        value = self.expr(node)
-        return self.print_value(value, operands, loc)
+        return self.print_value(self.expr(node), operands, loc)
 
     def print_value(self, value, operands: list[Value], loc: Loc):
         if isinstance(value, Meta) and (isinstance(value.obj, str) or value.obj is None):

@@ -38,12 +38,8 @@ class Partial:
 
 def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     """Names a list of statements may assign, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                seen.setdefault(node.id, None)
-    return list(seen)
+    return list(dict.fromkeys(node.id for stmt in stmts for node in ast.walk(stmt)
+                              if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)))
 
 
 def contains(stmts, kinds, into_loops: bool) -> bool:

@@ -22,9 +22,8 @@ class CompareMixin:
     """Comparison translation; mixed into ``Builder``."""
 
     def expr_compare(self, node: ast.Compare):
-        loc = self.loc(node)
-        left = self.expr(node.left)
-        return self.compare_chain(left, list(zip(node.ops, node.comparators)), loc)
+        return self.compare_chain(self.expr(node.left), list(zip(node.ops, node.comparators)),
+                                  self.loc(node))
 
     def compare_chain(self, left, rest, loc: Loc) -> Value:
         op, right_node = rest[0]
@@ -88,8 +87,7 @@ class CompareMixin:
         signed value is below every uint64; otherwise both compare as uint64."""
         u_first = self._unsigned64(a) and self._maybe_negative(b)
         u, s = (a, b) if u_first else (b, a)
-        u = self.coerce(u, UINT64, loc)
-        s = self.coerce(s, INT64, loc)
+        u, s = self.coerce(u, UINT64, loc), self.coerce(s, INT64, loc)
         negative = self.emit("lt", [s, self.const(0, loc, INT64)], BOOL, loc)
         as_u = self.coerce(s, UINT64, loc)
         same = self.emit(name, [u, as_u] if u_first else [as_u, u], BOOL, loc)

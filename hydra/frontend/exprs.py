@@ -353,9 +353,8 @@ class ExprMixin:
         """A Python int constant ``v`` that does not fit the fixed-width integer type
         ``t`` it meets (NEP 50: Python ints take the NumPy type, if they fit), else None."""
         c = self.constant_value(v)
-        if c is None or isinstance(c, bool) or not (v.type.weak and v.type.kind in "iu"):
-            return None
-        if t.weak or t.kind not in "iu":
+        if c is None or isinstance(c, bool) or not (v.type.weak and v.type.kind in "iu") \
+                or t.weak or t.kind not in "iu":
             return None
         info = np.iinfo(t.dtype)
         return None if info.min <= int(c) <= info.max else int(c)
@@ -389,8 +388,7 @@ class ExprMixin:
     # --- per-lane short circuit ---------------------------------------------------------
 
     def expr_boolop(self, node: ast.BoolOp):
-        loc = self.loc(node)
-        return self.boolop(isinstance(node.op, ast.And), node.values, loc)
+        return self.boolop(isinstance(node.op, ast.And), node.values, self.loc(node))
 
     def boolop(self, is_and: bool, nodes: list[ast.expr], loc: Loc, as_condition=False):
         first = self.condition(nodes[0]) if as_condition else self.expr(nodes[0])
@@ -399,15 +397,11 @@ class ExprMixin:
         cond = self.truthy(first, loc)
         rest = lambda: self.boolop(is_and, nodes[1:], loc, as_condition)  # noqa: E731
         keep = lambda: first  # noqa: E731
-        if is_and:
-            return self.if_value(cond, rest, keep, loc)
-        return self.if_value(cond, keep, rest, loc)
+        return self.if_value(cond, *((rest, keep) if is_and else (keep, rest)), loc)
 
     def expr_ifexp(self, node: ast.IfExp):
-        loc = self.loc(node)
-        cond = self.condition(node.test)
-        return self.if_value(cond, lambda: self.expr(node.body), lambda: self.expr(node.orelse),
-                             loc)
+        return self.if_value(self.condition(node.test), lambda: self.expr(node.body),
+                             lambda: self.expr(node.orelse), self.loc(node))
 
 
 def _overflow_hint(t: ScalarType) -> str:

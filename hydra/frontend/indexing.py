@@ -82,14 +82,9 @@ class IndexMixin:
         whole = self.array_index(array, raw, loc)
         if whole is not None:
             return whole
-        items = list(raw) if isinstance(raw, tuple) else [raw]
-        if len(items) != array.type.ndim:
-            raise CompileError(f"this array has {array.type.ndim} dimension(s) but "
-                               f"{len(items)} index(es) were given; index every dimension", loc)
-        out = []
-        for axis, v in enumerate(items):
-            if not isinstance(v, Value) or not isinstance(v.type, ScalarType) \
-                    or v.type.kind not in "iub":
+        out = []  # one number per axis (array_index took any other index)
+        for axis, v in enumerate(raw if isinstance(raw, tuple) else [raw]):
+            if v.type.kind not in "iub":
                 raise CompileError(f"array indices must be integers, not {self.describe(v)}", loc)
             if v.type.name == "uint64":
                 # indices are int64 from here on: 2**63 and up would wrap to negative
@@ -165,11 +160,9 @@ class IndexMixin:
         return ArrayIndex(tuple(spec), ints)
 
     def slice_value(self, node, loc: Loc) -> slice:
-        parts = []
-        for part in (node.lower, node.upper, node.step):
-            parts.append(None if part is None else self._static_int(self.expr(part),
-                                                                    "a slice bound", loc))
-        return slice(*parts)
+        return slice(*(None if part is None else self._static_int(self.expr(part), "a slice bound",
+                                                                  loc)
+                       for part in (node.lower, node.upper, node.step)))
 
     def array_load(self, array: Value, index: ArrayIndex, loc: Loc) -> Value:
         return self.array_op("getitem", [array, *index.ints], loc, index=index.spec)

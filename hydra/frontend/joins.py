@@ -116,11 +116,12 @@ class JoinMixin:
     def joined(self, name: str, shape, results):
         """Variable ``name``'s value after an if or while: rebuilt from the op's
         results, named after it (temporaries, ``$...``, stay unnamed)."""
-        value = self.rebuild(shape, results)
+        taken = [next(results) for _ in self.leaf_types(shape)]
+        value = self.rebuild(shape, iter(taken))
         if isinstance(value, Value) and not name.startswith("$"):
             value.name = name
         if name == "$retval":  # the kernel's own, not an inlined helper's ($retval@k)
-            self.kernel_return_ids.update(v.id for v in _leaves(value, shape))
+            self.kernel_return_ids.update(v.id for v in taken)
         return value
 
     def binding_loc(self, name: str, value, default: Loc) -> Loc:
@@ -174,9 +175,8 @@ class JoinMixin:
                 joined_env[name] = present
                 if not name.startswith("$"):
                     joined_partial[name] = Partial(self.value_loc(present, loc), loc)
-                if not isinstance(present, (Value, tuple, Struct)):
-                    continue
-                phis.append((name, self.shape_of(name, present, loc)))
+                if isinstance(present, (Value, tuple, Struct)):
+                    phis.append((name, self.shape_of(name, present, loc)))
                 continue
             shape = self.join_shapes(name, self.shape_of(name, a, loc), self.shape_of(name, b, loc),
                                      self.binding_loc(name, a, loc), self.binding_loc(name, b, loc))
@@ -213,29 +213,19 @@ class JoinMixin:
         truth = self.static_truth(cond)
         if truth is not None:
             return then_fn() if truth else else_fn()
-        arms, values = [], []
-        for fn in (then_fn, else_fn):
-            region, outer = Region(), self.region
-            self.region = region
+        arms, values = [Region(), Region()], []
+        for fn, region in zip((then_fn, else_fn), arms):
+            outer, self.region = self.region, region
             values.append(fn())
             self.region = outer
-            arms.append(region)
         shape = self.pin_same(*values, self.join_shapes(
             "$expr", self.shape_of("", values[0], loc), self.shape_of("", values[1], loc),
             loc, loc))
         yields = []
         for region, v in zip(arms, values):
             outer, self.region = self.region, region
-            leaves = self.leaves_as(v, shape, loc)
-            region.ops.append(Op("yield", leaves, [], loc))
-            yields.append(leaves)
+            yields.append(self.leaves_as(v, shape, loc))
+            region.ops.append(Op("yield", yields[-1], [], loc))
             self.region = outer
         op = self.emit_op("if", [cond], [v.type for v in yields[0]], loc, regions=arms)
         return self.rebuild(shape, iter(op.results))
-
-
-def _leaves(value, shape) -> list[Value]:
-    """The op results ``rebuild`` took for ``value`` of join ``shape``."""
-    if is_node(shape):
-        return [v for item, s in zip(items_of(value), items_of(shape)) for v in _leaves(item, s)]
-    return [value] if isinstance(shape, Type) else []

@@ -26,9 +26,7 @@ class LoopMixin:
     # --- loops --------------------------------------------------------------------------
 
     def stmt_while(self, node: ast.While) -> None:
-        loc = self.loc(node)
-        self.build_loop(node.body, loc, cond_fn=lambda: self.condition(node.test),
-                        before_body=None)
+        self.build_loop(node.body, self.loc(node), lambda: self.condition(node.test), None)
 
     def stmt_for(self, node: ast.For) -> None:
         loc = self.loc(node)
@@ -116,9 +114,7 @@ class LoopMixin:
             args = [self.const(0, loc), args[0]]
         if len(args) == 2:
             args.append(self.const(1, loc))
-        t = args[0].type
-        for a in args[1:]:
-            t = join(t, a.type) or t
+        t = functools.reduce(lambda t, a: join(t, a.type) or t, args[1:], args[0].type)
         if t.kind == "b":
             t = join(t, self.const(0, loc).type)
         return tuple(self.coerce(a, t, loc) for a in args)  # type: ignore[return-value]
@@ -152,12 +148,9 @@ class LoopMixin:
         for _attempt in range(20):
             frame.env, frame.partial = dict(entry_env), dict(entry_partial)
             carried = list(shapes)
-            init = []
-            for n in carried:
-                if n in entry_env:
-                    init += self.leaves_as(entry_env[n], shapes[n], loc)
-                else:
-                    init += self.undef_leaves(shapes[n], loc)
+            init = [x for n in carried for x in (
+                self.leaves_as(entry_env[n], shapes[n], loc) if n in entry_env
+                else self.undef_leaves(shapes[n], loc))]
             types = [v.type for v in init]
             before = Region([Value(t, loc) for t in types])
             self.bind(carried, shapes, before.args, entry_env, loc)
@@ -190,14 +183,13 @@ class LoopMixin:
                 shapes = widened
                 self.region = outer
                 continue
-            yields = []
-            for n in carried:
-                yields += self.leaves_as(frame.env[n], shapes[n], loc)
+            yields = [x for n in carried for x in self.leaves_as(frame.env[n], shapes[n], loc)]
             body_region.ops.append(Op("yield", yields, [], loc))
             self.region = outer
+            owners = [n for n in carried for _ in self.leaf_types(shapes[n])]  # by leaf
             op = self.emit_op("while", init, types, loc, regions=[before, body_region],
-                              attrs={"exit_flags": self.leaf_indices(carried, shapes,
-                                                                     {brk, frame.ret})})
+                              attrs={"exit_flags": [k for k, n in enumerate(owners)
+                                                    if n in (brk, frame.ret)]})
             frame.env, frame.partial = dict(entry_env), dict(entry_partial)
             results = iter(op.results)
             for n in carried:
@@ -208,15 +200,6 @@ class LoopMixin:
                 del frame.env[brk]
             return
         raise CompileError("the types of the loop's variables do not settle", loc)
-
-    def leaf_indices(self, carried: list[str], shapes: dict, names: set[str]) -> list[int]:
-        """Positions, among the loop's carried leaves, of the carried ``names``."""
-        out, pos = [], 0
-        for n in carried:
-            if n in names:
-                out.append(pos)
-            pos += len(self.leaf_types(shapes[n]))
-        return out
 
     def bind(self, carried, shapes, args, entry_env, loc) -> None:
         it = iter(args)

@@ -54,15 +54,9 @@ class ParsedFunction:
         return builtins[name]
 
 
-def _unwrap(fn):
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
-    return fn
-
-
 def parse_function(fn) -> ParsedFunction:
     """The ``ParsedFunction`` of a Python function; ``CompileError`` if it has no source."""
-    fn = _unwrap(fn)
+    fn = inspect.unwrap(fn)
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"hydra.compile needs a Python function, not {type(fn).__name__}")
     code = fn.__code__

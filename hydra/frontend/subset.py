@@ -1,10 +1,10 @@
 """The supported Python subset (SPEC section 5) as one visible table.
 
-``STATEMENTS`` and ``EXPRESSIONS`` map each supported AST node type to the
-builder method that translates it; ``PARTS`` are the node types that only occur
-inside those (operators, contexts, arguments).  ``check_subset`` runs when
-``hydra.compile`` is called, so unsupported syntax is reported at once, at the
-user's line, before any call.
+``SHOWN`` lists each supported AST node type as the guide shows it; ``STATEMENTS`` and
+``EXPRESSIONS`` map each to the builder method that translates it; ``PARTS`` are the
+node types that only occur inside those (operators, contexts, arguments).
+``check_subset`` runs when ``hydra.compile`` is called, so unsupported syntax is
+reported at once, at the user's line, before any call.
 """
 
 from __future__ import annotations
@@ -13,43 +13,6 @@ import ast
 
 from ..errors import CompileError
 from .source import ParsedFunction
-
-STATEMENTS: dict[type[ast.AST], str] = {
-    ast.Assign: "stmt_assign",
-    ast.AugAssign: "stmt_augassign",
-    ast.AnnAssign: "stmt_annassign",
-    ast.If: "stmt_if",
-    ast.While: "stmt_while",
-    ast.For: "stmt_for",
-    ast.Break: "stmt_break",
-    ast.Continue: "stmt_continue",
-    ast.Return: "stmt_return",
-    ast.Pass: "stmt_pass",
-    ast.Expr: "stmt_expr",
-    ast.Assert: "stmt_assert",
-    ast.FunctionDef: "stmt_def",  # a nested function, inlined where it is called
-}
-
-EXPRESSIONS: dict[type[ast.AST], str] = {
-    ast.Constant: "expr_constant",
-    ast.Name: "expr_name",
-    ast.BinOp: "expr_binop",
-    ast.UnaryOp: "expr_unaryop",
-    ast.BoolOp: "expr_boolop",
-    ast.Compare: "expr_compare",
-    ast.IfExp: "expr_ifexp",
-    ast.Call: "expr_call",
-    ast.Subscript: "expr_subscript",
-    ast.Attribute: "expr_attribute",
-    ast.Tuple: "expr_tuple",
-    ast.JoinedStr: "expr_joinedstr",  # f-strings, inside print() only
-    ast.FormattedValue: "expr_joinedstr",
-    ast.Slice: "expr_slice",  # in an index only (per-lane arrays, SPEC section 8)
-    ast.List: "expr_list",  # containers (read-only; hydra.trees)
-    ast.Dict: "expr_dict",
-    ast.Lambda: "expr_lambda",
-    ast.GeneratorExp: "expr_genexp",  # as the argument of sum() only
-}
 
 #: each supported construct as the guide's generated table shows it (docs/regen.py)
 SHOWN: dict[type[ast.AST], str] = {
@@ -83,6 +46,13 @@ SHOWN: dict[type[ast.AST], str] = {
     ast.Lambda: "`lambda` (inlined where called)",
     ast.GeneratorExp: "`sum(e for i in range(n))` (the argument of `sum` only)",
 }
+#: the builder methods not named stmt_<node> or expr_<node> (``ast.If``: ``stmt_if``)
+_METHODS = {ast.FunctionDef: "stmt_def", ast.FormattedValue: "expr_joinedstr",
+            ast.GeneratorExp: "expr_genexp"}
+STATEMENTS: dict[type[ast.AST], str] = {
+    k: _METHODS.get(k, f"stmt_{k.__name__.lower()}") for k in SHOWN if issubclass(k, ast.stmt)}
+EXPRESSIONS: dict[type[ast.AST], str] = {
+    k: _METHODS.get(k, f"expr_{k.__name__.lower()}") for k in SHOWN if issubclass(k, ast.expr)}
 
 PARTS: tuple[type[ast.AST], ...] = (
     ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
@@ -126,26 +96,18 @@ def check_subset(fn: ParsedFunction) -> None:
                                 "fine)")
     body = [node.body] if isinstance(node, ast.Lambda) else node.body
     for stmt in body:
-        _check(fn, stmt, top=not isinstance(node, ast.Lambda))
+        _check(fn, stmt)
 
 
-def _check(fn: ParsedFunction, node: ast.AST, top: bool) -> None:
-    kind = type(node)
-    if isinstance(node, ast.stmt):
-        if kind not in STATEMENTS:
-            raise CompileError(not_supported(node),
-                               fn.loc(node), hint=_hint(node))
-        if isinstance(node, (ast.For, ast.While)) and node.orelse:
-            raise CompileError("else: after a loop is not supported", fn.loc(node.orelse[0]),
-                               hint="use a flag variable set before break")
-    elif isinstance(node, ast.expr):
-        if kind not in EXPRESSIONS:
-            raise CompileError(not_supported(node),
-                               fn.loc(node), hint=_hint(node))
-    elif not isinstance(node, PARTS) and kind not in (ast.comprehension,):
-        raise CompileError(not_supported(node), fn.loc(node))
+def _check(fn: ParsedFunction, node: ast.AST) -> None:
+    # SHOWN holds statements and expressions only: another node is refused unless a part
+    if type(node) not in SHOWN and not isinstance(node, (*PARTS, ast.comprehension)):
+        raise CompileError(not_supported(node), fn.loc(node), hint=_hint(node))
+    if isinstance(node, (ast.For, ast.While)) and node.orelse:
+        raise CompileError("else: after a loop is not supported", fn.loc(node.orelse[0]),
+                           hint="use a flag variable set before break")
     for child in ast.iter_child_nodes(node):
-        _check(fn, child, top)
+        _check(fn, child)
 
 
 def _hint(node: ast.AST) -> str | None:
