@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from operator import attrgetter, getitem
 
 import numpy as np
 
@@ -223,7 +224,7 @@ def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: t
         cross = stage_plan.cross[k]
         part = f"{name}-partial{k}"
         for c in range(n):
-            layers[(part, c)] = (_partial_of, (stage, c))
+            layers[(part, c)] = (attrgetter("partial"), (stage, c))
         level = [(part, c) for c in range(n)]
         depth = 0
         while len(level) > 1 and cross.name != "prefixsum":
@@ -240,16 +241,8 @@ def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: t
             carried = [total] * n
         else:
             layers[total] = (stages.scan_offsets, level)
-            carried = [(_item, total, c) for c in range(n)]
+            carried = [(getitem, total, c) for c in range(n)]
     raise AssertionError("unreachable")
-
-
-def _partial_of(out):
-    return out.partial
-
-
-def _item(values, c: int):
-    return values[c]
 
 
 def _graph(name: str, layers: dict, deps: list):
@@ -261,10 +254,6 @@ def _graph(name: str, layers: dict, deps: list):
 
 def _leaf(out: ChunkOut, i: int, gate=None):
     return out.leaves[i]
-
-
-def _error_of(out: ChunkOut):
-    return out.error
 
 
 def _gate(*errors) -> None:
@@ -285,7 +274,7 @@ def _gates(chunk_keys: list, token: str, layers: dict) -> list:
     chain of n tasks delays the first chunk's result."""
     errors = [(f"hydra-error-{token}", c) for c in range(len(chunk_keys))]
     for key, chunk in zip(errors, chunk_keys):
-        layers[key] = (_error_of, chunk)
+        layers[key] = (attrgetter("error"), chunk)
 
     def node(lo: int, hi: int):
         if hi - lo == 1:

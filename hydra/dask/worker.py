@@ -139,13 +139,17 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
     """Stage ``k`` of lanes ``start:stop`` (a Dask task): a ``StageOut`` to go on from,
     or the chunk's ``ChunkOut`` after the last stage."""
     program = compiled(spec).program
-    lanes = stop - start
+    lanes, last = stop - start, k == len(program.cross)
+
+    def failed_with(printed: str, error: HydraError):
+        """What a chunk hands on once a lane (its own or another chunk's) failed."""
+        if last:
+            return ChunkOut(None, printed, error=error)
+        return StageOut({}, printed, Failure(error).partial(), None, error)
     if previous is not None and previous.error is not None:
-        return previous if k < len(program.cross) else ChunkOut(None, previous.printed,
-                                                                 error=previous.error)
+        return failed_with(previous.printed, previous.error)
     if isinstance(carried, Failure):  # a lane of another chunk failed in the last stage
-        return StageOut({}, previous.printed, carried.partial(), None, carried.error) \
-            if k < len(program.cross) else ChunkOut(None, previous.printed, error=carried.error)
+        return failed_with(previous.printed, carried.error)
     if previous is None:
         values = arguments(layout, deps) + [np.int64(start), np.int64(total)]
         env = {p.id: a for p, a in zip(program.fn.params, values)}
@@ -158,21 +162,17 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
         printed = previous.printed
     with captured_stdout() as out, lane_errors(start) as failed:
         program.run_stage(k, env, lanes)
-        if k < len(program.cross):
+        if not last:
             part, kept = partial(program.cross[k], env, lanes, start)
     printed += out.getvalue()
     if failed.error is not None:
-        if k < len(program.cross):
-            return StageOut({}, printed, Failure(failed.error).partial(), None, failed.error)
-        return ChunkOut(None, printed, error=failed.error)
-    if k < len(program.cross):
-        number = program.number
+        return failed_with(printed, failed.error)
+    if not last:
         live = program.live[k + 1]
-        return StageOut({number[i]: x for i, x in env.items() if i in live}, printed,
+        return StageOut({program.number[i]: x for i, x in env.items() if i in live}, printed,
                         part, kept)
     leaves = [env[v.id] for v in program.fn.body.terminator.operands]
-    params = program.fn.params
-    values = [env.get(p.id) for p in params]
+    values = [env.get(p.id) for p in program.fn.params]
     return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
                     **effects(layout, values, start, stop))
 
