@@ -131,8 +131,7 @@ class _Access:
 def span(a) -> tuple[int, int] | None:
     """The byte range an array occupies (host or device), or None for a non-array."""
     if isinstance(a, np.ndarray):
-        lo, hi = np.lib.array_utils.byte_bounds(a)
-        return lo, hi
+        return tuple(np.lib.array_utils.byte_bounds(a))
     iface = getattr(a, "__cuda_array_interface__", None)
     if iface is not None:
         ptr, itemsize = iface["data"][0], np.dtype(iface["typestr"]).itemsize
@@ -166,7 +165,7 @@ class Scheduler:
         self.table: set[_Access] = set()
         self.ready: collections.deque[Launch] = collections.deque()  # cpu and numpy
         self.ready_gpu: collections.deque[Launch] = collections.deque()
-        self.cores = total_cores()
+        self.cores = cores()
         self.free_cores = self.cores
         self.gpu_slots = 1 if stop.cuda_simulated() else CUDA_STREAMS
         self.streams: list = []  # idle cuda streams
@@ -329,8 +328,12 @@ class Scheduler:
                     self._rekey(future, value)
                 self.table.difference_update(launch.accesses)
                 launch.accesses.clear()
-                if launch.dispatched:  # before the callbacks run: one may call a kernel
-                    self._release(launch)
+                # its budget back before the callbacks run: one may call a kernel
+                if launch.dispatched and not launch.gpu:
+                    self.free_cores += launch.cores
+                elif launch.dispatched and launch.stream is not None:
+                    self.gpu_slots += 1
+                    self.streams.append(launch.stream)
                 for d in launch.dependants:
                     d.waiting -= 1
                     if error is not None and d.failed_dep is None:
@@ -340,7 +343,9 @@ class Scheduler:
                             self._ready(d)
                         else:
                             todo.append((d, None, dependency_error(d, d.failed_dep)))
-                            self._stop_waiting(d)
+                            if d.inline:  # (it holds no budget) wake the caller waiting to
+                                d.abandoned = True  # run it: it finds the future failed
+                                d.go.set()
                 launch.dependants.clear()
                 launch.released = True
                 self._dispatch()
@@ -357,21 +362,6 @@ class Scheduler:
                 stop.finished(launch)
                 if not self.outstanding:
                     self.idle.notify_all()
-
-    def _release(self, launch: Launch) -> None:
-        if launch.gpu:
-            if launch.stream is not None:
-                self.gpu_slots += 1
-                self.streams.append(launch.stream)
-        else:
-            self.free_cores += launch.cores
-
-    def _stop_waiting(self, launch: Launch) -> None:
-        """A launch failed before it was dispatched: it holds no budget, and a caller
-        waiting to run it inline must wake up (it finds the future failed)."""
-        if launch.inline:
-            launch.abandoned = True
-            launch.go.set()
 
     def _rekey(self, fut: Future, value) -> None:
         keyed = [a for a in self.table if a.key is fut]
@@ -407,10 +397,6 @@ def dependency_error(launch: Launch, failed: Launch) -> DependencyError:
                           f"which failed ({why})")
     err.__cause__ = cause
     return err
-
-
-def total_cores() -> int:
-    return cores()
 
 
 _scheduler: Scheduler | None = None
