@@ -70,8 +70,11 @@ def call(kernel, args: tuple):
     fn, shape_values = _ir(kernel, types, values)
     flat_values, flat_types = flatten_arguments(list(values), list(types))
     kernel.check_aliasing(fn, flat_values, flat_types)
-    written = _check_writes(fn, flat_values)
-    added = _only_added(fn, flat_values)
+    written, added = _check_writes(fn), _only_added(fn)
+    for i in written + added:
+        if not flat_values[i].flags.writeable:
+            raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "
+                             f"writes it")
     plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
     profiled = events.RECORDING and not plan.cross  # (hydra.profile: lane-local kernels)
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
@@ -148,7 +151,7 @@ def _ir(kernel, types, values) -> tuple[Function, tuple]:
     return cache["built"][key()]
 
 
-def _check_writes(fn: Function, flat_values: list) -> list[int]:
+def _check_writes(fn: Function) -> list[int]:
     """Flat indices of the uniform array parameters the kernel writes (each chunk writes
     its own rows); other writes are refused."""
     index = {p.id: i for i, p in enumerate(fn.params)}
@@ -167,28 +170,20 @@ def _check_writes(fn: Function, flat_values: list) -> list[int]:
         if array.varying:
             refuse(op.loc, f"the kernel writes its varying argument '{name}' in place: Dask "
                    f"chunks are read-only inputs", "return the values instead")
-        i = index[array.id]
-        if not flat_values[i].flags.writeable:
-            raise ValueError(f"argument '{name}' is read-only and the kernel writes it")
-        if i not in written:
-            written.append(i)
+        if index[array.id] not in written:
+            written.append(index[array.id])
     return written
 
 
-def _only_added(fn: Function, flat_values: list) -> list[int]:
+def _only_added(fn: Function) -> list[int]:
     """Flat indices of the uniform array parameters that the kernel only ``atomic_add``s
     into (nothing else reads or writes them, ``hydra.effects``: not a load, a store, an
     array operation such as ``acc.sum()`` or a return): each chunk adds into zeros, the
     sums are added at compute."""
     accesses = effects(fn).accesses
-    added = [i for i, p in enumerate(fn.params) if not p.varying and accesses.get(p.id)
-             and all(op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
-                     and op.operands[0] is p for _, op in accesses[p.id])]
-    for i in added:
-        if not flat_values[i].flags.writeable:
-            raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "
-                             f"writes it")
-    return added
+    return [i for i, p in enumerate(fn.params) if not p.varying and accesses.get(p.id)
+            and all(op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
+                    and op.operands[0] is p for _, op in accesses[p.id])]
 
 
 def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: tuple,

@@ -145,7 +145,7 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
         """What a chunk hands on once a lane (its own or another chunk's) failed."""
         if last:
             return ChunkOut(None, printed, error=error)
-        return StageOut({}, printed, Failure(error).partial(), None, error)
+        return StageOut({}, printed, ("failed", Failure(error)), None, error)
     if previous is not None and previous.error is not None:
         return failed_with(previous.printed, previous.error)
     if isinstance(carried, Failure):  # a lane of another chunk failed in the last stage
@@ -182,9 +182,6 @@ class Failure:
     """A lane's error where a value was expected (a partial, a global value)."""
 
     error: HydraError
-
-    def partial(self) -> tuple:
-        return ("failed", self)
 
 
 # --- prints -------------------------------------------------------------------------------
