@@ -71,12 +71,6 @@ def arguments(layout: Layout, deps: tuple) -> list:
     return values
 
 
-def effects(layout: Layout, values: list, start: int, stop: int) -> dict:
-    """What a chunk hands back of the arrays it wrote: ``rows`` and ``added``."""
-    return {"rows": {i: values[i][start:stop] for i in layout.written},
-            "added": {i: values[i] for i in layout.added}}
-
-
 def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: int,
               *deps) -> ChunkOut:
     """Run lanes ``start:stop`` of a ``total``-lane call (a Dask task).  A lane's error
@@ -92,8 +86,7 @@ def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: in
         took = profile_of(sites, before, began, stop - start)
     if failed.error is not None:
         return ChunkOut(None, out.getvalue(), error=failed.error, profile=took)
-    return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
-                    **effects(layout, values, start, stop), profile=took)
+    return chunk_out(kernel.fn, layout, leaves, values, start, stop, out.getvalue(), took)
 
 
 def profile_of(sites, before, began: float, lanes: int) -> dict | None:
@@ -108,18 +101,21 @@ def profile_of(sites, before, began: float, lanes: int) -> dict | None:
             "thread": threading.current_thread().name, "tid": threading.get_ident()}
 
 
-def chunk_leaves(fn, leaves: list, lanes: int) -> list:
-    """Varying leaves as arrays of the chunk's lanes (a backend may hand back one value
-    for all of them), uniform ones as NumPy scalars, or as one array of their shape
-    (a uniform per-lane array, SPEC section 8, as a local call returns it)."""
+def chunk_out(fn, layout: Layout, leaves: list, values: list, start: int, stop: int,
+              printed: str, profile: dict | None = None) -> ChunkOut:
+    """A chunk's ``ChunkOut``: its result leaves, varying ones as arrays of its lanes (a
+    backend may hand back one value for all of them), uniform ones as NumPy scalars, or
+    as one array of their shape (a uniform per-lane array, SPEC section 8, as a local
+    call returns it); and of the arrays it wrote, the rows its lanes own and its sums."""
     out = []
     for v, x in zip(fn.body.terminator.operands, leaves):
         x = np.asarray(x)
         if v.varying:
-            out.append(np.broadcast_to(x, (lanes,)).copy() if x.ndim == 0 else x)
+            out.append(np.broadcast_to(x, (stop - start,)).copy() if x.ndim == 0 else x)
         else:
             out.append(x if getattr(v.type, "ndim", 0) else x.reshape(()))
-    return out
+    return ChunkOut(out, printed, {i: values[i][start:stop] for i in layout.written},
+                    {i: values[i] for i in layout.added}, profile=profile)
 
 
 @dataclass
@@ -173,8 +169,7 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
                         part, kept)
     leaves = [env[v.id] for v in program.fn.body.terminator.operands]
     values = [env.get(p.id) for p in program.fn.params]
-    return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
-                    **effects(layout, values, start, stop))
+    return chunk_out(program.fn, layout, leaves, values, start, stop, printed)
 
 
 @dataclass
