@@ -193,9 +193,7 @@ class Scheduler:
                     # (set_result is under way without the lock: this wait is short)
                     accesses = accesses + [(a, mode) for a in _arrays_in(fut.result())]
             for array, mode in accesses:
-                lo, hi = span(array)
-                if hi > lo:
-                    self._enter(_Access(lo, hi, mode, launch), deps)
+                self._enter(_Access(*span(array), mode, launch), deps)
             launch.deps = list(deps.values())
             launch.dep_ids = tuple((d.id, why) for d, why in launch.deps)
             for src, _ in launch.deps:
@@ -212,7 +210,10 @@ class Scheduler:
 
     def _enter(self, acc: _Access, deps: dict) -> None:
         """Depend on every overlapping access that conflicts; drop the ones a write covers
-        (later launches that conflict with them conflict with this one, which is after)."""
+        (later launches that conflict with them conflict with this one, which is after).
+        An empty range touches nothing."""
+        if acc.hi <= acc.lo:
+            return
         covered = []
         for old in self.table:
             if old.key is not acc.key or old.hi <= acc.lo or acc.hi <= old.lo:
@@ -371,9 +372,7 @@ class Scheduler:
         for acc in keyed:
             acc.launch.accesses.remove(acc)
             for array in _arrays_in(value):
-                lo, hi = span(array)
-                if hi > lo:
-                    self._enter(_Access(lo, hi, acc.mode, acc.launch), {})
+                self._enter(_Access(*span(array), acc.mode, acc.launch), {})
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no launch is outstanding; False if ``timeout`` passed first."""

@@ -288,13 +288,11 @@ def _gates(chunk_keys: list, token: str, layers: dict) -> list:
         mid = (lo + hi) // 2
         return before(lo, mid, c) + before(mid, hi, c)
 
-    n = len(chunk_keys)
-    gates = []
+    n, gate = len(chunk_keys), f"hydra-gate-{token}"
     for c in range(n):
-        layers[(f"hydra-gate-{token}", c)] = (_gate, *before(0, n, c), errors[c])
-        gates.append((f"hydra-gate-{token}", c))
-    layers[(f"hydra-gate-{token}", "all")] = (_gate, node(0, n))
-    return gates + [(f"hydra-gate-{token}", "all")]
+        layers[(gate, c)] = (_gate, *before(0, n, c), errors[c])
+    layers[(gate, "all")] = (_gate, node(0, n))
+    return [(gate, c) for c in [*range(n), "all"]]
 
 
 def _arrays(graph, chunk_keys, fn, lane_chunks, token):

@@ -116,10 +116,8 @@ def ship(pyfunc, _seen: dict | None = None) -> Shipped:
         if getattr(builtins, name, None) is value:
             continue  # print, range, abs...: the worker has them
         captured.append((name, _transportable(value, seen)))
-    digest = hashlib.sha256(repr((pyfunc.__name__, filename, lines, first, pos)).encode())
-    for name, value in captured:
-        digest.update(name.encode())
-        digest.update(_token(value).encode())
+    tokens = [(name, _token(value)) for name, value in captured]
+    digest = hashlib.sha256(repr((pyfunc.__name__, filename, lines, first, pos, tokens)).encode())
     shipped = Shipped(pyfunc.__name__, filename, lines, first, pos, tuple(captured),
                       digest.hexdigest())
     seen[id(pyfunc)] = shipped
