@@ -389,9 +389,7 @@ def _value_of(launch: Launch, fut: Future):
 
 def dependency_error(launch: Launch, failed: Launch) -> DependencyError:
     cause = failed.error or cf.CancelledError(f"{failed.label()} was cancelled")
-    why = f"{type(cause).__name__}: {cause}"
-    if isinstance(cause, DependencyError):
-        why = str(cause)
+    why = str(cause) if isinstance(cause, DependencyError) else f"{type(cause).__name__}: {cause}"
     err = DependencyError(f"{launch.label()} did not run: it depends on {failed.label()}, "
                           f"which failed ({why})")
     err.__cause__ = cause

@@ -318,8 +318,7 @@ def _arrays(graph, chunk_keys, fn, lane_chunks, token):
             chunks = tuple((n,) for n in shape)
         g = HighLevelGraph({**graph.layers, name: layer},
                            {**graph.dependencies, name: set(graph.layers)})
-        dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype
-        arrays.append(da.Array(g, name, chunks, dtype=dtype))
+        arrays.append(da.Array(g, name, chunks, dtype=stages.dtype_of(v.type)))
     return trees.unflatten(fn.notes["result_tree"], arrays)
 
 

@@ -206,21 +206,18 @@ _proxy_lock = threading.Lock()
 _proxy_users = 0
 
 
-class captured_stdout:
+@contextlib.contextmanager
+def captured_stdout():
     """Capture what this thread prints (other threads print as before)."""
-
-    def __enter__(self) -> io.StringIO:
-        global _proxy_users
-        with _proxy_lock:
-            if not isinstance(sys.stdout, _ThreadStdout):
-                sys.stdout = _ThreadStdout(sys.stdout)
-            _proxy_users += 1
-        self.buf = io.StringIO()
-        _buffers.buf = self.buf
-        return self.buf
-
-    def __exit__(self, *exc) -> None:
-        global _proxy_users
+    global _proxy_users
+    with _proxy_lock:
+        if not isinstance(sys.stdout, _ThreadStdout):
+            sys.stdout = _ThreadStdout(sys.stdout)
+        _proxy_users += 1
+    _buffers.buf = io.StringIO()
+    try:
+        yield _buffers.buf
+    finally:
         _buffers.buf = None
         with _proxy_lock:
             _proxy_users -= 1
