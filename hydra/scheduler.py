@@ -304,10 +304,8 @@ class Scheduler:
             for src, _ in launch.deps:
                 if src.event is not None and src.stream is not launch.stream:
                     src.event.wait(launch.stream)  # cross-chain: order the streams too
-            with contextlib.ExitStack() as stack:
-                if stop.cuda_simulated():
-                    stack.enter_context(self.sim_lock)
-                stack.enter_context(backend.on_stream(launch.stream))
+            lock = self.sim_lock if stop.cuda_simulated() else contextlib.nullcontext()
+            with lock, backend.on_stream(launch.stream):
                 yield
                 launch.event = backend.record_event(launch.stream)
         else:

@@ -194,12 +194,10 @@ class _ThreadStdout(io.TextIOBase):
         self.inner = inner
 
     def write(self, text: str) -> int:
-        buf = getattr(_buffers, "buf", None)
-        return (buf or self.inner).write(text)
+        return (getattr(_buffers, "buf", None) or self.inner).write(text)
 
     def flush(self) -> None:
-        buf = getattr(_buffers, "buf", None)
-        (buf or self.inner).flush()
+        (getattr(_buffers, "buf", None) or self.inner).flush()
 
 
 _proxy_lock = threading.Lock()
@@ -241,15 +239,11 @@ class lane_errors:
         if err is None or type(err) not in RUNTIME_ERRORS.values():
             return False
         lane = getattr(err, "lane", None)
-        self.error = err if lane is None or not self.start else shifted(err, self.start)
+        if lane is not None and self.start:  # as raised for lane ``lane + start``
+            text = str(err).replace(f" (lane {lane})", f" (lane {lane + self.start})", 1)
+            err = _rebuild_error(type(err), text, lane + self.start, err.loc)
+        self.error = err
         return True
-
-
-def shifted(err: HydraError, start: int) -> HydraError:
-    """``err`` as raised for lane ``err.lane + start``."""
-    lane = err.lane + start
-    text = str(err).replace(f" (lane {err.lane})", f" (lane {lane})", 1)
-    return _rebuild_error(type(err), text, lane, err.loc)
 
 
 def _rebuild_error(cls, text: str, lane, loc):
