@@ -80,9 +80,8 @@ def call(kernel, args: tuple):
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
                       shape_values, profiled)
-    deps, sources, layers = [], [], {}
     spec_key = "hydra-kernel-" + spec.key[:32]
-    layers[spec_key] = spec
+    deps, sources, layers = [], [], {spec_key: spec}
     for name, a, v, t in zip(names, args, values, types):
         if name in kernel.varying:  # a container's leaves each chunked along the lanes
             for _, x in lane_leaves(name, a):
@@ -359,8 +358,7 @@ class DaskCall:
                 raise error
         for i, target in self._targets.items():
             for start, out in zip(self._starts, outs):
-                rows = out.rows[i]
-                target[start:start + len(rows)] = rows
+                target[start:start + len(out.rows[i])] = out.rows[i]
         for i, target in self._added.items():
             for out in outs:  # chunks in lane order
                 target += out.added[i]

@@ -292,8 +292,7 @@ def _compile(spec: KernelSpec) -> Compiled:
     if spec.staged:
         return Compiled(fn, None, Program(fn, backend, options))
     structured = (lambda: build(linearized=False)) if backend.protocol.structured else None
-    runner = backend.compile(fn, options, structured)
-    return Compiled(fn, runner, None)
+    return Compiled(fn, backend.compile(fn, options, structured), None)
 
 
 def offset_lanes(fn: Function) -> Function:

@@ -80,10 +80,8 @@ def refuse(loc: Loc, what: str, hint: str | None = None):
 
 def first_error(errors) -> HydraError | None:
     """The error of the lowest failing lane (errors of no lane last)."""
-    errors = [e for e in errors if e is not None]
-    if not errors:
-        return None
-    return min(errors, key=lambda e: (e.lane is None, e.lane or 0))
+    return min((e for e in errors if e is not None), key=lambda e: (e.lane is None, e.lane or 0),
+               default=None)
 
 
 def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
