@@ -344,10 +344,7 @@ class DaskCall:
         """Run the call on the active Dask scheduler (``scheduler=`` as for any Dask
         collection); returns what a local call does."""
         import dask
-        (outs,) = dask.compute(self.chunks, **kwargs)
-        return self._finish(outs)
-
-    def _finish(self, outs: list[ChunkOut]):
+        (outs,) = dask.compute(self.chunks, **kwargs)  # ChunkOuts, in lane order
         if any(out.profile for out in outs):
             merge_chunks(self.kernel, self._fn, [out.profile for out in outs if out.profile])
         error = first_error(out.error for out in outs)
