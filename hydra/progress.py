@@ -33,10 +33,6 @@ class _Notice:
             print(f"hydra: {self.what}{tail} ...", file=sys.stderr, flush=True)
 
 
-def _quiet() -> bool:
-    return getattr(_local, "quiet", False) or os.environ.get("HYDRA_QUIET", "") not in ("", "0")
-
-
 def silence_this_thread() -> None:
     """No notices from the calling thread (background builds: nobody waits for them)."""
     _local.quiet = True
@@ -45,7 +41,7 @@ def silence_this_thread() -> None:
 @contextlib.contextmanager
 def progress(what: str, after: float = 2.0):
     """Tell the user (on stderr) about work that takes more than ``after`` seconds."""
-    if _quiet():
+    if getattr(_local, "quiet", False) or os.environ.get("HYDRA_QUIET", "") not in ("", "0"):
         yield
         return
     notice = _Notice(what)

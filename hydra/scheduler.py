@@ -131,8 +131,7 @@ class _Access:
 def span(a) -> tuple[int, int] | None:
     """The byte range an array occupies (host or device), or None for a non-array."""
     if isinstance(a, np.ndarray):
-        lo, hi = np.lib.array_utils.byte_bounds(a)
-        return lo, hi
+        return tuple(np.lib.array_utils.byte_bounds(a))
     iface = getattr(a, "__cuda_array_interface__", None)
     if iface is not None:
         ptr, itemsize = iface["data"][0], np.dtype(iface["typestr"]).itemsize
@@ -166,7 +165,7 @@ class Scheduler:
         self.table: set[_Access] = set()
         self.ready: collections.deque[Launch] = collections.deque()  # cpu and numpy
         self.ready_gpu: collections.deque[Launch] = collections.deque()
-        self.cores = total_cores()
+        self.cores = cores()
         self.free_cores = self.cores
         self.gpu_slots = 1 if stop.cuda_simulated() else CUDA_STREAMS
         self.streams: list = []  # idle cuda streams
@@ -194,9 +193,7 @@ class Scheduler:
                     # (set_result is under way without the lock: this wait is short)
                     accesses = accesses + [(a, mode) for a in _arrays_in(fut.result())]
             for array, mode in accesses:
-                lo, hi = span(array)
-                if hi > lo:
-                    self._enter(_Access(lo, hi, mode, launch), deps)
+                self._enter(_Access(*span(array), mode, launch), deps)
             launch.deps = list(deps.values())
             launch.dep_ids = tuple((d.id, why) for d, why in launch.deps)
             for src, _ in launch.deps:
@@ -213,7 +210,10 @@ class Scheduler:
 
     def _enter(self, acc: _Access, deps: dict) -> None:
         """Depend on every overlapping access that conflicts; drop the ones a write covers
-        (later launches that conflict with them conflict with this one, which is after)."""
+        (later launches that conflict with them conflict with this one, which is after).
+        An empty range touches nothing."""
+        if acc.hi <= acc.lo:
+            return
         covered = []
         for old in self.table:
             if old.key is not acc.key or old.hi <= acc.lo or acc.hi <= old.lo:
@@ -304,10 +304,8 @@ class Scheduler:
             for src, _ in launch.deps:
                 if src.event is not None and src.stream is not launch.stream:
                     src.event.wait(launch.stream)  # cross-chain: order the streams too
-            with contextlib.ExitStack() as stack:
-                if stop.cuda_simulated():
-                    stack.enter_context(self.sim_lock)
-                stack.enter_context(backend.on_stream(launch.stream))
+            lock = self.sim_lock if stop.cuda_simulated() else contextlib.nullcontext()
+            with lock, backend.on_stream(launch.stream):
                 yield
                 launch.event = backend.record_event(launch.stream)
         else:
@@ -329,8 +327,12 @@ class Scheduler:
                     self._rekey(future, value)
                 self.table.difference_update(launch.accesses)
                 launch.accesses.clear()
-                if launch.dispatched:  # before the callbacks run: one may call a kernel
-                    self._release(launch)
+                # its budget back before the callbacks run: one may call a kernel
+                if launch.dispatched and not launch.gpu:
+                    self.free_cores += launch.cores
+                elif launch.dispatched and launch.stream is not None:
+                    self.gpu_slots += 1
+                    self.streams.append(launch.stream)
                 for d in launch.dependants:
                     d.waiting -= 1
                     if error is not None and d.failed_dep is None:
@@ -340,7 +342,9 @@ class Scheduler:
                             self._ready(d)
                         else:
                             todo.append((d, None, dependency_error(d, d.failed_dep)))
-                            self._stop_waiting(d)
+                            if d.inline:  # (it holds no budget) wake the caller waiting to
+                                d.abandoned = True  # run it: it finds the future failed
+                                d.go.set()
                 launch.dependants.clear()
                 launch.released = True
                 self._dispatch()
@@ -358,21 +362,6 @@ class Scheduler:
                 if not self.outstanding:
                     self.idle.notify_all()
 
-    def _release(self, launch: Launch) -> None:
-        if launch.gpu:
-            if launch.stream is not None:
-                self.gpu_slots += 1
-                self.streams.append(launch.stream)
-        else:
-            self.free_cores += launch.cores
-
-    def _stop_waiting(self, launch: Launch) -> None:
-        """A launch failed before it was dispatched: it holds no budget, and a caller
-        waiting to run it inline must wake up (it finds the future failed)."""
-        if launch.inline:
-            launch.abandoned = True
-            launch.go.set()
-
     def _rekey(self, fut: Future, value) -> None:
         keyed = [a for a in self.table if a.key is fut]
         if not keyed:
@@ -381,9 +370,7 @@ class Scheduler:
         for acc in keyed:
             acc.launch.accesses.remove(acc)
             for array in _arrays_in(value):
-                lo, hi = span(array)
-                if hi > lo:
-                    self._enter(_Access(lo, hi, acc.mode, acc.launch), {})
+                self._enter(_Access(*span(array), acc.mode, acc.launch), {})
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no launch is outstanding; False if ``timeout`` passed first."""
@@ -400,17 +387,11 @@ def _value_of(launch: Launch, fut: Future):
 
 def dependency_error(launch: Launch, failed: Launch) -> DependencyError:
     cause = failed.error or cf.CancelledError(f"{failed.label()} was cancelled")
-    why = f"{type(cause).__name__}: {cause}"
-    if isinstance(cause, DependencyError):
-        why = str(cause)
+    why = str(cause) if isinstance(cause, DependencyError) else f"{type(cause).__name__}: {cause}"
     err = DependencyError(f"{launch.label()} did not run: it depends on {failed.label()}, "
                           f"which failed ({why})")
     err.__cause__ = cause
     return err
-
-
-def total_cores() -> int:
-    return cores()
 
 
 _scheduler: Scheduler | None = None

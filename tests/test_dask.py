@@ -190,6 +190,18 @@ def test_lane_private_writes_reach_the_caller_at_compute(where):
     assert np.array_equal(out, out0) and np.array_equal(hist, hist0)
 
 
+def test_a_read_only_array_the_kernel_writes_or_adds_into_is_refused_on_the_client():
+    x = da.from_array(np.arange(10, dtype=np.int64), chunks=4)
+    hist = np.broadcast_to(np.ones(2, np.int64), (10, 2))
+    with pytest.raises(ValueError, match="argument 'hist' is read-only and the kernel "
+                       "writes it"):
+        hydra.compile(fill, varying="x")(x, np.zeros(12, np.int64), hist)
+    counts = np.zeros(6, np.int64)
+    counts.flags.writeable = False
+    with pytest.raises(ValueError, match="argument 'counts' is read-only"):
+        hydra.compile(histogram, varying="x")(x, 6, counts)
+
+
 def fill_rows(x, out):
     out[lane()] = np.full(3, x * 2)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from operator import attrgetter, getitem
 
 import numpy as np
 
@@ -69,16 +70,18 @@ def call(kernel, args: tuple):
     fn, shape_values = _ir(kernel, types, values)
     flat_values, flat_types = flatten_arguments(list(values), list(types))
     kernel.check_aliasing(fn, flat_values, flat_types)
-    written = _check_writes(fn, flat_values)
-    added = _only_added(fn, flat_values)
+    written, added = _check_writes(fn), _only_added(fn)
+    for i in written + added:
+        if not flat_values[i].flags.writeable:
+            raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "
+                             f"writes it")
     plan = stages.plan(fn, lanes, {fn.params[i].id for i in added})  # or refuses
     profiled = events.RECORDING and not plan.cross  # (hydra.profile: lane-local kernels)
     spec = KernelSpec(ship(kernel.pyfunc), kernel.varying, kernel.backend_name,
                       tuple(sorted(kernel.options.items())), tuple(types), bool(plan.cross),
                       shape_values, profiled)
-    deps, sources, layers = [], [], {}
     spec_key = "hydra-kernel-" + spec.key[:32]
-    layers[spec_key] = spec
+    deps, sources, layers = [], [], {spec_key: spec}
     for name, a, v, t in zip(names, args, values, types):
         if name in kernel.varying:  # a container's leaves each chunked along the lanes
             for _, x in lane_leaves(name, a):
@@ -147,7 +150,7 @@ def _ir(kernel, types, values) -> tuple[Function, tuple]:
     return cache["built"][key()]
 
 
-def _check_writes(fn: Function, flat_values: list) -> list[int]:
+def _check_writes(fn: Function) -> list[int]:
     """Flat indices of the uniform array parameters the kernel writes (each chunk writes
     its own rows); other writes are refused."""
     index = {p.id: i for i, p in enumerate(fn.params)}
@@ -166,28 +169,20 @@ def _check_writes(fn: Function, flat_values: list) -> list[int]:
         if array.varying:
             refuse(op.loc, f"the kernel writes its varying argument '{name}' in place: Dask "
                    f"chunks are read-only inputs", "return the values instead")
-        i = index[array.id]
-        if not flat_values[i].flags.writeable:
-            raise ValueError(f"argument '{name}' is read-only and the kernel writes it")
-        if i not in written:
-            written.append(i)
+        if index[array.id] not in written:
+            written.append(index[array.id])
     return written
 
 
-def _only_added(fn: Function, flat_values: list) -> list[int]:
+def _only_added(fn: Function) -> list[int]:
     """Flat indices of the uniform array parameters that the kernel only ``atomic_add``s
     into (nothing else reads or writes them, ``hydra.effects``: not a load, a store, an
     array operation such as ``acc.sum()`` or a return): each chunk adds into zeros, the
     sums are added at compute."""
     accesses = effects(fn).accesses
-    added = [i for i, p in enumerate(fn.params) if not p.varying and accesses.get(p.id)
-             and all(op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
-                     and op.operands[0] is p for _, op in accesses[p.id])]
-    for i in added:
-        if not flat_values[i].flags.writeable:
-            raise ValueError(f"argument '{fn.params[i].name}' is read-only and the kernel "
-                             f"writes it")
-    return added
+    return [i for i, p in enumerate(fn.params) if not p.varying and accesses.get(p.id)
+            and all(op.opcode == "intrinsic" and op.attrs["name"] == "atomic_add"
+                    and op.operands[0] is p for _, op in accesses[p.id])]
 
 
 def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: tuple,
@@ -223,7 +218,7 @@ def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: t
         cross = stage_plan.cross[k]
         part = f"{name}-partial{k}"
         for c in range(n):
-            layers[(part, c)] = (_partial_of, (stage, c))
+            layers[(part, c)] = (attrgetter("partial"), (stage, c))
         level = [(part, c) for c in range(n)]
         depth = 0
         while len(level) > 1 and cross.name != "prefixsum":
@@ -240,16 +235,8 @@ def build(stage_plan: stages.StagePlan, spec_key: str, sources: list, written: t
             carried = [total] * n
         else:
             layers[total] = (stages.scan_offsets, level)
-            carried = [(_item, total, c) for c in range(n)]
+            carried = [(getitem, total, c) for c in range(n)]
     raise AssertionError("unreachable")
-
-
-def _partial_of(out):
-    return out.partial
-
-
-def _item(values, c: int):
-    return values[c]
 
 
 def _graph(name: str, layers: dict, deps: list):
@@ -261,10 +248,6 @@ def _graph(name: str, layers: dict, deps: list):
 
 def _leaf(out: ChunkOut, i: int, gate=None):
     return out.leaves[i]
-
-
-def _error_of(out: ChunkOut):
-    return out.error
 
 
 def _gate(*errors) -> None:
@@ -285,7 +268,7 @@ def _gates(chunk_keys: list, token: str, layers: dict) -> list:
     chain of n tasks delays the first chunk's result."""
     errors = [(f"hydra-error-{token}", c) for c in range(len(chunk_keys))]
     for key, chunk in zip(errors, chunk_keys):
-        layers[key] = (_error_of, chunk)
+        layers[key] = (attrgetter("error"), chunk)
 
     def node(lo: int, hi: int):
         if hi - lo == 1:
@@ -304,13 +287,11 @@ def _gates(chunk_keys: list, token: str, layers: dict) -> list:
         mid = (lo + hi) // 2
         return before(lo, mid, c) + before(mid, hi, c)
 
-    n = len(chunk_keys)
-    gates = []
+    n, gate = len(chunk_keys), f"hydra-gate-{token}"
     for c in range(n):
-        layers[(f"hydra-gate-{token}", c)] = (_gate, *before(0, n, c), errors[c])
-        gates.append((f"hydra-gate-{token}", c))
-    layers[(f"hydra-gate-{token}", "all")] = (_gate, node(0, n))
-    return gates + [(f"hydra-gate-{token}", "all")]
+        layers[(gate, c)] = (_gate, *before(0, n, c), errors[c])
+    layers[(gate, "all")] = (_gate, node(0, n))
+    return [(gate, c) for c in [*range(n), "all"]]
 
 
 def _arrays(graph, chunk_keys, fn, lane_chunks, token):
@@ -336,8 +317,7 @@ def _arrays(graph, chunk_keys, fn, lane_chunks, token):
             chunks = tuple((n,) for n in shape)
         g = HighLevelGraph({**graph.layers, name: layer},
                            {**graph.dependencies, name: set(graph.layers)})
-        dtype = v.type.dtype.dtype if _ndim(v.type) else v.type.dtype
-        arrays.append(da.Array(g, name, chunks, dtype=dtype))
+        arrays.append(da.Array(g, name, chunks, dtype=stages.dtype_of(v.type)))
     return trees.unflatten(fn.notes["result_tree"], arrays)
 
 
@@ -364,10 +344,7 @@ class DaskCall:
         """Run the call on the active Dask scheduler (``scheduler=`` as for any Dask
         collection); returns what a local call does."""
         import dask
-        (outs,) = dask.compute(self.chunks, **kwargs)
-        return self._finish(outs)
-
-    def _finish(self, outs: list[ChunkOut]):
+        (outs,) = dask.compute(self.chunks, **kwargs)  # ChunkOuts, in lane order
         if any(out.profile for out in outs):
             merge_chunks(self.kernel, self._fn, [out.profile for out in outs if out.profile])
         error = first_error(out.error for out in outs)
@@ -378,8 +355,7 @@ class DaskCall:
                 raise error
         for i, target in self._targets.items():
             for start, out in zip(self._starts, outs):
-                rows = out.rows[i]
-                target[start:start + len(rows)] = rows
+                target[start:start + len(out.rows[i])] = out.rows[i]
         for i, target in self._added.items():
             for out in outs:  # chunks in lane order
                 target += out.added[i]

@@ -80,10 +80,8 @@ def refuse(loc: Loc, what: str, hint: str | None = None):
 
 def first_error(errors) -> HydraError | None:
     """The error of the lowest failing lane (errors of no lane last)."""
-    errors = [e for e in errors if e is not None]
-    if not errors:
-        return None
-    return min(errors, key=lambda e: (e.lane is None, e.lane or 0))
+    return min((e for e in errors if e is not None), key=lambda e: (e.lane is None, e.lane or 0),
+               default=None)
 
 
 def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
@@ -106,7 +104,7 @@ def plan(fn: Function, lanes: int, added: set[int]) -> StagePlan:
         if name == "atomic_add" and op.operands[0].id in added:
             continue
         if _staged(op) and id(op) in top:
-            cross.append(Cross(name, op.loc, _dtype(op.result.type),
+            cross.append(Cross(name, op.loc, dtype_of(op.result.type),
                                bool(op.attrs.get("_unguarded")), lanes,
                                _shape(op.result)))
         elif _staged(op):
@@ -282,7 +280,7 @@ def _name(op: Op) -> str | None:
     return op.attrs["fn"] if op.opcode == "array" and op.cross_lane else None
 
 
-def _dtype(t) -> np.dtype:
+def dtype_of(t) -> np.dtype:
     return t.dtype.dtype if isinstance(t, ArrayType) else t.dtype
 
 
@@ -308,7 +306,7 @@ def partial(op: Op, env: dict, lanes: int, start: int):
     name = _name(op)
     if name == "lanesum_outer":  # D.T @ X over the active rows, as a local call
         d, x = (a[mask].reshape(int(mask.sum()), a[0].size) for a in (x, *more))
-        return (int(mask.sum()), (d.T @ x).astype(_dtype(op.result.type))), None
+        return (int(mask.sum()), (d.T @ x).astype(dtype_of(op.result.type))), None
     if name == "broadcast":
         k = int(np.asarray(env[op.operands[1].id]).reshape(-1)[0])
         active = np.flatnonzero(mask)
@@ -328,7 +326,7 @@ def partial(op: Op, env: dict, lanes: int, start: int):
 
 def resume(op: Op, kept, carried, lanes: int):
     """A staged op's value in one chunk from the global value (or prefix offset)."""
-    dtype = _dtype(op.result.type)
+    dtype = dtype_of(op.result.type)
     if _name(op) == "prefixsum":
         return (kept + carried).astype(dtype)
     return np.asarray(carried).astype(dtype)[()]

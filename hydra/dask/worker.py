@@ -71,12 +71,6 @@ def arguments(layout: Layout, deps: tuple) -> list:
     return values
 
 
-def effects(layout: Layout, values: list, start: int, stop: int) -> dict:
-    """What a chunk hands back of the arrays it wrote: ``rows`` and ``added``."""
-    return {"rows": {i: values[i][start:stop] for i in layout.written},
-            "added": {i: values[i] for i in layout.added}}
-
-
 def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: int,
               *deps) -> ChunkOut:
     """Run lanes ``start:stop`` of a ``total``-lane call (a Dask task).  A lane's error
@@ -92,8 +86,7 @@ def run_chunk(spec: KernelSpec, layout: Layout, start: int, stop: int, total: in
         took = profile_of(sites, before, began, stop - start)
     if failed.error is not None:
         return ChunkOut(None, out.getvalue(), error=failed.error, profile=took)
-    return ChunkOut(chunk_leaves(kernel.fn, leaves, stop - start), out.getvalue(),
-                    **effects(layout, values, start, stop), profile=took)
+    return chunk_out(kernel.fn, layout, leaves, values, start, stop, out.getvalue(), took)
 
 
 def profile_of(sites, before, began: float, lanes: int) -> dict | None:
@@ -108,18 +101,21 @@ def profile_of(sites, before, began: float, lanes: int) -> dict | None:
             "thread": threading.current_thread().name, "tid": threading.get_ident()}
 
 
-def chunk_leaves(fn, leaves: list, lanes: int) -> list:
-    """Varying leaves as arrays of the chunk's lanes (a backend may hand back one value
-    for all of them), uniform ones as NumPy scalars, or as one array of their shape
-    (a uniform per-lane array, SPEC section 8, as a local call returns it)."""
+def chunk_out(fn, layout: Layout, leaves: list, values: list, start: int, stop: int,
+              printed: str, profile: dict | None = None) -> ChunkOut:
+    """A chunk's ``ChunkOut``: its result leaves, varying ones as arrays of its lanes (a
+    backend may hand back one value for all of them), uniform ones as NumPy scalars, or
+    as one array of their shape (a uniform per-lane array, SPEC section 8, as a local
+    call returns it); and of the arrays it wrote, the rows its lanes own and its sums."""
     out = []
     for v, x in zip(fn.body.terminator.operands, leaves):
         x = np.asarray(x)
         if v.varying:
-            out.append(np.broadcast_to(x, (lanes,)).copy() if x.ndim == 0 else x)
+            out.append(np.broadcast_to(x, (stop - start,)).copy() if x.ndim == 0 else x)
         else:
             out.append(x if getattr(v.type, "ndim", 0) else x.reshape(()))
-    return out
+    return ChunkOut(out, printed, {i: values[i][start:stop] for i in layout.written},
+                    {i: values[i] for i in layout.added}, profile=profile)
 
 
 @dataclass
@@ -139,13 +135,17 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
     """Stage ``k`` of lanes ``start:stop`` (a Dask task): a ``StageOut`` to go on from,
     or the chunk's ``ChunkOut`` after the last stage."""
     program = compiled(spec).program
-    lanes = stop - start
+    lanes, last = stop - start, k == len(program.cross)
+
+    def failed_with(printed: str, error: HydraError):
+        """What a chunk hands on once a lane (its own or another chunk's) failed."""
+        if last:
+            return ChunkOut(None, printed, error=error)
+        return StageOut({}, printed, ("failed", Failure(error)), None, error)
     if previous is not None and previous.error is not None:
-        return previous if k < len(program.cross) else ChunkOut(None, previous.printed,
-                                                                 error=previous.error)
+        return failed_with(previous.printed, previous.error)
     if isinstance(carried, Failure):  # a lane of another chunk failed in the last stage
-        return StageOut({}, previous.printed, carried.partial(), None, carried.error) \
-            if k < len(program.cross) else ChunkOut(None, previous.printed, error=carried.error)
+        return failed_with(previous.printed, carried.error)
     if previous is None:
         values = arguments(layout, deps) + [np.int64(start), np.int64(total)]
         env = {p.id: a for p, a in zip(program.fn.params, values)}
@@ -158,23 +158,18 @@ def run_stage(spec: KernelSpec, k: int, layout: Layout, start: int, stop: int, t
         printed = previous.printed
     with captured_stdout() as out, lane_errors(start) as failed:
         program.run_stage(k, env, lanes)
-        if k < len(program.cross):
+        if not last:
             part, kept = partial(program.cross[k], env, lanes, start)
     printed += out.getvalue()
     if failed.error is not None:
-        if k < len(program.cross):
-            return StageOut({}, printed, Failure(failed.error).partial(), None, failed.error)
-        return ChunkOut(None, printed, error=failed.error)
-    if k < len(program.cross):
-        number = program.number
+        return failed_with(printed, failed.error)
+    if not last:
         live = program.live[k + 1]
-        return StageOut({number[i]: x for i, x in env.items() if i in live}, printed,
+        return StageOut({program.number[i]: x for i, x in env.items() if i in live}, printed,
                         part, kept)
     leaves = [env[v.id] for v in program.fn.body.terminator.operands]
-    params = program.fn.params
-    values = [env.get(p.id) for p in params]
-    return ChunkOut(chunk_leaves(program.fn, leaves, lanes), printed,
-                    **effects(layout, values, start, stop))
+    values = [env.get(p.id) for p in program.fn.params]
+    return chunk_out(program.fn, layout, leaves, values, start, stop, printed)
 
 
 @dataclass
@@ -182,9 +177,6 @@ class Failure:
     """A lane's error where a value was expected (a partial, a global value)."""
 
     error: HydraError
-
-    def partial(self) -> tuple:
-        return ("failed", self)
 
 
 # --- prints -------------------------------------------------------------------------------
@@ -202,33 +194,28 @@ class _ThreadStdout(io.TextIOBase):
         self.inner = inner
 
     def write(self, text: str) -> int:
-        buf = getattr(_buffers, "buf", None)
-        return (buf or self.inner).write(text)
+        return (getattr(_buffers, "buf", None) or self.inner).write(text)
 
     def flush(self) -> None:
-        buf = getattr(_buffers, "buf", None)
-        (buf or self.inner).flush()
+        (getattr(_buffers, "buf", None) or self.inner).flush()
 
 
 _proxy_lock = threading.Lock()
 _proxy_users = 0
 
 
-class captured_stdout:
+@contextlib.contextmanager
+def captured_stdout():
     """Capture what this thread prints (other threads print as before)."""
-
-    def __enter__(self) -> io.StringIO:
-        global _proxy_users
-        with _proxy_lock:
-            if not isinstance(sys.stdout, _ThreadStdout):
-                sys.stdout = _ThreadStdout(sys.stdout)
-            _proxy_users += 1
-        self.buf = io.StringIO()
-        _buffers.buf = self.buf
-        return self.buf
-
-    def __exit__(self, *exc) -> None:
-        global _proxy_users
+    global _proxy_users
+    with _proxy_lock:
+        if not isinstance(sys.stdout, _ThreadStdout):
+            sys.stdout = _ThreadStdout(sys.stdout)
+        _proxy_users += 1
+    _buffers.buf = io.StringIO()
+    try:
+        yield _buffers.buf
+    finally:
         _buffers.buf = None
         with _proxy_lock:
             _proxy_users -= 1
@@ -252,15 +239,11 @@ class lane_errors:
         if err is None or type(err) not in RUNTIME_ERRORS.values():
             return False
         lane = getattr(err, "lane", None)
-        self.error = err if lane is None or not self.start else shifted(err, self.start)
+        if lane is not None and self.start:  # as raised for lane ``lane + start``
+            text = str(err).replace(f" (lane {lane})", f" (lane {lane + self.start})", 1)
+            err = _rebuild_error(type(err), text, lane + self.start, err.loc)
+        self.error = err
         return True
-
-
-def shifted(err: HydraError, start: int) -> HydraError:
-    """``err`` as raised for lane ``err.lane + start``."""
-    lane = err.lane + start
-    text = str(err).replace(f" (lane {err.lane})", f" (lane {lane})", 1)
-    return _rebuild_error(type(err), text, lane, err.loc)
 
 
 def _rebuild_error(cls, text: str, lane, loc):
