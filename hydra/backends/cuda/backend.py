@@ -262,9 +262,8 @@ def signature(params: list, outs: list) -> tuple:
 
 def _ptx(source: str, entry: str, params: list, outs: list) -> str:
     """PTX of one generated kernel (a real GPU and the CUDA toolkit only)."""
-    namespace: dict = {}
-    exec(compile(source, entry, "exec"), namespace)
-    ptx, _ = cuda.compile_ptx_for_current_device(namespace[entry], signature(params, outs))
+    kernel = launch.build(source, entry, "ptx", {}).py_func
+    ptx, _ = cuda.compile_ptx_for_current_device(kernel, signature(params, outs))
     return f"// {entry}\n{ptx}"
 
 

@@ -240,8 +240,7 @@ class OpEmitter:
             inner = f"{o[1]} if {o[0]} else {o[2]}"
             return f"{np_type(t)}({inner})" if isinstance(t, ScalarType) else f"({inner})"
         if n == "math":
-            call = f"{MATH[op.attrs['fn']]}({', '.join(o)})"
-            return f"{np_type(t)}({call})"
+            return f"{np_type(t)}({MATH[op.attrs['fn']]}({', '.join(o)}))"
         if n == "entry_mask":
             return "True"
         if n == "array_dim":
