@@ -191,8 +191,7 @@ class CudaBackend:
             return planned_steps(choice)
         if stage == "numba":
             if choice.one is not None:
-                return "# cuda backend: one kernel, one thread per lane\n" + \
-                    choice.one.code.source
+                return "# cuda backend: one kernel, one thread per lane\n" + choice.one.code.source
             head = (f"# cuda backend: {choice.strategy}: {len(choice.phases)} kernel(s) of "
                     f"{fn.name}, launched in program order; the host runs the rest:\n")
             on_host = {id(item) for items in choice.plans.values() for item in items}
