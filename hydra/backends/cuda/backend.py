@@ -191,8 +191,7 @@ class CudaBackend:
             return planned_steps(choice)
         if stage == "numba":
             if choice.one is not None:
-                return "# cuda backend: one kernel, one thread per lane\n" + \
-                    choice.one.code.source
+                return "# cuda backend: one kernel, one thread per lane\n" + choice.one.code.source
             head = (f"# cuda backend: {choice.strategy}: {len(choice.phases)} kernel(s) of "
                     f"{fn.name}, launched in program order; the host runs the rest:\n")
             on_host = {id(item) for items in choice.plans.values() for item in items}
@@ -262,9 +261,8 @@ def signature(params: list, outs: list) -> tuple:
 
 def _ptx(source: str, entry: str, params: list, outs: list) -> str:
     """PTX of one generated kernel (a real GPU and the CUDA toolkit only)."""
-    namespace: dict = {}
-    exec(compile(source, entry, "exec"), namespace)
-    ptx, _ = cuda.compile_ptx_for_current_device(namespace[entry], signature(params, outs))
+    kernel = launch.build(source, entry, "ptx", {}).py_func
+    ptx, _ = cuda.compile_ptx_for_current_device(kernel, signature(params, outs))
     return f"// {entry}\n{ptx}"
 
 

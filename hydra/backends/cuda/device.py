@@ -50,18 +50,17 @@ def sqrt(x):
     return math.nan
 
 
-@cuda.jit(device=True)
-def exp(x):
-    if x > _EXP_MAX:
-        return math.inf
-    return math.exp(x)
+def _overflowing(f):
+    """math's ``exp`` or ``expm1`` (``f``), infinite where the result overflows."""
+    @cuda.jit(device=True)
+    def overflowing(x):
+        if x > _EXP_MAX:
+            return math.inf
+        return f(x)
+    return overflowing
 
 
-@cuda.jit(device=True)
-def expm1(x):
-    if x > _EXP_MAX:
-        return math.inf
-    return math.expm1(x)
+exp, expm1 = _overflowing(math.exp), _overflowing(math.expm1)
 
 
 @cuda.jit(device=True)
@@ -100,25 +99,17 @@ def _signed_zero(r, x):
 _INTEGRAL = 4503599627370496.0
 
 
-@cuda.jit(device=True)
-def floor(x):
-    if not math.isfinite(x) or abs(x) >= _INTEGRAL:
-        return x
-    return _signed_zero(float(math.floor(x)), x)
+def _integral(f):
+    """NumPy's floor, ceil or trunc by math's (``f``): a float, its sign kept on zero."""
+    @cuda.jit(device=True)
+    def integral(x):
+        if not math.isfinite(x) or abs(x) >= _INTEGRAL:
+            return x
+        return _signed_zero(float(f(x)), x)
+    return integral
 
 
-@cuda.jit(device=True)
-def ceil(x):
-    if not math.isfinite(x) or abs(x) >= _INTEGRAL:
-        return x
-    return _signed_zero(float(math.ceil(x)), x)
-
-
-@cuda.jit(device=True)
-def trunc(x):
-    if not math.isfinite(x) or abs(x) >= _INTEGRAL:
-        return x
-    return _signed_zero(float(math.trunc(x)), x)
+floor, ceil, trunc = _integral(math.floor), _integral(math.ceil), _integral(math.trunc)
 
 
 @cuda.jit(device=True)

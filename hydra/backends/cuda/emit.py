@@ -82,10 +82,8 @@ class ErrorSites:
 
     def raise_first(self, err: np.ndarray) -> None:
         """Raise the numpy backend's exception for the first failure in ``err``
-        (the per-lane rows of the error buffer)."""
+        (the per-lane rows of the error buffer; a lane that counts itself writes its row)."""
         failed = np.nonzero(err[:, 0])[0]
-        if failed.size == 0:
-            return
         lane = int(min(failed, key=lambda i: (err[i, 0], i)))
         kind, message, loc, names_lane = self.sites[int(err[lane, 0]) - 1]
         message = message.format(int(err[lane, 1]), int(err[lane, 2]))
@@ -240,8 +238,7 @@ class OpEmitter:
             inner = f"{o[1]} if {o[0]} else {o[2]}"
             return f"{np_type(t)}({inner})" if isinstance(t, ScalarType) else f"({inner})"
         if n == "math":
-            call = f"{MATH[op.attrs['fn']]}({', '.join(o)})"
-            return f"{np_type(t)}({call})"
+            return f"{np_type(t)}({MATH[op.attrs['fn']]}({', '.join(o)}))"
         if n == "entry_mask":
             return "True"
         if n == "array_dim":

@@ -140,15 +140,13 @@ def plan(fn: Function, options: dict) -> tuple[dict[int, list], list[Phase]]:
     return plans, phases
 
 
+@dataclass(eq=False, slots=True)
 class OnDevice:
     """A per-lane value that lives in a device array; the host copy is made the first
     time a host op reads it."""
 
-    __slots__ = ("array", "host")
-
-    def __init__(self, array, host=None) -> None:
-        self.array = array
-        self.host = host
+    array: object
+    host: np.ndarray | None = None
 
     def on_host(self) -> np.ndarray:
         if self.host is None:
