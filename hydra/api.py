@@ -313,22 +313,36 @@ class Kernel:
             raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
         if stage == "ast":
             return ast.dump(self.parsed.node, indent=2) + "\n"
-        values = None
-        if types is None:
-            values, types = self.signature(self.bind(*example_args))
-        # as a call with these types builds it (without array shapes unless whole-array
-        # code needs them); stage grad: hydra.value_and_grad of the function (SPEC §11)
-        known = dict(zip(self.param_names, values)) if values is not None else {}
-        pyfunc = _gradient_for_dump(self, types) if stage == "grad" else self.pyfunc
-        fn, shaped, pinned = build_specialized(pyfunc, list(types), known, self.varying)
-        if stage == "grad" or stage == "ssa" and after is None:
-            return print_function(run_pipeline(fn, set(self.varying), stop_after="uniformity"))
-        fn = run_pipeline(fn, set(self.varying), stop_after=after)
-        if stage in ("ssa", "predicated"):
+        fn, types, shaped, pinned = self._built(stage, example_args, types, after)
+        if stage in ("ssa", "predicated", "grad"):
             return print_function(fn)
         backend = get_backend(stage_backend(self.backend_name, stage))
         return backend.dump(fn, stage, self.options,
                             self._structured(types, shaped, pinned, backend))
+
+    def ir(self, stage: str = "predicated", *example_args, types=None,
+           after: str | None = None) -> Function:
+        """The IR ``dump_ir`` prints at ``stage`` ("ssa", "predicated" or "grad"), as a
+        ``Function`` (``%hydra_ir`` draws its control flow)."""
+        if stage not in ("ssa", "predicated", "grad"):
+            raise ValueError(f"stage {stage!r} is not IR; the IR stages are ssa, "
+                             f"predicated and grad")
+        return self._built(stage, example_args, types, after)[0]
+
+    def _built(self, stage: str, example_args, types, after):
+        """(the IR after the passes ``stage`` and ``after`` ask for, types, shaped,
+        pinned), built as a call with these types builds it: without array shapes
+        unless whole-array code needs them; stage grad: hydra.value_and_grad of the
+        function (SPEC §11)."""
+        values = None
+        if types is None:
+            values, types = self.signature(self.bind(*example_args))
+        known = dict(zip(self.param_names, values)) if values is not None else {}
+        pyfunc = _gradient_for_dump(self, types) if stage == "grad" else self.pyfunc
+        fn, shaped, pinned = build_specialized(pyfunc, list(types), known, self.varying)
+        if stage == "grad" or stage == "ssa" and after is None:
+            after = "uniformity"
+        return run_pipeline(fn, set(self.varying), stop_after=after), types, shaped, pinned
 
 
 def _gradient_for_dump(kernel: Kernel, types: list[Type]):

@@ -35,7 +35,6 @@ import numpy as np
 from .__main__ import UsageError, annotation_types, check_count, ir_options, parse_sig
 from .api import Kernel
 from .errors import HydraError
-from .ir.printer import print_function
 from .irview import cfg_svg, highlight_html
 
 _cells = itertools.count(1)
@@ -208,23 +207,13 @@ def _known_types(kernel: Kernel, sig: str | None) -> list:
 def ir_views(kernel: Kernel, stage: str, after, args: list,
              sig: str | None = None) -> tuple[str, str | None]:
     """(IR text, SVG of the control flow or None) for ``%hydra_ir``."""
-    if args:
-        text = kernel.dump_ir(stage, *args, after=after)
-        types = kernel.signature(args)[1]
-    elif stage == "ast":
+    if stage == "ast":
         return kernel.dump_ir("ast"), None
-    else:
-        types = _known_types(kernel, sig)
-        text = kernel.dump_ir(stage, types=types, after=after)
+    types = None if args else _known_types(kernel, sig)
+    text = kernel.dump_ir(stage, *args, types=types, after=after)
     svg = None
-    if stage in ("ssa", "predicated"):
-        from .frontend import build_function
-        from .passes import run_pipeline
-        fn = build_function(kernel.pyfunc, list(types))
-        fn = run_pipeline(fn, set(kernel.varying),
-                          stop_after=after or ("uniformity" if stage == "ssa" else None))
-        assert print_function(fn) == text
-        svg = cfg_svg(fn)
+    if stage in ("ssa", "predicated"):  # the IR dump_ir printed, as a call builds it
+        svg = cfg_svg(kernel.ir(stage, *args, types=types, after=after))
     return text, svg
 
 

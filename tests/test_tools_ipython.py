@@ -153,6 +153,25 @@ def test_hydra_ir_example_arguments_are_python_expressions(shell, monkeypatch):
             in shown[0].data)
 
 
+def test_hydra_ir_draws_the_ir_a_call_builds(shell, monkeypatch):
+    """Array code whose shapes come from the arguments (``np.take`` of a constant
+    tuple): the picture is drawn from the IR the text shows, built as a call builds it
+    (it was rebuilt without shapes, and the magic failed with a shape error)."""
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    run(shell, "def taken(x):\n    return np.take(x, (0, 2)).sum()\n"
+               "kt = hydra.compile(taken, varying=('x',), backend='numpy')")
+    run(shell, "%hydra_ir kt np.ones((4, 5))")
+    html, svg = shown
+    assert "take" in html.data and svg.data.startswith("<svg")
+    import hydra
+    k = hydra.compile(lambda x: x + 1, varying=("x",), backend="numpy")
+    from hydra.ir.printer import print_function
+    assert print_function(k.ir("predicated", np.ones(4))) == k.dump_ir("predicated", np.ones(4))
+    with pytest.raises(ValueError, match="not IR"):
+        k.ir("llvm", np.ones(4))
+
+
 def test_an_error_in_a_spmd_cell_shows_only_the_users_line(shell, capsys):
     import hydra
     shell.user_ns["small"] = np.zeros(2)
