@@ -89,10 +89,10 @@ def check_count(kernel: Kernel, types: list[Type]) -> list[Type]:
 
 
 def load_kernel(target: str, lanes: int | None, varying: list[str], backend: str | None,
-                rebuild: bool = False, **options) -> Kernel:
+                rebuild: bool = False, loaded=None, **options) -> Kernel:
     """The kernel FILE::FUNC names (a compiled one as it is, unless ``rebuild``: then
-    with this backend and these options)."""
-    obj, path, name, _ = _load(target)
+    with this backend and these options); ``loaded``: ``_load(target)``, already made."""
+    obj, path, name, _ = loaded or _load(target)
     if isinstance(obj, Kernel):
         if varying:
             obj.varying = tuple(varying)
@@ -138,9 +138,10 @@ def dump_ir(args) -> str:
 
 def profile(args) -> str:
     options = {"threads": args.threads} if args.threads else {}
+    loaded = _load(args.target)  # once: the user's file runs its top level once
     kernel = load_kernel(args.target, None, args.varying, args.backend, rebuild=True,
-                         **options)
-    module = _load(args.target)[3]
+                         loaded=loaded, **options)
+    module = loaded[3]
     setup = getattr(module, args.setup, None)
     if not callable(setup):
         raise UsageError(f"{args.target.rsplit('::', 1)[0]} has no function {args.setup!r} "

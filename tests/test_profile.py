@@ -219,9 +219,11 @@ def test_compaction_and_gemm_events_on_cpu():
 
 
 def test_cli_profile_and_html(tmp_path):
+    """(The user's file is imported once: its top level runs once.)"""
     src = tmp_path / "kern.py"
     src.write_text(textwrap.dedent('''
         import numpy as np
+        print("kern.py imported")
 
         def steps(n):
             k = 0
@@ -240,6 +242,7 @@ def test_cli_profile_and_html(tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "steps (numpy, 64 lanes, width 64)" in r.stdout
+    assert r.stdout.count("kern.py imported") == 1
     page = out.read_text()
     assert "n = n // 2" in page and 'data-util="' in page
 
