@@ -16,6 +16,14 @@ def shell():
     return sh
 
 
+@pytest.fixture
+def shown(monkeypatch):
+    """What the magics display, in order (IPython's ``display`` replaced)."""
+    out = []
+    monkeypatch.setattr("IPython.display.display", out.append)
+    return out
+
+
 def run(shell, cell):
     result = shell.run_cell(cell)
     if result.error_in_exec is not None:
@@ -49,9 +57,7 @@ def test_spmd_compile_error_names_the_problem(shell):
         run(shell, "%%spmd 2\ntry:\n    x = 1\nexcept Exception:\n    x = 2\nx")
 
 
-def test_hydra_ir_shows_html_and_svg(shell, monkeypatch):
-    shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+def test_hydra_ir_shows_html_and_svg(shell, shown):
     run(shell, "def halve(x):\n    while x > 1:\n        x = x / 2\n    return x\n"
                "k = hydra.compile(halve, varying=('x',), backend='numpy')\n_ = k(np.arange(4.0))")
     run(shell, "%hydra_ir k")
@@ -77,9 +83,7 @@ def test_hydra_ir_needs_types(shell):
         "\"float64, float64[:], int64\"), or give example arguments")
 
 
-def test_hydra_ir_before_any_call_uses_annotations_or_sig(shell, monkeypatch):
-    shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+def test_hydra_ir_before_any_call_uses_annotations_or_sig(shell, shown):
     run(shell, "def scaled(x: 'float32', k: int):\n    return x * k\n"
                "ann = hydra.compile(scaled, varying=('x',), backend='numpy')\n"
                "plain = hydra.compile(lambda x, k: x * k, varying=('x',), backend='numpy')")
@@ -134,7 +138,7 @@ def test_magics_have_docstrings(shell):
     assert spmd.__doc__.startswith("usage: %%spmd") and "--varying" in spmd.__doc__
 
 
-def test_hydra_ir_example_arguments_are_python_expressions(shell, monkeypatch):
+def test_hydra_ir_example_arguments_are_python_expressions(shell, shown):
     from hydra.ipython import parse_examples, split_ir_line
     ns = {"np": np, "n": 3}
     assert split_ir_line("--stage ssa k np.linspace(0, 2, 6) n") == (
@@ -144,8 +148,6 @@ def test_hydra_ir_example_arguments_are_python_expressions(shell, monkeypatch):
         assert len(got) == 2 and got[1] == 3
         np.testing.assert_array_equal(got[0], np.linspace(0, 2, 6))
     assert parse_examples("n + 1", ns) == [4]
-    shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     run(shell, "def scaled(x, s):\n    return x * s\n"
                "ks = hydra.compile(scaled, varying=('x',), backend='numpy')")
     run(shell, "%hydra_ir --stage ssa ks np.linspace(0, 2, 6) np.float32(2)")
@@ -153,12 +155,10 @@ def test_hydra_ir_example_arguments_are_python_expressions(shell, monkeypatch):
             in shown[0].data)
 
 
-def test_hydra_ir_draws_the_ir_a_call_builds(shell, monkeypatch):
+def test_hydra_ir_draws_the_ir_a_call_builds(shell, shown):
     """Array code whose shapes come from the arguments (``np.take`` of a constant
     tuple): the picture is drawn from the IR the text shows, built as a call builds it
     (it was rebuilt without shapes, and the magic failed with a shape error)."""
-    shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
     run(shell, "def taken(x):\n    return np.take(x, (0, 2)).sum()\n"
                "kt = hydra.compile(taken, varying=('x',), backend='numpy')")
     run(shell, "%hydra_ir kt np.ones((4, 5))")
